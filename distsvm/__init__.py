@@ -1,0 +1,28 @@
+"""distsvm: distributed, out-of-core training of LIBLINEAR's linear classifiers on Dask and Zarr."""
+
+__version__ = "0.1.0"
+__all__ = ["LinearSVC", "ingest", "open_dataset", "train", "predict", "load_model", "save_model"]
+
+
+def __getattr__(name):  # lazy, so that `import distsvm` (and the CLI's --help) stays fast
+    if name == "LinearSVC":
+        from .api import LinearSVC
+
+        return LinearSVC
+    if name == "ingest":
+        from .ingest import ingest
+
+        return ingest
+    if name in ("train", "predict"):
+        from . import train as jobs
+
+        return getattr(jobs, name)
+    if name in ("load_model", "save_model"):
+        from . import model
+
+        return getattr(model, name)
+    if name == "open_dataset":
+        from storage import open_dataset
+
+        return open_dataset
+    raise AttributeError(f"module 'distsvm' has no attribute {name!r}")

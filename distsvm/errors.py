@@ -1,0 +1,9 @@
+"""Warnings and errors of the coordinator and the public API."""
+
+
+class ConvergenceWarning(UserWarning):
+    """A solver stopped at its round limit before meeting its stopping rule."""
+
+
+class ClusterError(RuntimeError):
+    """The Dask cluster could not be reached or lost the workers a job needs."""

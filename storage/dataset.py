@@ -1,0 +1,352 @@
+"""The distsvm dataset: a Zarr v3 group of row blocks (format v1).
+
+Layout (full specification in ``docs/storage-format.md``)::
+
+    STORE/zarr.json              group; attributes["distsvm"] = metadata, written last
+    STORE/rows/<block>/indptr    int64   (n_rows_b + 1,)  one chunk
+    STORE/rows/<block>/indices   int32   (nnz_b,)         one chunk, 0-based columns
+    STORE/rows/<block>/data      float32 (nnz_b,)         one chunk (float64 by option)
+    STORE/rows/<block>/y         int32   (n_rows_b,)      one chunk, class index
+
+A block is a contiguous range of (shuffled) rows and the unit of work: reading
+one block reads exactly four chunks and nothing else.  Each array is checked
+against the CRC-32 recorded in the block table, so a missing chunk (which Zarr
+would silently fill with zeros) or a damaged one is an error, never data.
+
+Commit protocol: a dataset is written into a staging location and the metadata
+is written last; for local paths the staging directory is then renamed into
+place, so an interrupted ingest never leaves a store that opens as whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import shutil
+import uuid
+import zlib
+from typing import Any
+
+import numpy as np
+import zarr
+import zarr.codecs
+
+from .errors import (
+    CorruptStoreError,
+    FormatVersionError,
+    IncompleteStoreError,
+    StorageError,
+    StoreExistsError,
+    StoreNotFoundError,
+)
+
+FORMAT_NAME = "distsvm-dataset"
+FORMAT_VERSION = 1
+ROW_ARRAYS = ("indptr", "indices", "data", "y")
+DTYPES = ("float32", "float64")
+_COMPRESSOR = zarr.codecs.ZstdCodec(level=3)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowBlock:
+    """One block of rows in CSR form, as held in worker memory (read-only views)."""
+
+    indptr: np.ndarray  # int64 (n_rows + 1,)
+    indices: np.ndarray  # int32 (nnz,)
+    data: np.ndarray  # float32 or float64 (nnz,)
+    y: np.ndarray  # int32 (n_rows,), index into DatasetMeta.classes
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.y)
+
+    @property
+    def nnz(self) -> int:
+        return len(self.data)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.indptr, self.indices, self.data, self.y))
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockInfo:
+    """One entry of the block table."""
+
+    name: str
+    n_rows: int
+    nnz: int
+    crc32: dict[str, int]
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetMeta:
+    """The validated metadata of a committed dataset."""
+
+    n_rows: int
+    n_features: int
+    nnz: int
+    dtype: str
+    classes: tuple[float, ...]
+    class_counts: tuple[int, ...]
+    blocks: tuple[BlockInfo, ...]
+    source: dict[str, Any]
+    created: str
+    format_version: int = FORMAT_VERSION
+
+    def to_json(self) -> dict:
+        return {
+            "format": FORMAT_NAME,
+            "format_version": self.format_version,
+            "n_rows": self.n_rows,
+            "n_features": self.n_features,
+            "nnz": self.nnz,
+            "dtype": self.dtype,
+            "classes": list(self.classes),
+            "class_counts": list(self.class_counts),
+            "blocks": [b.to_json() for b in self.blocks],
+            "source": self.source,
+            "created": self.created,
+        }
+
+    @classmethod
+    def from_json(cls, url: str, d: Any) -> DatasetMeta:
+        """Parse and validate metadata; every failure names the store and the field."""
+        if not isinstance(d, dict) or d.get("format") != FORMAT_NAME:
+            raise CorruptStoreError(f"{url}: group attributes are not a {FORMAT_NAME} header")
+        version = d.get("format_version")
+        if version != FORMAT_VERSION:
+            raise FormatVersionError(
+                f"{url}: dataset format version {version!r} is not supported "
+                f"(this distsvm reads version {FORMAT_VERSION})"
+            )
+        try:
+            blocks = tuple(
+                BlockInfo(str(b["name"]), int(b["n_rows"]), int(b["nnz"]),
+                          {k: int(v) for k, v in b["crc32"].items()})
+                for b in d["blocks"]
+            )
+            meta = cls(
+                n_rows=int(d["n_rows"]),
+                n_features=int(d["n_features"]),
+                nnz=int(d["nnz"]),
+                dtype=str(d["dtype"]),
+                classes=tuple(float(c) for c in d["classes"]),
+                class_counts=tuple(int(c) for c in d["class_counts"]),
+                blocks=blocks,
+                source=dict(d.get("source", {})),
+                created=str(d.get("created", "")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptStoreError(f"{url}: malformed dataset metadata: {exc!r}") from exc
+        meta.check(url)
+        return meta
+
+    def check(self, url: str) -> None:
+        """Check the header's internal consistency (not the arrays)."""
+        problems = []
+        if self.dtype not in DTYPES:
+            problems.append(f"dtype {self.dtype!r} is not one of {DTYPES}")
+        if sum(b.n_rows for b in self.blocks) != self.n_rows:
+            problems.append("block row counts do not add up to n_rows")
+        if sum(b.nnz for b in self.blocks) != self.nnz:
+            problems.append("block nnz do not add up to nnz")
+        if len(self.classes) != len(self.class_counts) or sum(self.class_counts) != self.n_rows:
+            problems.append("class counts do not add up to n_rows")
+        if list(self.classes) != sorted(set(self.classes)):
+            problems.append("classes are not sorted and unique")
+        if len({b.name for b in self.blocks}) != len(self.blocks):
+            problems.append("block names are not unique")
+        if self.n_features < 0:
+            problems.append("n_features is negative")
+        if problems:
+            raise CorruptStoreError(f"{url}: inconsistent metadata: " + "; ".join(problems))
+
+
+def block_name(i: int) -> str:
+    return f"{i:06d}"
+
+
+def _is_local(url: str) -> bool:
+    return "://" not in url or url.startswith("file://")
+
+
+def _local_path(url: str) -> str:
+    return url[len("file://"):] if url.startswith("file://") else url
+
+
+def _crc(a: np.ndarray) -> int:
+    return zlib.crc32(np.ascontiguousarray(a).view(np.uint8)) & 0xFFFFFFFF
+
+
+class Dataset:
+    """A committed dataset opened for reading.
+
+    Cheap to construct and to pickle (it holds the URL and the metadata), so it
+    can be shipped to Dask workers, which then read blocks themselves.
+    """
+
+    def __init__(self, url: str, meta: DatasetMeta, storage_options: dict | None = None):
+        self.url = url
+        self.meta = meta
+        self.storage_options = storage_options
+
+    def __repr__(self) -> str:
+        m = self.meta
+        return (f"Dataset({self.url!r}, n_rows={m.n_rows}, n_features={m.n_features}, "
+                f"nnz={m.nnz}, blocks={len(m.blocks)})")
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.meta.blocks)
+
+    def read_block(self, i: int, verify: bool = True) -> RowBlock:
+        """Read block ``i`` (see :func:`read_row_block`)."""
+        return read_row_block(self.url, self.meta.blocks[i], self.storage_options, verify)
+
+    def verify(self) -> None:
+        """Read every block and check checksums and CSR invariants; raise on the first fault."""
+        n_classes = len(self.meta.classes)
+        for i, info in enumerate(self.meta.blocks):
+            b = self.read_block(i)
+            where = f"{self.url}: row block {info.name}"
+            if b.indptr[0] != 0 or b.indptr[-1] != info.nnz or np.any(np.diff(b.indptr) < 0):
+                raise CorruptStoreError(f"{where}: indptr is not a valid row pointer")
+            if b.nnz and (b.indices.min() < 0 or b.indices.max() >= self.meta.n_features):
+                raise CorruptStoreError(f"{where}: column index out of range")
+            if b.n_rows and (b.y.min() < 0 or b.y.max() >= n_classes):
+                raise CorruptStoreError(f"{where}: class index out of range")
+            if not np.all(np.isfinite(b.data)):
+                raise CorruptStoreError(f"{where}: non-finite values")
+
+
+def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = None,
+                   verify: bool = True) -> RowBlock:
+    """Read one row block: four chunk reads, checked against its block-table entry.
+
+    Takes the URL and the entry rather than a :class:`Dataset` so that tasks
+    shipped to workers carry a few hundred bytes, not the whole block table.
+    """
+    try:
+        g = zarr.open_group(url, mode="r", storage_options=storage_options)["rows"][info.name]
+        arrays = {k: g[k][...] for k in ROW_ARRAYS}
+    except (KeyError, FileNotFoundError, ValueError) as exc:
+        raise CorruptStoreError(f"{url}: cannot read row block {info.name}: {exc!r}") from exc
+    expected = {"indptr": info.n_rows + 1, "indices": info.nnz, "data": info.nnz,
+                "y": info.n_rows}
+    for k in ROW_ARRAYS:
+        a = arrays[k]
+        if a.shape != (expected[k],):
+            raise CorruptStoreError(f"{url}: array rows/{info.name}/{k} has shape {a.shape}, "
+                                    f"expected ({expected[k]},)")
+        if verify and _crc(a) != info.crc32[k]:
+            raise CorruptStoreError(f"{url}: array rows/{info.name}/{k} (chunk 0) fails its "
+                                    "CRC-32 check: the chunk is missing or damaged")
+    return RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"])
+
+
+def open_dataset(url: str, storage_options: dict | None = None) -> Dataset:
+    """Open a committed dataset; raise a typed error if it is absent, partial or foreign."""
+    url = str(url)
+    try:
+        g = zarr.open_group(url, mode="r", storage_options=storage_options)
+    except (FileNotFoundError, zarr.errors.GroupNotFoundError, ValueError) as exc:
+        raise StoreNotFoundError(f"{url}: no distsvm dataset here ({exc})") from exc
+    attrs = g.attrs.asdict()
+    if "distsvm" not in attrs:
+        raise IncompleteStoreError(
+            f"{url}: this group has no committed distsvm metadata "
+            "(an interrupted ingest or not a distsvm dataset); ingest it again")
+    return Dataset(url, DatasetMeta.from_json(url, attrs["distsvm"]), storage_options)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def staging_url(url: str) -> str:
+    """Where an ingest into ``url`` writes before it commits."""
+    url = str(url)
+    if _is_local(url):
+        path = os.path.abspath(_local_path(url))
+        parent, base = os.path.split(path.rstrip(os.sep))
+        return os.path.join(parent, f".{base}.staging-{uuid.uuid4().hex[:12]}")
+    return url  # remote stores: written in place, made whole by the metadata written last
+
+
+def prepare(url: str, overwrite: bool, storage_options: dict | None = None) -> str:
+    """Check that ``url`` may be written and create its staging group; return the staging URL."""
+    url = str(url)
+    if not overwrite and _exists(url, storage_options):
+        raise StoreExistsError(f"{url}: already exists (pass overwrite / --overwrite to replace it)")
+    stage = staging_url(url)
+    g = zarr.open_group(stage, mode="w", storage_options=storage_options)
+    g.create_group("rows")
+    return stage
+
+
+def _exists(url: str, storage_options: dict | None) -> bool:
+    if _is_local(url):
+        return os.path.exists(_local_path(url))
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    return fs.exists(path)
+
+
+def write_row_block(stage: str, name: str, block: RowBlock,
+                    storage_options: dict | None = None) -> BlockInfo:
+    """Write one row block (one chunk per array) into a staging group."""
+    g = zarr.open_group(stage, mode="r+", storage_options=storage_options)
+    bg = g["rows"].create_group(name, overwrite=True)
+    crcs = {}
+    for k in ROW_ARRAYS:
+        a = np.ascontiguousarray(getattr(block, k))
+        arr = bg.create_array(k, shape=a.shape, chunks=(max(1, a.shape[0]),), dtype=a.dtype,
+                              compressors=_COMPRESSOR, fill_value=0)
+        if a.size:
+            arr[...] = a
+        crcs[k] = _crc(a)
+    return BlockInfo(name, block.n_rows, block.nnz, crcs)
+
+
+def commit(stage: str, url: str, meta: DatasetMeta, overwrite: bool,
+           storage_options: dict | None = None) -> Dataset:
+    """Write the metadata last, then move the staging group into place."""
+    url = str(url)
+    meta.check(url)
+    g = zarr.open_group(stage, mode="r+", storage_options=storage_options)
+    g.attrs["distsvm"] = meta.to_json()
+    if stage != url:
+        final = os.path.abspath(_local_path(url))
+        trash = None
+        if os.path.exists(final):
+            if not overwrite:
+                raise StoreExistsError(f"{url}: appeared while ingesting; not replaced")
+            trash = stage + ".old"
+            os.rename(final, trash)
+        os.rename(stage, final)
+        if trash:
+            shutil.rmtree(trash, ignore_errors=True)
+    return open_dataset(url, storage_options)
+
+
+def abort(stage: str, url: str, storage_options: dict | None = None) -> None:
+    """Remove a staging group after a failed ingest (best effort)."""
+    if stage != str(url):
+        shutil.rmtree(stage, ignore_errors=True)
+        return
+    try:
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(stage, **(storage_options or {}))
+        fs.rm(path, recursive=True)
+    except (OSError, StorageError):  # pragma: no cover - best effort on remote stores
+        pass
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,43 @@
+"""Typed errors for the dataset format and for input files.
+
+Each error carries a message that names the thing that is wrong (the store, the
+block, the array, the file and line) so that the CLI can print it as one line.
+"""
+
+
+class StorageError(Exception):
+    """Base class of every error raised by :mod:`storage`."""
+
+
+class StoreNotFoundError(StorageError):
+    """No dataset exists at the given location."""
+
+
+class IncompleteStoreError(StorageError):
+    """A location holds a dataset that was never committed (an interrupted ingest)."""
+
+
+class FormatVersionError(StorageError):
+    """The dataset was written by an incompatible version of the format."""
+
+
+class CorruptStoreError(StorageError):
+    """An array of the dataset is missing, has the wrong shape, or fails its checksum."""
+
+
+class StoreExistsError(StorageError):
+    """Refusing to overwrite an existing dataset without ``overwrite=True``."""
+
+
+class InputFormatError(StorageError, ValueError):
+    """A malformed input file: the message names the file, the line and the token."""
+
+    def __init__(self, path, line, token, reason):
+        self.path, self.line, self.token, self.reason = path, line, token, reason
+        where = f"{path}:{line}" if line is not None else str(path)
+        tok = f" (token {token!r})" if token is not None else ""
+        super().__init__(f"{where}: {reason}{tok}")
+
+
+class InputDataError(StorageError, ValueError):
+    """Input that parses but cannot be trained on (empty, one class, bad shapes)."""

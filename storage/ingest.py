@@ -1,0 +1,233 @@
+"""Ingest: parsed rows → staged parts → shuffled row blocks → committed dataset.
+
+The pipeline has three phases, each a set of independent tasks with memory
+bounded by one part or one block (never by the dataset):
+
+1. **parts** — each parsed chunk of input (a byte range of a file, a streamed
+   piece of a compressed file, or a slice of an in-memory matrix) is written as
+   a *part*: its rows sorted by a 64-bit key.  With shuffling the key is
+   ``splitmix64(seed, position)`` where position is the row's byte offset in
+   the file (or its row number for in-memory input); without, it is the
+   position itself.  Keys depend only on the input, so the result does not
+   depend on how the input was split (serial and parallel ingest agree).
+2. **plan** — once the row count is known, the number of blocks follows from
+   the block size; each part reports, for every block, the range of its
+   (sorted) rows that fall into that block: a key range with shuffling, a range
+   of global row numbers without.
+3. **blocks** — each block gathers its slices from all parts, orders its rows
+   by key and is written as one row block of the dataset.
+
+The coordinator (``distsvm.ingest``) runs the tasks on Dask or in-process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+
+import numba
+import numpy as np
+import zarr
+
+from . import dataset as ds
+from .errors import InputDataError
+
+PARTS = "_parts"
+PART_CHUNK = 1 << 20  # elements per chunk of a part array: slices read O(1) chunks
+KEY_SPACE = 2.0**64
+
+
+@dataclasses.dataclass(frozen=True)
+class PartInfo:
+    """What the coordinator learns from writing one part."""
+
+    part: int
+    n_rows: int
+    nnz: int
+    max_index: int
+    labels: tuple[float, ...]
+    label_counts: tuple[int, ...]
+
+
+@numba.njit(cache=True, nogil=True)
+def shuffle_keys(positions, seed):
+    """splitmix64(seed + position): a bijection on uint64, so distinct positions get distinct keys."""
+    out = np.empty(len(positions), dtype=np.uint64)
+    s = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+    for i in range(len(positions)):
+        z = np.uint64(positions[i]) + s
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        out[i] = z ^ (z >> np.uint64(31))
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_rows(indptr, indices, data, order):
+    """CSR rows ``order[0], order[1], ...`` of (indptr, indices, data) as a new CSR matrix."""
+    n = len(order)
+    new_ptr = np.empty(n + 1, dtype=np.int64)
+    new_ptr[0] = 0
+    for k in range(n):
+        r = order[k]
+        new_ptr[k + 1] = new_ptr[k] + indptr[r + 1] - indptr[r]
+    new_ind = np.empty(new_ptr[n], dtype=indices.dtype)
+    new_dat = np.empty(new_ptr[n], dtype=data.dtype)
+    for k in range(n):
+        r = order[k]
+        a, b, o = indptr[r], indptr[r + 1], new_ptr[k]
+        for j in range(b - a):
+            new_ind[o + j] = indices[a + j]
+            new_dat[o + j] = data[a + j]
+    return new_ptr, new_ind, new_dat
+
+
+def _part_group(stage, part, storage_options, mode):
+    return zarr.open_group(f"{stage.rstrip('/')}/{PARTS}/{part:06d}", mode=mode,
+                           storage_options=storage_options)
+
+
+def write_part(stage: str, part: int, indptr, indices, data, labels, positions, *,
+               shuffle: bool, seed: int, storage_options: dict | None = None) -> PartInfo:
+    """Phase 1: sort one parsed chunk by key and write it under ``STAGE/_parts/<part>``."""
+    positions = np.asarray(positions, dtype=np.int64)
+    keys = shuffle_keys(positions, seed) if shuffle else positions.astype(np.uint64)
+    order = np.argsort(keys, kind="stable")
+    indptr, indices, data = gather_rows(np.asarray(indptr, np.int64), indices, data, order)
+    labels = np.asarray(labels, dtype=np.float64)[order]
+    g = _part_group(stage, part, storage_options, "w")
+    for name, a in (("indptr", indptr), ("indices", indices), ("data", data),
+                    ("labels", labels), ("keys", keys[order])):
+        arr = g.create_array(name, shape=a.shape, dtype=a.dtype, fill_value=0,
+                             chunks=(max(1, min(PART_CHUNK, a.shape[0])),),
+                             compressors=zarr.codecs.ZstdCodec(level=1))
+        if a.size:
+            arr[...] = a
+    values, counts = np.unique(labels, return_counts=True)
+    return PartInfo(part, len(labels), len(data), int(indices.max()) if len(indices) else -1,
+                    tuple(float(v) for v in values), tuple(int(c) for c in counts))
+
+
+def n_blocks_for(n_rows: int, nnz: int, itemsize: int, block_rows: int | None,
+                 block_mb: float | None) -> int:
+    """Blocks needed so that none exceeds ``block_rows`` rows or ``block_mb`` MB of CSR."""
+    n = 1
+    if block_rows:
+        n = max(n, math.ceil(n_rows / block_rows))
+    if block_mb:
+        nbytes = nnz * (4 + itemsize) + n_rows * (8 + 4)
+        n = max(n, math.ceil(nbytes / (block_mb * 2**20)))
+    return max(1, min(n, n_rows))
+
+
+def shuffled_bounds(stage: str, part: int, n_blocks: int,
+                    storage_options: dict | None = None) -> np.ndarray:
+    """Phase 2 (shuffled): row ranges of this part's sorted keys in each of n_blocks equal key ranges."""
+    keys = _part_group(stage, part, storage_options, "r")["keys"][...]
+    edges = [min(int(b * KEY_SPACE / n_blocks), 2**64 - 1) for b in range(1, n_blocks)]
+    inner = np.searchsorted(keys, np.array(edges, dtype=np.uint64), side="left")
+    return np.concatenate([[0], inner, [len(keys)]]).astype(np.int64)
+
+
+def ordered_bounds(part_rows: list[int], n_blocks: int) -> list[np.ndarray]:
+    """Phase 2 (no shuffle): split rows in file order into n_blocks nearly equal runs."""
+    total = sum(part_rows)
+    edges = np.array([(b * total) // n_blocks for b in range(n_blocks + 1)], dtype=np.int64)
+    out, start = [], 0
+    for n in part_rows:
+        out.append(np.clip(edges - start, 0, n))
+        start += n
+    return out
+
+
+def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
+                classes: tuple[float, ...], dtype: str,
+                storage_options: dict | None = None) -> ds.BlockInfo:
+    """Phase 3: gather ``(part, row_start, row_stop)`` slices, order rows by key, write the block."""
+    ptrs, inds, dats, labs, keys = [], [], [], [], []
+    offset = 0
+    for part, r0, r1 in slices:
+        if r1 <= r0:
+            continue
+        g = _part_group(stage, part, storage_options, "r")
+        p = g["indptr"][r0:r1 + 1]
+        inds.append(g["indices"][int(p[0]):int(p[-1])])
+        dats.append(g["data"][int(p[0]):int(p[-1])])
+        ptrs.append(p[1:] - p[0] + offset)
+        offset += int(p[-1] - p[0])
+        labs.append(g["labels"][r0:r1])
+        keys.append(g["keys"][r0:r1])
+    if labs:
+        indptr = np.concatenate([np.zeros(1, np.int64)] + ptrs)
+        indices = np.concatenate(inds).astype(np.int32, copy=False)
+        data = np.concatenate(dats).astype(dtype, copy=False)
+        labels, key = np.concatenate(labs), np.concatenate(keys)
+        order = np.argsort(key, kind="stable")
+        indptr, indices, data = gather_rows(indptr, indices, data, order)
+        labels = labels[order]
+    else:
+        indptr, indices = np.zeros(1, np.int64), np.zeros(0, np.int32)
+        data, labels = np.zeros(0, dtype), np.zeros(0)
+    y = np.searchsorted(np.asarray(classes), labels).astype(np.int32)
+    return ds.write_row_block(stage, ds.block_name(block),
+                              ds.RowBlock(indptr, indices, data, y), storage_options)
+
+
+def plan_blocks(infos: list[PartInfo], bounds: list[np.ndarray]) -> list[list[tuple[int, int, int]]]:
+    """Per block, the (part, row_start, row_stop) slices it is made of."""
+    n_blocks = len(bounds[0]) - 1
+    return [[(info.part, int(bnd[b]), int(bnd[b + 1])) for info, bnd in zip(infos, bounds)]
+            for b in range(n_blocks)]
+
+
+def summarize(infos: list[PartInfo], n_features: int | None, where: str):
+    """Totals over all parts; reject data that cannot be trained on."""
+    n_rows = sum(i.n_rows for i in infos)
+    nnz = sum(i.nnz for i in infos)
+    if n_rows == 0:
+        raise InputDataError(f"{where}: no rows (the input is empty)")
+    counts: dict[float, int] = {}
+    for i in infos:
+        for v, c in zip(i.labels, i.label_counts):
+            counts[v] = counts.get(v, 0) + c
+    classes = tuple(sorted(counts))
+    if len(classes) < 2:
+        raise InputDataError(f"{where}: only one class (label {classes[0]:g}) in {n_rows} rows; "
+                             "a classifier needs at least two")
+    seen = max(i.max_index for i in infos) + 1
+    if n_features is None:
+        n_features = seen
+    elif seen > n_features:
+        raise InputDataError(f"{where}: feature index {seen} exceeds n_features={n_features}")
+    return n_rows, nnz, n_features, classes, tuple(counts[c] for c in classes)
+
+
+def remove_parts(stage: str, storage_options: dict | None = None) -> None:
+    """Delete the staged parts once every block is written."""
+    if "://" not in stage:
+        shutil.rmtree(f"{stage}/{PARTS}", ignore_errors=True)
+        return
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(stage, **(storage_options or {}))
+    fs.rm(f"{path.rstrip('/')}/{PARTS}", recursive=True)
+
+
+def part_from_text(stage: str, part: int, path: str, *, buf=None, start: int = 0, end: int = 0,
+                   first_line: int = 1, dtype: str = "float32", index_base: int = 1,
+                   shuffle: bool = True, seed: int = 0,
+                   storage_options: dict | None = None) -> PartInfo:
+    """Phase 1 for LIBSVM text: parse ``buf`` (a streamed piece starting at byte
+    ``start``, line ``first_line``) or, when ``buf`` is None, the byte range
+    [start, end) of an uncompressed file, and write the part."""
+    from . import libsvm
+
+    if buf is None:
+        chunk = libsvm.parse_range(path, start, end, dtype=np.dtype(dtype), index_base=index_base)
+    else:
+        chunk = libsvm.parse_chunk(buf, path=path, chunk_offset=start, first_line=first_line,
+                                   dtype=np.dtype(dtype), index_base=index_base)
+    return write_part(stage, part, chunk.indptr, chunk.indices, chunk.data, chunk.labels,
+                      chunk.line_starts, shuffle=shuffle, seed=seed,
+                      storage_options=storage_options)
