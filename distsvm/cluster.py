@@ -15,7 +15,7 @@ from distributed import Client, LocalCluster
 
 from .errors import ClusterError
 
-CACHE_FRACTION = 0.5  # share of a worker's memory limit given to its block cache
+CACHE_FRACTION = 0.6  # share of a worker's memory limit its process may fill with cached blocks
 
 
 @contextlib.contextmanager
@@ -65,7 +65,8 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None) -> WorkerP
     addrs = sorted(info)[: n_workers or None]
     total = psutil.virtual_memory().total
     cache = {}
-    for a in addrs:
+    for a in addrs:  # what the process already uses (interpreter, libraries) is not for blocks
         limit = info[a].get("memory_limit") or total // len(addrs)
-        cache[a] = int(CACHE_FRACTION * limit)
+        used = info[a].get("metrics", {}).get("memory", 0)
+        cache[a] = max(0, int(CACHE_FRACTION * limit) - used)
     return WorkerPlan(tuple(addrs[b % len(addrs)] for b in range(n_blocks)), cache)

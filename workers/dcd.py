@@ -1,7 +1,8 @@
-"""The per-block task of dual coordinate descent: one visit of one block.
+"""The per-block tasks of dual coordinate descent: a visit of one block, and a round's report.
 
-The block's α and shrinking state stay in this worker's memory between
-visits (:func:`workers.blocks.run_state`); only ``w`` travels.
+A block's α, shrinking state and last visit's statistics stay in the memory
+of the worker that owns the block (:func:`workers.blocks.run_state`); only
+``w`` travels, from task to task.
 """
 
 from __future__ import annotations
@@ -14,32 +15,41 @@ from . import blocks
 from .kernels import dcd as kernel
 
 
-def visit(prev, url: str, info: BlockInfo, run: str, *, bias: float, n_features: int,
-          loss: int, C: float, eps: float, n_passes: int, seed: int, positive: int,
-          cache_bytes: int, storage_options: dict | None = None):
-    """Run DCD passes on one block starting from ``w`` and return ``(w, stats)``.
+def visit(w_in: np.ndarray, url: str, info: BlockInfo, run: str, *, bias: float,
+          n_features: int, loss: int, C: float, eps: float, n_passes: int, seed: int,
+          positive: int, cache_bytes: int, storage_options: dict | None = None) -> np.ndarray:
+    """Run DCD passes on one block starting from ``w_in``; return the new ``w``.
 
-    ``prev`` is either the initial ``w`` or the ``(w, stats)`` of the block
-    visited before, so a round is a chain of tasks the coordinator submits at
-    once and ``w`` moves from worker to worker without passing through it.
+    The coordinator chains the visits of a round (each takes the previous
+    one's ``w``), so ``w`` moves from worker to worker without passing through it.
     """
-    w = np.array(prev[0] if isinstance(prev, tuple) else prev, dtype=np.float64)  # own copy
+    w = np.array(w_in, dtype=np.float64)  # Dask may hand us the previous task's own array
     block, sqnorm = blocks.load(url, info, cache_bytes, storage_options)
 
     def fresh():
         state, index = kernel.new_state(block.n_rows)
-        return np.zeros(block.n_rows), index, state
+        return {"alpha": np.zeros(block.n_rows), "index": index, "state": state, "stats": None}
 
-    alpha, index, state = blocks.run_state(run, info.name, fresh)
+    s = blocks.run_state(run, info.name, fresh)
     pg_max, pg_min, full, converged, sum_a, sum_a2 = kernel.dcd_passes(
         block.indptr, block.indices, block.data, block.y, positive, sqnorm, w, bias,
-        n_features, alpha, index, state, loss, C, eps, n_passes, seed)
-    stats = {"block": info.name, "pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
-             "converged": bool(converged), "sum_alpha": sum_a, "sum_alpha_sq": sum_a2,
-             "active": int(state[kernel.ACTIVE])}
-    return w, stats
+        n_features, s["alpha"], s["index"], s["state"], loss, C, eps, n_passes, seed)
+    s["stats"] = {"pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
+                  "converged": bool(converged), "sum_alpha": sum_a, "sum_alpha_sq": sum_a2,
+                  "active": int(s["state"][kernel.ACTIVE])}
+    return w
 
 
-def stats_of(result):
-    """The stats half of a visit's result (a tiny task, so ``w`` is not gathered)."""
-    return result[1]
+def report(w: np.ndarray, url: str, infos: list[BlockInfo], run: str, *, bias: float,
+           n_features: int, loss: int, positive: int, cache_bytes: int,
+           storage_options: dict | None = None) -> dict:
+    """End of a round on one worker: the loss of its blocks at the round's final ``w`` and
+    the statistics of their last visits, summed — all the coordinator needs, in one reply."""
+    total, correct, _ = blocks.block_loss(url, infos, w, bias, n_features, loss, positive,
+                                          cache_bytes, storage_options)
+    stats = [blocks.run_state(run, info.name, dict)["stats"] for info in infos]
+    return {"loss": total, "correct": correct, "ww": float(w @ w),
+            "sum_alpha": sum(s["sum_alpha"] for s in stats),
+            "sum_alpha_sq": sum(s["sum_alpha_sq"] for s in stats),
+            "pg_max": max(s["pg_max"] for s in stats), "pg_min": min(s["pg_min"] for s in stats),
+            "full": all(s["full"] for s in stats), "active": sum(s["active"] for s in stats)}

@@ -61,23 +61,6 @@ def _seed(seed: int, round_: int, block: int) -> int:
     return int(np.random.SeedSequence([seed, round_, block]).generate_state(1)[0])
 
 
-def objective(client, dataset: Dataset, plan: WorkerPlan, w: np.ndarray, *, loss: int, C: float,
-              bias: float, positive: int = 1) -> tuple[float, float]:
-    """Primal objective ½‖w‖² + C Σ loss and training accuracy, one parallel pass over the blocks."""
-    wf = client.scatter(w, broadcast=True, hash=False)
-    futures = [
-        client.submit(workers.blocks.block_loss, dataset.url,
-                      [dataset.meta.blocks[b] for b in plan.blocks_of(a)], wf, bias,
-                      dataset.meta.n_features, loss, positive, plan.cache_bytes[a],
-                      dataset.storage_options, workers=[a], pure=False)
-        for a in plan.workers if plan.blocks_of(a)
-    ]
-    parts = client.gather(futures)
-    total = sum(p[0] for p in parts)
-    correct = sum(p[1] for p in parts)
-    return 0.5 * float(w @ w) + C * total, correct / max(1, dataset.meta.n_rows)
-
-
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
           progress: Progress | None = None) -> Result:
@@ -96,7 +79,6 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     primal = dual = np.nan
     try:
         for r in range(1, max_rounds + 1):
-            chain = []
             for b in rng.permutation(len(meta.blocks)):
                 prev = client.submit(
                     workers.dcd.visit, prev, dataset.url, meta.blocks[b], run, bias=bias,
@@ -105,29 +87,33 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                     cache_bytes=plan.cache_bytes[plan.owners[b]],
                     storage_options=dataset.storage_options,
                     workers=[plan.owners[b]], pure=False)
-                chain.append((prev, plan.owners[b]))
-            stats = client.gather([client.submit(workers.dcd.stats_of, f, workers=[a], pure=False)
-                                   for f, a in chain])
-            del chain
-            w = prev.result()[0]
-            primal, accuracy = objective(client, dataset, plan, w, loss=code, C=C, bias=bias)
-            ww = float(w @ w)
-            dual = sum(s["sum_alpha"] for s in stats) - 0.5 * ww \
-                - 0.5 * diag * sum(s["sum_alpha_sq"] for s in stats)
-            pg = max(s["pg_max"] for s in stats) - min(s["pg_min"] for s in stats)
-            active = sum(s["active"] for s in stats) / max(1, meta.n_rows)
+            reports = client.gather([
+                client.submit(workers.dcd.report, prev, dataset.url,
+                              [meta.blocks[b] for b in plan.blocks_of(a)], run, bias=bias,
+                              n_features=meta.n_features, loss=code, positive=1,
+                              cache_bytes=plan.cache_bytes[a],
+                              storage_options=dataset.storage_options, workers=[a], pure=False)
+                for a in plan.workers if plan.blocks_of(a)])
+            ww = reports[0]["ww"]
+            primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
+            dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
+                - 0.5 * diag * sum(p["sum_alpha_sq"] for p in reports)
+            pg = max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports)
             row = {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
-                   "pg_violation": pg, "active": active, "train_accuracy": accuracy,
+                   "pg_violation": pg,
+                   "active": sum(p["active"] for p in reports) / max(1, meta.n_rows),
+                   "train_accuracy": sum(p["correct"] for p in reports) / max(1, meta.n_rows),
                    "seconds": time.perf_counter() - start}
             history.append(row)
             progress.round(row)
-            if pg <= eps and all(s["full"] for s in stats):
+            if pg <= eps and all(p["full"] for p in reports):  # (17) on a pass over every row
                 converged = True
                 break
         else:
             msg = (f"dcd reached the round limit ({max_rounds}) before the projected-gradient "
                    f"violation {pg:.3g} fell to eps={eps:g}; increase max_rounds or eps")
             warnings.warn(msg, ConvergenceWarning, stacklevel=2)
+        w = prev.result()
     finally:
         client.run(workers.blocks.drop_run, run)
     return Result(w=w, rounds=len(history), converged=converged, primal_objective=primal,

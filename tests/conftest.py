@@ -1,0 +1,66 @@
+"""Shared fixtures: one real 2-worker LocalCluster for the session, datasets, LIBLINEAR references."""
+
+from __future__ import annotations
+
+import lzma
+import pathlib
+
+import numpy as np
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+DATA = REPO / "data"
+SHARED = REPO.parent / "shared" / "datasets"
+
+
+def shared_dataset(name: str) -> pathlib.Path:
+    """Path of a ../shared dataset, or skip the test when it is absent (a user's fresh clone)."""
+    path = SHARED / f"{name}.xz"
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    return path
+
+
+def load_xy(path, n_features=None):
+    from sklearn.datasets import load_svmlight_file
+
+    with lzma.open(path) as f:
+        X, y = load_svmlight_file(f, n_features=n_features)
+    return X.astype(np.float32).tocsr(), y
+
+
+@pytest.fixture(scope="session")
+def client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def a9a():
+    return load_xy(DATA / "a9a.xz", n_features=123)
+
+
+def primal_objective(w, X, y, loss, C=1.0, bias=-1.0):
+    """LIBLINEAR's ½‖w‖² + C Σ loss, computed independently in NumPy (float64)."""
+    positive = np.max(y)
+    s = np.where(y == positive, 1.0, -1.0)
+    dv = X.astype(np.float64) @ w[: X.shape[1]]
+    if bias >= 0:
+        dv = dv + w[X.shape[1]] * bias
+    xi = np.maximum(0.0, 1.0 - s * dv)
+    return 0.5 * float(w @ w) + C * float(np.sum(xi if loss == "hinge" else xi * xi))
+
+
+def liblinear_optimum(X, y, loss, C=1.0, bias=-1.0, eps=1e-5):
+    """LIBLINEAR's weights (positive class = the larger label, as distsvm) and primal objective."""
+    from liblinear.liblinearutil import parameter, problem, train
+
+    s = 3 if loss == "hinge" else 1
+    m = train(problem(y, X.astype(np.float64)), parameter(f"-s {s} -c {C} -e {eps} -B {bias} -q"))
+    w = np.array([m.w[i] for i in range(X.shape[1] + (1 if bias >= 0 else 0))])
+    if m.get_labels()[0] != np.max(y):
+        w = -w
+    return w, primal_objective(w, X, y, loss, C, bias)
