@@ -1,4 +1,4 @@
-"""The per-block tasks of dual coordinate descent: a visit of one block, and a round's report.
+"""The per-block tasks of dual coordinate descent.
 
 A block's α, shrinking state and last visit's statistics stay in the memory
 of the worker that owns the block (:func:`workers.blocks.run_state`); only
@@ -15,15 +15,9 @@ from . import blocks
 from .kernels import dcd as kernel
 
 
-def visit(w_in: np.ndarray, url: str, info: BlockInfo, run: str, *, bias: float,
-          n_features: int, loss: int, C: float, eps: float, n_passes: int, seed: int,
-          positive: int, cache_bytes: int, storage_options: dict | None = None) -> np.ndarray:
-    """Run DCD passes on one block starting from ``w_in``; return the new ``w``.
-
-    The coordinator chains the visits of a round (each takes the previous
-    one's ``w``), so ``w`` moves from worker to worker without passing through it.
-    """
-    w = np.array(w_in, dtype=np.float64)  # Dask may hand us the previous task's own array
+def _visit(w, url, info, run, seed, *, bias, n_features, loss, C, eps, n_passes, positive,
+           cache_bytes, storage_options):
+    """DCD passes on one block, updating ``w`` in place; the block's statistics are kept."""
     block, sqnorm = blocks.load(url, info, cache_bytes, storage_options)
 
     def fresh():
@@ -37,14 +31,34 @@ def visit(w_in: np.ndarray, url: str, info: BlockInfo, run: str, *, bias: float,
     s["stats"] = {"pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
                   "converged": bool(converged), "sum_alpha": sum_a, "sum_alpha_sq": sum_a2,
                   "active": int(s["state"][kernel.ACTIVE])}
-    return w
 
 
-def report(w: np.ndarray, url: str, infos: list[BlockInfo], run: str, *, bias: float,
+def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
+            report_infos: list[BlockInfo] | None = None, **kw):
+    """Visit ``infos`` in order (consecutive blocks of a round owned by this worker).
+
+    ``prev`` is the initial ``w`` or the previous segment's ``(w, report)``; the
+    coordinator chains the segments of a round, so ``w`` moves from worker to
+    worker without passing through it.  Returns ``(w, report)``, where report
+    covers ``report_infos`` (see :func:`report`) if given, else None.
+    """
+    w = np.array(prev[0] if isinstance(prev, tuple) else prev, dtype=np.float64)  # own copy
+    for info, seed in zip(infos, seeds):
+        _visit(w, url, info, run, seed, **kw)
+    out = None
+    if report_infos:
+        out = report(w, url, report_infos, run, bias=kw["bias"], n_features=kw["n_features"],
+                     loss=kw["loss"], positive=kw["positive"], cache_bytes=kw["cache_bytes"],
+                     storage_options=kw["storage_options"])
+    return w, out
+
+
+def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float,
            n_features: int, loss: int, positive: int, cache_bytes: int,
            storage_options: dict | None = None) -> dict:
     """End of a round on one worker: the loss of its blocks at the round's final ``w`` and
     the statistics of their last visits, summed — all the coordinator needs, in one reply."""
+    w = prev[0] if isinstance(prev, tuple) else prev
     total, correct, _ = blocks.block_loss(url, infos, w, bias, n_features, loss, positive,
                                           cache_bytes, storage_options)
     stats = [blocks.run_state(run, info.name, dict)["stats"] for info in infos]

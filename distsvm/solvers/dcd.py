@@ -57,6 +57,18 @@ class Result:
     history: list[dict]
 
 
+def _segments(order: list[int], owners: tuple[str, ...]) -> list[tuple[str, list[int]]]:
+    """Split a round's block order into runs of consecutive blocks with the same owner;
+    each run is one task, so a worker that owns every block does a round in one task."""
+    out: list[tuple[str, list[int]]] = []
+    for b in order:
+        if out and out[-1][0] == owners[b]:
+            out[-1][1].append(b)
+        else:
+            out.append((owners[b], [b]))
+    return out
+
+
 def _seed(seed: int, round_: int, block: int) -> int:
     return int(np.random.SeedSequence([seed, round_, block]).generate_state(1)[0])
 
@@ -77,23 +89,29 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     start = time.perf_counter()
     converged = False
     primal = dual = np.nan
+    owners = [a for a in plan.workers if plan.blocks_of(a)]
+    common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=1,
+                  storage_options=dataset.storage_options)
     try:
         for r in range(1, max_rounds + 1):
-            for b in rng.permutation(len(meta.blocks)):
+            order = [int(b) for b in rng.permutation(len(meta.blocks))]
+            segments = _segments(order, plan.owners)
+            for k, (a, blocks) in enumerate(segments):
+                last = k == len(segments) - 1
                 prev = client.submit(
-                    workers.dcd.visit, prev, dataset.url, meta.blocks[b], run, bias=bias,
-                    n_features=meta.n_features, loss=code, C=C, eps=eps, n_passes=inner_passes,
-                    seed=_seed(seed, r, int(b)), positive=1,
-                    cache_bytes=plan.cache_bytes[plan.owners[b]],
-                    storage_options=dataset.storage_options,
-                    workers=[plan.owners[b]], pure=False)
-            reports = client.gather([
-                client.submit(workers.dcd.report, prev, dataset.url,
-                              [meta.blocks[b] for b in plan.blocks_of(a)], run, bias=bias,
-                              n_features=meta.n_features, loss=code, positive=1,
-                              cache_bytes=plan.cache_bytes[a],
-                              storage_options=dataset.storage_options, workers=[a], pure=False)
-                for a in plan.workers if plan.blocks_of(a)])
+                    workers.dcd.segment, prev, dataset.url, [meta.blocks[b] for b in blocks],
+                    [_seed(seed, r, b) for b in blocks], run,
+                    report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
+                    C=C, eps=eps, n_passes=inner_passes, cache_bytes=plan.cache_bytes[a],
+                    workers=[a], pure=False, **common)
+            last_owner = segments[-1][0]
+            others = [client.submit(workers.dcd.report, prev, dataset.url,
+                                    [meta.blocks[b] for b in plan.blocks_of(a)], run,
+                                    cache_bytes=plan.cache_bytes[a], workers=[a], pure=False,
+                                    **common)
+                      for a in owners if a != last_owner]
+            (w, own), *rest = client.gather([prev] + others)
+            reports = [own] + rest
             ww = reports[0]["ww"]
             primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
             dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
@@ -113,7 +131,6 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             msg = (f"dcd reached the round limit ({max_rounds}) before the projected-gradient "
                    f"violation {pg:.3g} fell to eps={eps:g}; increase max_rounds or eps")
             warnings.warn(msg, ConvergenceWarning, stacklevel=2)
-        w = prev.result()
     finally:
         client.run(workers.blocks.drop_run, run)
     return Result(w=w, rounds=len(history), converged=converged, primal_objective=primal,

@@ -89,7 +89,10 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
             if abs(PG) > 1.0e-12:
                 qd = sqnorm[i] + bias_sq + diag
                 old = alpha[i]
-                alpha[i] = min(max(old - G / qd, 0.0), upper)  # (9)
+                if qd > 0.0:
+                    alpha[i] = min(max(old - G / qd, 0.0), upper)  # (9)
+                else:  # xᵢ = 0 in L1-SVM without bias: 1/Q̄ᵢᵢ = ∞ (§2), G = −1 sends αᵢ to U
+                    alpha[i] = upper if G < 0.0 else 0.0
                 d = (alpha[i] - old) * yi
                 for k in range(indptr[i], indptr[i + 1]):  # (13)
                     w[indices[k]] += d * data[k]

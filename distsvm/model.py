@@ -1,0 +1,245 @@
+"""Model files: a safe, versioned format (JSON + .npy in a zip, never pickle) and LIBLINEAR's text format.
+
+Conventions (LIBLINEAR's, with scikit-learn's label order):
+
+* ``w`` is float64; binary: shape (n_features [+1],), multi-class (one-vs-rest):
+  (n_classes, n_features [+1]).  The extra last column is the weight of the
+  bias feature when ``bias >= 0`` (LIBLINEAR's ``-B``); intercept = w[..., -1]·bias.
+* ``classes`` are the original label values, sorted; a binary decision value
+  > 0 predicts ``classes[1]``.  LIBLINEAR predicts its ``label[0]`` for > 0, so
+  the text format is written and read with the labels in that order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import tempfile
+import zipfile
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import __version__
+
+FORMAT_NAME = "distsvm-model"
+FORMAT_VERSION = 1
+SUPPORTED_VERSIONS = (1,)
+
+# (solver, loss) -> LIBLINEAR solver_type name, and back.
+_LIBLINEAR_NAMES = {
+    ("dcd", "squared_hinge"): "L2R_L2LOSS_SVC_DUAL",
+    ("dcd", "hinge"): "L2R_L1LOSS_SVC_DUAL",
+    ("dcd", "logistic"): "L2R_LR_DUAL",
+    ("newton", "squared_hinge"): "L2R_L2LOSS_SVC",
+    ("newton", "logistic"): "L2R_LR",
+    ("crammer_singer", "crammer_singer"): "MCSVM_CS",
+}
+_FROM_LIBLINEAR = {v: k for k, v in _LIBLINEAR_NAMES.items()}
+
+
+class ModelFormatError(ValueError):
+    """A model file that cannot be read: the message names the file and what is wrong."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A trained linear classifier."""
+
+    w: np.ndarray
+    bias: float
+    classes: tuple[float, ...]
+    solver: str
+    loss: str
+    params: dict
+    summary: dict
+    n_features: int
+
+    @property
+    def coef_(self) -> np.ndarray:
+        return self.w[..., : self.n_features]
+
+    @property
+    def intercept_(self):
+        if self.bias < 0:
+            return 0.0 if self.w.ndim == 1 else np.zeros(self.w.shape[0])
+        return self.w[..., self.n_features] * self.bias
+
+    def decision_function(self, X) -> np.ndarray:
+        """wᵀx + b per row; columns beyond ``n_features`` are ignored, missing ones are 0."""
+        X = sp.csr_matrix(X) if not sp.issparse(X) else X.tocsr()
+        k = min(X.shape[1], self.n_features)
+        dv = X[:, :k].astype(np.float64) @ self.coef_[..., :k].T
+        return np.asarray(dv + self.intercept_)
+
+    def predict(self, X) -> np.ndarray:
+        dv = self.decision_function(X)
+        classes = np.asarray(self.classes)
+        if dv.ndim == 1:
+            return classes[(dv > 0).astype(np.int64)]
+        return classes[np.argmax(dv, axis=1)]
+
+    def check(self, where: str) -> None:
+        """Raise :class:`ModelFormatError` if the fields are inconsistent."""
+        width = self.n_features + (1 if self.bias >= 0 else 0)
+        n = len(self.classes)
+        expected = (width,) if n == 2 and self.solver != "crammer_singer" else (n, width)
+        if self.w.shape != expected:
+            raise ModelFormatError(f"{where}: weights have shape {self.w.shape}, expected "
+                                   f"{expected} for {n} classes, {self.n_features} features "
+                                   f"and bias {self.bias:g}")
+        if n < 2 or list(self.classes) != sorted(set(self.classes)):
+            raise ModelFormatError(f"{where}: classes must be two or more sorted distinct "
+                                   f"values, got {list(self.classes)}")
+        if not np.all(np.isfinite(self.w)):
+            raise ModelFormatError(f"{where}: weights contain NaN or infinite values")
+
+
+def _atomic_write(path, write) -> None:
+    """Write through ``write(fileobj)`` into a temp file beside ``path``, then rename."""
+    path = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_model(model: Model, path) -> None:
+    """Save as a zip of ``model.json`` and ``w.npy``; atomic (never a partial file at ``path``)."""
+    model.check(os.fspath(path))
+    header = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION,
+              "distsvm_version": __version__, "bias": model.bias,
+              "classes": list(model.classes), "solver": model.solver, "loss": model.loss,
+              "params": model.params, "summary": model.summary,
+              "n_features": model.n_features, "w_shape": list(model.w.shape)}
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(model.w, dtype="<f8"), allow_pickle=False)
+
+    def write(f):
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("model.json", json.dumps(header, allow_nan=True))
+            z.writestr("w.npy", buf.getvalue())
+
+    _atomic_write(path, write)
+
+
+def load_model(path) -> Model:
+    """Load a distsvm model, or import a LIBLINEAR text model (detected by its first line)."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head.startswith(b"solver_type"):
+        return import_liblinear(path)
+    if not zipfile.is_zipfile(path):
+        raise ModelFormatError(f"{path}: not a distsvm model (not a zip archive) nor a "
+                               "LIBLINEAR model")
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+            missing = {"model.json", "w.npy"} - names
+            if missing:
+                raise ModelFormatError(f"{path}: missing member(s) {sorted(missing)}")
+            header = json.loads(z.read("model.json"))
+            w = np.load(io.BytesIO(z.read("w.npy")), allow_pickle=False)
+    except (zipfile.BadZipFile, json.JSONDecodeError, ValueError) as exc:
+        if isinstance(exc, ModelFormatError):
+            raise
+        raise ModelFormatError(f"{path}: unreadable model file: {exc}") from exc
+    if header.get("format") != FORMAT_NAME:
+        raise ModelFormatError(f"{path}: not a distsvm model (format {header.get('format')!r})")
+    if header.get("format_version") not in SUPPORTED_VERSIONS:
+        raise ModelFormatError(f"{path}: model format version {header.get('format_version')!r} "
+                               f"is not supported (supported: {list(SUPPORTED_VERSIONS)})")
+    try:
+        model = Model(w=w.astype(np.float64, copy=False), bias=float(header["bias"]),
+                      classes=tuple(float(c) for c in header["classes"]),
+                      solver=str(header["solver"]), loss=str(header["loss"]),
+                      params=dict(header["params"]), summary=dict(header["summary"]),
+                      n_features=int(header["n_features"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFormatError(f"{path}: malformed model header: {exc!r}") from exc
+    model.check(path)
+    return model
+
+
+def export_liblinear(model: Model, path) -> None:
+    """Write LIBLINEAR's text model (as ``save_model`` in linear.cpp), loadable by LIBLINEAR."""
+    name = _LIBLINEAR_NAMES.get((model.solver, model.loss))
+    if name is None:
+        raise ModelFormatError(f"{path}: LIBLINEAR has no solver type for solver "
+                               f"{model.solver!r} with loss {model.loss!r}")
+    binary = model.w.ndim == 1
+    labels = [model.classes[1], model.classes[0]] if binary else list(model.classes)
+    cols = model.w[:, None] if binary else model.w.T  # one line per feature, nr_w weights
+
+    def write(f):
+        out = io.StringIO()
+        out.write(f"solver_type {name}\nnr_class {len(model.classes)}\n")
+        out.write("label " + " ".join(f"{c:.17g}" for c in labels) + "\n")
+        out.write(f"nr_feature {model.n_features}\nbias {model.bias:.17g}\nw\n")
+        for row in cols:
+            out.write("".join(f"{v:.17g} " for v in row) + "\n")
+        f.write(out.getvalue().encode())
+
+    _atomic_write(path, write)
+
+
+def import_liblinear(path) -> Model:
+    """Read LIBLINEAR's text model format into a :class:`Model`."""
+    path = os.fspath(path)
+    header: dict[str, list[str]] = {}
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if parts[0] == "w":
+                break
+            header[parts[0]] = parts[1:]
+        else:
+            raise ModelFormatError(f"{path}: no 'w' line: not a LIBLINEAR model")
+        rows = [line.split() for line in f if line.strip()]
+    try:
+        name = header["solver_type"][0]
+        n_class = int(header["nr_class"][0])
+        labels = [float(v) for v in header["label"]]
+        n_features = int(header["nr_feature"][0])
+        bias = float(header["bias"][0])
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ModelFormatError(f"{path}: malformed LIBLINEAR header: {exc!r}") from exc
+    if name not in _FROM_LIBLINEAR:
+        raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (regression, one-class "
+                               "or L1-regularized) is not a classifier distsvm can use")
+    solver, loss = _FROM_LIBLINEAR[name]
+    if len(labels) != n_class or n_class < 2:
+        raise ModelFormatError(f"{path}: nr_class {n_class} does not match labels {labels}")
+    nr_w = 1 if n_class == 2 and name != "MCSVM_CS" else n_class
+    width = n_features + (1 if bias >= 0 else 0)
+    try:
+        W = np.array(rows, dtype=np.float64)
+    except ValueError as exc:
+        raise ModelFormatError(f"{path}: malformed weights: {exc}") from exc
+    if W.shape != (width, nr_w):
+        raise ModelFormatError(f"{path}: {W.shape[0]} weight lines of {W.shape[1:] or 0} "
+                               f"values, expected {width} of {nr_w}")
+    order = np.argsort(labels)
+    classes = tuple(labels[i] for i in order)
+    if nr_w == 1:
+        w = W[:, 0] if labels[0] > labels[1] else -W[:, 0]
+    else:
+        w = W.T[order]
+    model = Model(w=np.ascontiguousarray(w), bias=bias, classes=classes, solver=solver,
+                  loss=loss, params={"liblinear_solver_type": name},
+                  summary={"imported_from": path}, n_features=n_features)
+    model.check(path)
+    return model
