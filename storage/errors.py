@@ -38,6 +38,9 @@ class InputFormatError(StorageError, ValueError):
         tok = f" (token {token!r})" if token is not None else ""
         super().__init__(f"{where}: {reason}{tok}")
 
+    def __reduce__(self):  # survive pickling between Dask workers and the client
+        return type(self), (self.path, self.line, self.token, self.reason)
+
 
 class InputDataError(StorageError, ValueError):
     """Input that parses but cannot be trained on (empty, one class, bad shapes)."""
