@@ -139,8 +139,8 @@ def _parse(buf, base, indptr, indices, data, labels, line_starts, slow):
     """Tokenize ``buf`` into the preallocated outputs.
 
     Returns (n_rows, nnz, n_lines, n_slow, max_index, err, err_line, err_a, err_b);
-    ``slow`` receives (array slot, token start, token end, line) of numbers that
-    need Python's float, slot -1-r meaning label r.
+    ``slow`` receives (array slot, token start, token end, line) of tokens whose
+    number needs Python's float, slot -1-r meaning the label of row r.
     """
     n = len(buf)
     pos = 0
@@ -220,7 +220,7 @@ def _parse(buf, base, indptr, indices, data, labels, line_starts, slow):
             if st == 2:
                 if n_slow == len(slow):
                     return rows, nnz, line, n_slow, max_index, SLOW_FULL, line, a, b
-                slow[n_slow, 0], slow[n_slow, 1], slow[n_slow, 2], slow[n_slow, 3] = nnz, c + 1, b, line
+                slow[n_slow, 0], slow[n_slow, 1], slow[n_slow, 2], slow[n_slow, 3] = nnz, a, b, line
                 n_slow += 1
             indices[nnz] = idx
             data[nnz] = v
@@ -269,20 +269,22 @@ def _parse_buffer(buf: np.ndarray, chunk_offset: int, dtype, index_base: int) ->
             end = a
             while end < len(buf) and buf[end] not in (_SP, _TAB, _CR, _NL):
                 end += 1
-            raise _LocalError(err_line, token(a, end), REASONS[err])
-        raise _LocalError(err_line, token(a, b), REASONS[err])
-    for slot, a, b, line in slow[:n_slow]:
+            raise _LocalError(int(err_line), token(a, end), REASONS[err])
+        raise _LocalError(int(err_line), token(a, b), REASONS[err])
+    for slot, a, b, line in slow[:n_slow].tolist():
+        tok = token(a, b)
         try:
-            v = float(token(a, b))
+            v = float(tok.split(":", 1)[1] if slot >= 0 else tok)
         except ValueError:
-            raise _LocalError(line, token(a, b), REASONS[BAD_VALUE]) from None
+            raise _LocalError(line, tok, REASONS[BAD_VALUE]) from None
         if not np.isfinite(v):
-            raise _LocalError(line, token(a, b), REASONS[NONFINITE])
+            raise _LocalError(line, tok, REASONS[NONFINITE])
         if slot >= 0:
             data[slot] = v
         else:
             labels[-1 - slot] = v
-    values = data[:nnz].astype(dtype)
+    with np.errstate(over="ignore"):  # checked just below, with the line that overflows
+        values = data[:nnz].astype(dtype)
     if not np.all(np.isfinite(values)):  # finite in float64, beyond float32's range
         k = int(np.argmin(np.isfinite(values)))
         row = int(np.searchsorted(indptr[1:rows + 1], k, side="right"))
