@@ -104,7 +104,7 @@ def bench_dataset(name, tmp, client, repeats, log):
 
     import workers.blocks
     from distsvm.ingest import ingest
-    from distsvm.train import train
+    from distsvm.jobs import train
 
     src = SHARED / f"{name}.xz"
     plain = pathlib.Path(tmp) / f"{name}.svm"

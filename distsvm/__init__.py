@@ -14,7 +14,7 @@ def __getattr__(name):  # lazy, so that `import distsvm` (and the CLI's --help) 
 
         return ingest
     if name in ("train", "predict"):
-        from . import train as jobs
+        from . import jobs
 
         return getattr(jobs, name)
     if name in ("load_model", "save_model"):

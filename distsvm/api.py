@@ -20,7 +20,7 @@ import numpy as np
 
 from storage import Dataset
 
-from . import train as jobs
+from . import jobs
 from .ingest import ingest
 from .model import Model
 from .progress import Progress
@@ -129,7 +129,7 @@ class LinearSVC(_Params):
         self._check_fitted()
         if _is_store(X):
             raise ValueError("decision_function takes an in-memory matrix; use score() or "
-                             "distsvm.train.predict for a dataset store")
+                             "distsvm.jobs.predict for a dataset store")
         return self.model_.decision_function(X)
 
     def predict(self, X):

@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _ingest(a, progress):
     from .ingest import DEFAULT_BLOCK_MB, ingest
-    from .train import client_for
+    from .jobs import client_for
 
     kwargs = dict(dtype=a.dtype, index_base=0 if a.zero_based else 1, shuffle=not a.no_shuffle,
                   seed=a.seed, block_rows=a.block_rows,
@@ -145,7 +145,7 @@ def _info(a):
 
 def _train(a, progress):
     from .model import save_model
-    from .train import LIBLINEAR_TYPES, train
+    from .jobs import LIBLINEAR_TYPES, train
 
     loss = a.loss.replace("-", "_") if a.loss else None
     if a.liblinear_type is not None:
@@ -172,7 +172,7 @@ def _train(a, progress):
 
 def _predict(a, progress):
     from .model import load_model
-    from .train import predict
+    from .jobs import predict
 
     model = load_model(a.model)
     result = predict(a.store, model, scheduler=a.scheduler, n_workers=a.workers,

@@ -132,7 +132,7 @@ def test_parallel_ingest_equals_serial(tmp_path):
     src.write_bytes(lzma.decompress((DATA / "a9a.xz").read_bytes()))
     # a tiny chunk size forces many byte ranges on two workers
     from distsvm.ingest import ingest
-    from distsvm.train import client_for
+    from distsvm.jobs import client_for
 
     with client_for(n_workers=2) as c:
         par = ingest(str(src), str(tmp_path / "p.zarr"), client=c, chunk_mb=0.25, block_rows=6000)

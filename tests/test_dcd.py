@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from distsvm.ingest import ingest
-from distsvm.train import train
+from distsvm.jobs import train
 from workers.kernels import dcd as kernel
 from workers.kernels.linear import row_sqnorms
 

@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from distsvm.ingest import ingest
-from distsvm.train import train
+from distsvm.jobs import train
 
 MEMORY_LIMIT = 450 * 2**20
 
