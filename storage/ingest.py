@@ -24,17 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 
 import numba
 import numpy as np
-import zarr
 
 from . import dataset as ds
 from .errors import InputDataError
 
 PARTS = "_parts"
-PART_CHUNK = 1 << 20  # elements per chunk of a part array: slices read O(1) chunks
 KEY_SPACE = 2.0**64
 
 
@@ -83,27 +80,48 @@ def gather_rows(indptr, indices, data, order):
     return new_ptr, new_ind, new_dat
 
 
-def _part_group(stage, part, storage_options, mode):
-    return zarr.open_group(f"{stage.rstrip('/')}/{PARTS}/{part:06d}", mode=mode,
-                           storage_options=storage_options)
+def _fs(stage: str, storage_options: dict | None):
+    import fsspec
+
+    return fsspec.core.url_to_fs(stage, **(storage_options or {}))
+
+
+# The arrays of a part, as raw little-endian files; their dtypes are fixed but for data's.
+PART_DTYPES = {"indptr": "<i8", "indices": "<i4", "labels": "<f8", "keys": "<u8"}
+
+
+def _part_path(root: str, part: int, name: str) -> str:
+    return f"{root.rstrip('/')}/{PARTS}/{part:06d}/{name}.bin"
+
+
+def _read_slice(fs, path: str, dtype, start: int, stop: int) -> np.ndarray:
+    """Elements [start, stop) of a raw array file: one ranged read."""
+    itemsize = np.dtype(dtype).itemsize
+    with fs.open(path, "rb") as f:
+        f.seek(start * itemsize)
+        raw = f.read((stop - start) * itemsize)
+    return np.frombuffer(raw, dtype=dtype)
 
 
 def write_part(stage: str, part: int, indptr, indices, data, labels, positions, *,
                shuffle: bool, seed: int, storage_options: dict | None = None) -> PartInfo:
-    """Phase 1: sort one parsed chunk by key and write it under ``STAGE/_parts/<part>``."""
+    """Phase 1: sort one parsed chunk by key and write it under ``STAGE/_parts/<part>``.
+
+    Parts are temporary and read back in slices, so they are raw array files
+    (one ranged read per slice) rather than Zarr arrays, whose per-call cost
+    dominated ingest when every block reads a slice of every part.
+    """
     positions = np.asarray(positions, dtype=np.int64)
     keys = shuffle_keys(positions, seed) if shuffle else positions.astype(np.uint64)
     order = np.argsort(keys, kind="stable")
     indptr, indices, data = gather_rows(np.asarray(indptr, np.int64), indices, data, order)
     labels = np.asarray(labels, dtype=np.float64)[order]
-    g = _part_group(stage, part, storage_options, "w")
+    fs, root = _fs(stage, storage_options)
+    fs.makedirs(f"{root.rstrip('/')}/{PARTS}/{part:06d}", exist_ok=True)
     for name, a in (("indptr", indptr), ("indices", indices), ("data", data),
                     ("labels", labels), ("keys", keys[order])):
-        arr = g.create_array(name, shape=a.shape, dtype=a.dtype, fill_value=0,
-                             chunks=(max(1, min(PART_CHUNK, a.shape[0])),),
-                             compressors=zarr.codecs.ZstdCodec(level=1))
-        if a.size:
-            arr[...] = a
+        with fs.open(_part_path(root, part, name), "wb") as f:
+            f.write(np.ascontiguousarray(a).data)
     values, counts = np.unique(labels, return_counts=True)
     return PartInfo(part, len(labels), len(data), int(indices.max()) if len(indices) else -1,
                     tuple(float(v) for v in values), tuple(int(c) for c in counts))
@@ -124,7 +142,9 @@ def n_blocks_for(n_rows: int, nnz: int, itemsize: int, block_rows: int | None,
 def shuffled_bounds(stage: str, part: int, n_blocks: int,
                     storage_options: dict | None = None) -> np.ndarray:
     """Phase 2 (shuffled): row ranges of this part's sorted keys in each of n_blocks equal key ranges."""
-    keys = _part_group(stage, part, storage_options, "r")["keys"][...]
+    fs, root = _fs(stage, storage_options)
+    with fs.open(_part_path(root, part, "keys"), "rb") as f:
+        keys = np.frombuffer(f.read(), dtype=PART_DTYPES["keys"])
     edges = [min(int(b * KEY_SPACE / n_blocks), 2**64 - 1) for b in range(1, n_blocks)]
     inner = np.searchsorted(keys, np.array(edges, dtype=np.uint64), side="left")
     return np.concatenate([[0], inner, [len(keys)]]).astype(np.int64)
@@ -145,19 +165,21 @@ def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
                 classes: tuple[float, ...], dtype: str,
                 storage_options: dict | None = None) -> ds.BlockInfo:
     """Phase 3: gather ``(part, row_start, row_stop)`` slices, order rows by key, write the block."""
+    fs, root = _fs(stage, storage_options)
     ptrs, inds, dats, labs, keys = [], [], [], [], []
     offset = 0
     for part, r0, r1 in slices:
         if r1 <= r0:
             continue
-        g = _part_group(stage, part, storage_options, "r")
-        p = g["indptr"][r0:r1 + 1]
-        inds.append(g["indices"][int(p[0]):int(p[-1])])
-        dats.append(g["data"][int(p[0]):int(p[-1])])
-        ptrs.append(p[1:] - p[0] + offset)
-        offset += int(p[-1] - p[0])
-        labs.append(g["labels"][r0:r1])
-        keys.append(g["keys"][r0:r1])
+        path = lambda name: _part_path(root, part, name)  # noqa: E731
+        p = _read_slice(fs, path("indptr"), PART_DTYPES["indptr"], r0, r1 + 1)
+        a, b = int(p[0]), int(p[-1])
+        inds.append(_read_slice(fs, path("indices"), PART_DTYPES["indices"], a, b))
+        dats.append(_read_slice(fs, path("data"), dtype, a, b))
+        ptrs.append(p[1:] - a + offset)
+        offset += b - a
+        labs.append(_read_slice(fs, path("labels"), PART_DTYPES["labels"], r0, r1))
+        keys.append(_read_slice(fs, path("keys"), PART_DTYPES["keys"], r0, r1))
     if labs:
         indptr = np.concatenate([np.zeros(1, np.int64)] + ptrs)
         indices = np.concatenate(inds).astype(np.int32, copy=False)
@@ -205,13 +227,8 @@ def summarize(infos: list[PartInfo], n_features: int | None, where: str):
 
 def remove_parts(stage: str, storage_options: dict | None = None) -> None:
     """Delete the staged parts once every block is written."""
-    if "://" not in stage:
-        shutil.rmtree(f"{stage}/{PARTS}", ignore_errors=True)
-        return
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(stage, **(storage_options or {}))
-    fs.rm(f"{path.rstrip('/')}/{PARTS}", recursive=True)
+    fs, root = _fs(stage, storage_options)
+    fs.rm(f"{root.rstrip('/')}/{PARTS}", recursive=True)
 
 
 def part_from_text(stage: str, part: int, path: str, *, buf=None, start: int = 0, end: int = 0,

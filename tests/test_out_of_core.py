@@ -61,7 +61,7 @@ def test_store_larger_than_memory_trains_in_bounded_memory(tmp_path):
 
     import workers.blocks
 
-    X, y = synthetic(rows=300_000, nnz_per_row=500)
+    X, y = synthetic(rows=380_000, nnz_per_row=500)
     store = ingest((X, y), str(tmp_path / "big.zarr"), block_mb=16)
     data_bytes = sum(b.nnz * 8 + b.n_rows * 12 for b in store.meta.blocks)
     assert data_bytes >= 3 * MEMORY_LIMIT
