@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stopping tolerance on the projected-gradient violation (default 0.1)")
     p.add_argument("-B", dest="bias", type=float, default=-1.0,
                    help="bias feature value; < 0 means none (default -1)")
+    p.add_argument("--gap-tol", type=float, default=0.0, metavar="TOL",
+                   help="also stop when the duality gap is <= TOL x the primal objective "
+                        "(a certified relative accuracy; default 0: off)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-rounds", type=int, default=1000,
                    help="round limit; reaching it warns (default 1000)")
@@ -156,7 +159,7 @@ def _train(a, progress):
         loss = s_loss
     model = train(a.store, solver=a.solver, loss=loss or "squared_hinge", C=a.C, eps=a.eps,
                   bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
-                  inner_passes=a.inner_passes, scheduler=a.scheduler, n_workers=a.workers,
+                  inner_passes=a.inner_passes, gap_tol=a.gap_tol, scheduler=a.scheduler, n_workers=a.workers,
                   progress=progress, owner="distsvm train")
     save_model(model, a.model)
     s = model.summary

@@ -47,7 +47,7 @@ def _check_int(owner, name, value, low):
 
 
 def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds, seed,
-                 inner_passes) -> None:
+                 inner_passes, gap_tol=0.0) -> None:
     """Raise ``ValueError`` in scikit-learn's wording for the first invalid parameter."""
     if solver not in SOLVERS:
         raise ValueError(f"The 'solver' parameter of {owner} must be one of {list(SOLVERS)}. "
@@ -57,6 +57,7 @@ def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds
                          f"Got {loss!r} instead.")
     _check_real(owner, "C", C, 0.0)
     _check_real(owner, "tol", eps, 0.0)
+    _check_real(owner, "gap_tol", gap_tol, 0.0, low_open=False)
     if not isinstance(bias, numbers.Real) or isinstance(bias, bool) or not np.isfinite(bias):
         raise ValueError(f"The 'bias' parameter of {owner} must be a finite float "
                          f"(< 0 for no bias feature). Got {bias!r} instead.")
@@ -83,11 +84,15 @@ def client_for(scheduler=None, n_workers=None, client=None):
 
 def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 1.0,
           eps: float = 0.1, bias: float = -1.0, max_rounds: int = 1000, seed: int = 0,
-          inner_passes: int = 1, scheduler: str | None = None, n_workers: int | None = None,
+          inner_passes: int = 1, gap_tol: float = 0.0, scheduler: str | None = None, n_workers: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train") -> Model:
-    """Train a binary linear classifier on a dataset (or its URL) and return the model."""
+    """Train a binary linear classifier on a dataset (or its URL) and return the model.
+
+    Training stops when LIBLINEAR's rule holds for ``eps``, or, if ``gap_tol`` > 0, when
+    the duality gap certifies the primal objective to within ``gap_tol`` relative.
+    """
     check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
-                 max_rounds=max_rounds, seed=seed, inner_passes=inner_passes)
+                 max_rounds=max_rounds, seed=seed, inner_passes=inner_passes, gap_tol=gap_tol)
     dataset = as_dataset(data)
     meta = dataset.meta
     if len(meta.classes) != 2:
@@ -101,9 +106,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                       f"{len(plan.workers)} workers")
         result = dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                            bias=float(bias), max_rounds=max_rounds, seed=seed,
-                           inner_passes=inner_passes, progress=progress)
+                           inner_passes=inner_passes, gap_tol=float(gap_tol), progress=progress)
     params = {"C": float(C), "eps": float(eps), "bias": float(bias), "max_rounds": max_rounds,
-              "seed": seed, "inner_passes": inner_passes}
+              "seed": seed, "inner_passes": inner_passes, "gap_tol": float(gap_tol)}
     summary = {"rounds": result.rounds, "converged": result.converged,
                "primal_objective": result.primal_objective,
                "dual_objective": result.dual_objective, "duality_gap": result.duality_gap,

@@ -26,9 +26,11 @@ def test_fit_arrays_matches_liblinear_with_bias(client, a9a):
     assert 0.84 < clf.score(X, y) < 0.86
 
 
+@pytest.mark.filterwarnings("ignore::distsvm.errors.ConvergenceWarning")
 def test_fit_store_and_score_store(client, a9a, tmp_path):
     store = ingest(a9a, str(tmp_path / "a.zarr"))
-    clf = distsvm.LinearSVC(loss="hinge", tol=1e-2, fit_intercept=False).fit(store.url)
+    clf = distsvm.LinearSVC(loss="hinge", tol=1e-2, max_iter=200, fit_intercept=False)
+    clf.fit(store.url)
     assert clf.intercept_.tolist() == [0.0]
     X, y = a9a
     assert clf.score(store.url) == pytest.approx(clf.score(X, y))

@@ -48,7 +48,8 @@ def test_ingest_info(stores):
 def test_train_predict_json_matches_liblinear(stores, a9a, s, loss):
     tmp, train_store, test_store = stores
     model = tmp / f"m{s}.model"
-    p = run("train", train_store, model, "-s", s, "-c", 1, "-e", 0.01, "--json", "--workers", 2)
+    p = run("train", train_store, model, "-s", s, "-c", 1, "-e", 0.01, "--max-rounds", 300, "--json",
+            "--workers", 2)
     out = json.loads(p.stdout)
     for key in ("solver", "loss", "C", "rounds", "primal_objective", "dual_objective",
                 "duality_gap", "train_seconds", "n_rows", "n_features"):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
+from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from workers.kernels import dcd as kernel
@@ -25,14 +28,15 @@ def a9a_store(tmp_path_factory, a9a):
 def test_matches_liblinear_optimum_and_certifies_gap(client, a9a, a9a_store, loss):
     X, y = a9a
     _, p_ref = liblinear_optimum(X, y, loss)
-    model = train(a9a_store, loss=loss, C=1.0, eps=1e-3, max_rounds=2000, client=client)
+    model = train(a9a_store, loss=loss, C=1.0, eps=1e-9, gap_tol=2e-4, max_rounds=1000,
+                  client=client)
     s = model.summary
     p = primal_objective(model.w, X, y, loss)
     assert abs(p - s["primal_objective"]) <= 1e-9 * p  # the reported objective is the true one
     assert p <= p_ref * (1 + 1e-3), (p, p_ref)
     # weak duality: the dual objective bounds the optimum from below, so the gap certifies w
     assert s["dual_objective"] <= p_ref * (1 + 1e-9)
-    assert 0 <= s["duality_gap"] <= 2e-3 * p
+    assert s["converged"] and 0 <= s["duality_gap"] <= 2e-4 * p
 
 
 def test_bias_matches_liblinear(client, a9a, a9a_store):
@@ -40,6 +44,7 @@ def test_bias_matches_liblinear(client, a9a, a9a_store):
     _, p_ref = liblinear_optimum(X, y, "squared_hinge", bias=1.0)
     model = train(a9a_store, loss="squared_hinge", bias=1.0, eps=1e-3, max_rounds=2000,
                   client=client)
+    assert model.summary["converged"]  # by LIBLINEAR's rule (17)
     assert model.w.shape == (124,)
     p = primal_objective(model.w, X, y, "squared_hinge", bias=1.0)
     assert abs(p - p_ref) <= 1e-3 * p_ref
@@ -51,10 +56,10 @@ def test_shared_datasets_match_liblinear(client, tmp_path, name):
     store = ingest((X, y), str(tmp_path / f"{name}.zarr"))
     for loss in LOSSES:
         _, p_ref = liblinear_optimum(X, y, loss)
-        model = train(store, loss=loss, eps=1e-3, max_rounds=3000, client=client)
+        model = train(store, loss=loss, eps=1e-9, gap_tol=5e-4, max_rounds=3000, client=client)
         p = primal_objective(model.w, X, y, loss)
+        assert model.summary["converged"] and model.summary["duality_gap"] <= 5e-4 * p
         assert p <= p_ref * (1 + 1e-3), (name, loss, p, p_ref)
-        assert model.summary["duality_gap"] <= 2e-3 * p
 
 
 @pytest.fixture(scope="module")
@@ -63,34 +68,49 @@ def small(a9a):
     return X[:4000], y[:4000]
 
 
-def test_one_block_and_many_blocks_reach_the_same_optimum(client, small, tmp_path):
-    X, y = small
-    objectives = []
-    for rows in (4000, 1000):
-        store = ingest((X, y), str(tmp_path / f"b{rows}.zarr"), block_rows=rows)
-        model = train(store, loss="hinge", eps=1e-3, max_rounds=3000, client=client)
-        objectives.append(primal_objective(model.w, X, y, "hinge"))
-    assert abs(objectives[0] - objectives[1]) <= 1e-4 * objectives[0]
-
-
-def test_deterministic_across_runs_and_worker_counts(client, small, tmp_path):
+@pytest.fixture(scope="module")
+def one_worker():
     from distributed import Client, LocalCluster
 
-    store = ingest(small, str(tmp_path / "s.zarr"), block_rows=900)
-    w1 = train(store, eps=1e-2, seed=7, client=client).w
-    w2 = train(store, eps=1e-2, seed=7, client=client).w
     with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
-                      dashboard_address=None) as one, Client(one) as c1:
-        w3 = train(store, eps=1e-2, seed=7, client=c1).w
-    w4 = train(store, eps=1e-2, seed=8, client=client).w
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+def test_one_block_and_many_blocks_reach_the_same_optimum(one_worker, small, tmp_path):
+    """Both runs are certified by their duality gaps: P* ≤ P ≤ P* + gap, so the two
+    objectives differ by at most the larger gap — which must itself be small.
+    (Several blocks take more rounds: a block-ordered pass mixes rows less than a
+    uniform permutation; see docs/solvers/dcd.md.)"""
+    X, y = small
+    runs = []
+    for rows in (4000, 2000):
+        store = ingest((X, y), str(tmp_path / f"b{rows}.zarr"), block_rows=rows)
+        assert len(store.meta.blocks) == 4000 // rows
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model = train(store, loss="squared_hinge", eps=1e-3, max_rounds=600,
+                          client=one_worker)
+        p = primal_objective(model.w, X, y, "squared_hinge")
+        runs.append((p, model.summary["duality_gap"]))
+    (p1, gap1), (p2, gap2) = runs
+    assert 0 <= gap1 <= 1e-4 * p1 and 0 <= gap2 <= 3e-3 * p2, runs
+    assert abs(p1 - p2) <= max(gap1, gap2), runs
+
+
+@pytest.mark.filterwarnings("ignore::distsvm.errors.ConvergenceWarning")
+def test_deterministic_across_runs_and_worker_counts(client, one_worker, small, tmp_path):
+    store = ingest(small, str(tmp_path / "s.zarr"), block_rows=900)
+    w1 = train(store, eps=1e-2, max_rounds=40, seed=7, client=client).w
+    w2 = train(store, eps=1e-2, max_rounds=40, seed=7, client=client).w
+    w3 = train(store, eps=1e-2, max_rounds=40, seed=7, client=one_worker).w
+    w4 = train(store, eps=1e-2, max_rounds=40, seed=8, client=client).w
     np.testing.assert_array_equal(w1, w2)
     np.testing.assert_array_equal(w1, w3)
     assert not np.array_equal(w1, w4)  # the seed does drive the permutations
 
 
 def test_round_limit_warns(client, a9a_store):
-    from distsvm.errors import ConvergenceWarning
-
     with pytest.warns(ConvergenceWarning, match="round limit"):
         model = train(a9a_store, eps=1e-9, max_rounds=2, client=client)
     assert model.summary["rounds"] == 2 and not model.summary["converged"]

@@ -16,8 +16,12 @@ from .kernels import dcd as kernel
 
 
 def _visit(w, url, info, run, seed, *, bias, n_features, loss, C, eps, n_passes, positive,
-           cache_bytes, storage_options):
-    """DCD passes on one block, updating ``w`` in place; the block's statistics are kept."""
+           shrink, cache_bytes, storage_options):
+    """DCD passes on one block, updating ``w`` in place; the block's statistics are kept.
+
+    ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all blocks by the
+    coordinator, or None to reactivate every row of the block first.
+    """
     block, sqnorm = blocks.load(url, info, cache_bytes, storage_options)
 
     def fresh():
@@ -25,6 +29,12 @@ def _visit(w, url, info, run, seed, *, bias, n_features, loss, C, eps, n_passes,
         return {"alpha": np.zeros(block.n_rows), "index": index, "state": state, "stats": None}
 
     s = blocks.run_state(run, info.name, fresh)
+    state = s["state"]
+    if shrink is None:
+        state[kernel.ACTIVE] = block.n_rows
+        state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = np.inf, -np.inf
+    else:
+        state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = shrink
     pg_max, pg_min, full, converged, sum_a, sum_a2 = kernel.dcd_passes(
         block.indptr, block.indices, block.data, block.y, positive, sqnorm, w, bias,
         n_features, s["alpha"], s["index"], s["state"], loss, C, eps, n_passes, seed)

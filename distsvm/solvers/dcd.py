@@ -17,8 +17,16 @@ inside a round.  The choice left open by Yu et al. — how long to work on a
 block per visit — is one pass by default, so shrinking and the stopping rule
 see every row once per round as in LIBLINEAR.
 
+Shrinking (§3.2) is global, as in LIBLINEAR: the thresholds M̄, m̄ of (16) are
+the extremes of the projected gradients over the previous round's visits of
+all blocks, and when the shrunken problem meets (17) every block reactivates
+all its rows.  (Per-block thresholds would shrink more aggressively than
+LIBLINEAR: a block's own extremes lie inside the global ones.)
+
 Stopping: LIBLINEAR's rule (17): the spread of projected gradients over a
-round whose passes covered every row, max PG − min PG ≤ eps; or ``max_rounds``
+round whose passes covered every row, max PG − min PG ≤ eps; or, with
+``gap_tol`` > 0, a duality gap ≤ gap_tol·P(w), which bounds P(w) − P* by the
+same amount (the certificate LIBLINEAR does not offer); or ``max_rounds``
 with a :class:`~distsvm.errors.ConvergenceWarning`.  Each round also reports
 the primal and dual objectives and the duality gap, which certifies the
 solution's quality independently of the stopping rule.
@@ -74,7 +82,7 @@ def _seed(seed: int, round_: int, block: int) -> int:
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
-          bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
+          bias: float, max_rounds: int, seed: int, inner_passes: int = 1, gap_tol: float = 0.0,
           progress: Progress | None = None) -> Result:
     """Train by block-wise DCD on the cluster behind ``client``; see the module docstring."""
     progress = progress or Progress(quiet=True)
@@ -92,6 +100,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     owners = [a for a in plan.workers if plan.blocks_of(a)]
     common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=1,
                   storage_options=dataset.storage_options)
+    shrink = None  # (M̄, m̄) of (16) from the previous round over all blocks; None: unshrink
     try:
         for r in range(1, max_rounds + 1):
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
@@ -102,7 +111,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                     workers.dcd.segment, prev, dataset.url, [meta.blocks[b] for b in blocks],
                     [_seed(seed, r, b) for b in blocks], run,
                     report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
-                    C=C, eps=eps, n_passes=inner_passes, cache_bytes=plan.cache_bytes[a],
+                    C=C, eps=eps, n_passes=inner_passes, shrink=shrink,
+                    cache_bytes=plan.cache_bytes[a],
                     workers=[a], pure=False, **common)
             last_owner = segments[-1][0]
             others = [client.submit(workers.dcd.report, prev, dataset.url,
@@ -116,7 +126,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
             dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
                 - 0.5 * diag * sum(p["sum_alpha_sq"] for p in reports)
-            pg = max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports)
+            pg_max, pg_min = max(p["pg_max"] for p in reports), min(p["pg_min"] for p in reports)
+            pg = pg_max - pg_min
             row = {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
                    "pg_violation": pg,
                    "active": sum(p["active"] for p in reports) / max(1, meta.n_rows),
@@ -124,9 +135,14 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                    "seconds": time.perf_counter() - start}
             history.append(row)
             progress.round(row)
-            if pg <= eps and all(p["full"] for p in reports):  # (17) on a pass over every row
-                converged = True
+            full = all(p["full"] for p in reports)
+            if (pg <= eps and full) or (gap_tol > 0 and primal - dual <= gap_tol * abs(primal)):
+                converged = True  # (17) on a pass over every row, or certified by the gap
                 break
+            if pg <= eps:  # the shrunken problem is solved: reactivate every row, check again
+                shrink = None
+            else:
+                shrink = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
         else:
             msg = (f"dcd reached the round limit ({max_rounds}) before the projected-gradient "
                    f"violation {pg:.3g} fell to eps={eps:g}; increase max_rounds or eps")
