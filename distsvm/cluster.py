@@ -1,7 +1,10 @@
 """Connecting to Dask: an embedded LocalCluster by default, or an existing scheduler.
 
 The embedded cluster binds to 127.0.0.1 only, with one thread per worker
-process (the kernels are single-threaded and release the GIL).
+process (the kernels are single-threaded and release the GIL).  Tasks that
+hold per-block state are pinned to the block's owner; :func:`gather` makes sure
+a job whose owner has left the cluster fails instead of waiting forever (Dask
+keeps a task pinned to a departed worker pending, distributed issue #7346).
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ from distributed import Client, LocalCluster
 
 from .errors import ClusterError
 
-CACHE_FRACTION = 0.6  # share of a worker's memory limit its process may fill with cached blocks
+# Share of a worker's memory limit that its process may reach with cached blocks, below Dask's
+# pause threshold (0.8): the rest is for one block in flight and the kernels' buffers.
+CACHE_FRACTION = 0.6
+IN_FLIGHT = 3  # a block being read takes up to ~3x its size (compressed + decoded + derived)
+POLL_SECONDS = 2.0
 
 
 @contextlib.contextmanager
@@ -57,16 +64,52 @@ class WorkerPlan:
         return [b for b, w in enumerate(self.owners) if w == worker]
 
 
-def plan(client: Client, n_blocks: int, n_workers: int | None = None) -> WorkerPlan:
-    """Assign blocks to workers round-robin and size each worker's block cache."""
+def _warm_rss() -> int:
+    """On a worker: import the solver kernels (their libraries are most of a worker's
+    footprint) and return the process's resident memory."""
+    import workers.dcd  # noqa: F401
+
+    return psutil.Process().memory_info().rss
+
+
+def plan(client: Client, n_blocks: int, n_workers: int | None = None,
+         block_bytes: int = 0) -> WorkerPlan:
+    """Assign blocks to workers round-robin and size each worker's block cache.
+
+    A worker's cache gets ``CACHE_FRACTION`` of its memory limit, less what the
+    process uses once the kernels are loaded, less room for one block of
+    ``block_bytes`` (the largest block) in flight.
+    """
     info = client.scheduler_info(n_workers=-1)["workers"]
     if not info:
         raise ClusterError("the Dask cluster has no workers")
     addrs = sorted(info)[: n_workers or None]
+    used = client.run(_warm_rss, workers=addrs)
     total = psutil.virtual_memory().total
     cache = {}
-    for a in addrs:  # what the process already uses (interpreter, libraries) is not for blocks
+    for a in addrs:
         limit = info[a].get("memory_limit") or total // len(addrs)
-        used = info[a].get("metrics", {}).get("memory", 0)
-        cache[a] = max(0, int(CACHE_FRACTION * limit) - used)
+        cache[a] = max(0, int(CACHE_FRACTION * limit) - used[a] - IN_FLIGHT * block_bytes)
     return WorkerPlan(tuple(addrs[b % len(addrs)] for b in range(n_blocks)), cache)
+
+
+def gather(client: Client, futures: list, workers) -> list:
+    """``client.gather(futures)`` for tasks pinned to ``workers``; raises ClusterError if
+    one of those workers leaves the cluster before the results arrive."""
+    from distributed import wait
+
+    while True:
+        try:
+            wait(futures, timeout=POLL_SECONDS)
+        except TimeoutError:
+            alive = client.scheduler_info(n_workers=-1)["workers"]
+            gone = sorted(set(workers) - set(alive))
+            if gone:
+                for f in futures:
+                    f.cancel()
+                raise ClusterError(
+                    f"worker {', '.join(gone)} left the Dask cluster during the job (killed, "
+                    "or restarted by its nanny, e.g. over its memory limit); the solver state "
+                    "of its blocks is lost: run the job again") from None
+            continue
+        return client.gather(futures)

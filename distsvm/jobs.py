@@ -66,6 +66,12 @@ def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds
     _check_int(owner, "inner_passes", inner_passes, 1)
 
 
+def block_bytes(meta) -> int:
+    """Bytes of the largest block in worker memory: CSR arrays, labels and row norms."""
+    itemsize = np.dtype(meta.dtype).itemsize
+    return max((b.nnz * (itemsize + 4) + b.n_rows * 20 + 8 for b in meta.blocks), default=0)
+
+
 def as_dataset(data) -> Dataset:
     return data if isinstance(data, Dataset) else open_dataset(os.fspath(data))
 
@@ -100,7 +106,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                          "binary classifiers only (labels must take exactly two values)")
     progress = progress or Progress(quiet=True)
     with client_for(scheduler, n_workers, client) as c:
-        plan = cluster.plan(c, len(meta.blocks), n_workers)
+        plan = cluster.plan(c, len(meta.blocks), n_workers, block_bytes(meta))
         progress.note(f"train: {solver} ({loss}) C={C:g} eps={eps:g} on {meta.n_rows} rows x "
                       f"{meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers")
@@ -144,7 +150,7 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     classes = np.asarray(model.classes)
     correct = 0
     with client_for(scheduler, n_workers, client) as c:
-        plan = cluster.plan(c, len(meta.blocks), n_workers)
+        plan = cluster.plan(c, len(meta.blocks), n_workers, block_bytes(meta))
         wf = c.scatter(w, broadcast=True, hash=False)
         futures = [c.submit(workers.blocks.block_decisions, dataset.url, info, wf, model.bias,
                             meta.n_features, plan.cache_bytes[plan.owners[b]],
@@ -152,7 +158,7 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
                    for b, info in enumerate(meta.blocks)]
         with open(output, "w") if output else contextlib.nullcontext() as out:
             for f in futures:  # in block order; each block's result is released once used
-                dv, y = f.result()
+                [(dv, y)] = cluster.gather(c, [f], plan.workers)
                 f.release()
                 pred = classes[(dv > 0).astype(np.int64)]
                 correct += int(np.sum(pred == truth_values[y]))

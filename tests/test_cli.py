@@ -160,3 +160,19 @@ def test_c_parameter_error_in_sklearn_wording(stores):
     _, train_store, _ = stores
     p = run("train", train_store, "m", "-c", "-1", ok=False)
     assert "The 'C' parameter" in p.stderr and "Got -1.0 instead" in p.stderr
+
+
+def test_scheduler_option_runs_on_an_existing_cluster(client, stores):
+    """--scheduler: the job's blocks land in the existing cluster's worker caches."""
+    import workers.blocks
+
+    tmp, train_store, test_store = stores
+    before = sum(client.run(workers.blocks.cached_bytes).values())
+    addr = client.scheduler.address
+    out = json.loads(run("train", train_store, tmp / "sch.model", "-q", "--json",
+                         "--scheduler", addr).stdout)
+    assert out["n_rows"] == 32561 and out["converged"]
+    assert sum(client.run(workers.blocks.cached_bytes).values()) > before
+    pred = json.loads(run("predict", test_store, tmp / "sch.model", "--json",
+                          "--scheduler", addr).stdout)
+    assert 0.83 < pred["accuracy"] < 0.86

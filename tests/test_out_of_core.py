@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 
-MEMORY_LIMIT = 450 * 2**20
+MEMORY_LIMIT = 400 * 2**20
 
 
 def synthetic(rows, nnz_per_row, seed=0):
@@ -61,8 +61,8 @@ def test_store_larger_than_memory_trains_in_bounded_memory(tmp_path):
 
     import workers.blocks
 
-    X, y = synthetic(rows=380_000, nnz_per_row=500)
-    store = ingest((X, y), str(tmp_path / "big.zarr"), block_mb=16)
+    X, y = synthetic(rows=320_000, nnz_per_row=500)
+    store = ingest((X, y), str(tmp_path / "big.zarr"), block_mb=8)
     data_bytes = sum(b.nnz * 8 + b.n_rows * 12 for b in store.meta.blocks)
     assert data_bytes >= 3 * MEMORY_LIMIT
     del X

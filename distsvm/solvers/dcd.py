@@ -46,6 +46,7 @@ import workers.dcd
 from storage import Dataset
 from workers import losses
 
+from .. import cluster
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
@@ -120,7 +121,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                                     cache_bytes=plan.cache_bytes[a], workers=[a], pure=False,
                                     **common)
                       for a in owners if a != last_owner]
-            (w, own), *rest = client.gather([prev] + others)
+            (w, own), *rest = cluster.gather(client, [prev] + others, owners)
             reports = [own] + rest
             ww = reports[0]["ww"]
             primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
