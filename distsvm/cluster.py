@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import logging
 
+import numpy as np
 import psutil
 from distributed import Client, LocalCluster
 
@@ -64,32 +65,47 @@ class WorkerPlan:
         return [b for b, w in enumerate(self.owners) if w == worker]
 
 
-def _warm_rss() -> int:
-    """On a worker: import the solver kernels (their libraries are most of a worker's
-    footprint) and return the process's resident memory."""
+def _warm_rss(url: str | None, block, storage_options) -> int:
+    """On a worker: load the kernels and read one block without caching it (the
+    libraries and the store reader's machinery are most of a worker's footprint),
+    then return the process's resident memory."""
+    import workers.blocks
     import workers.dcd  # noqa: F401
 
+    if url is not None:
+        workers.blocks.load(url, block, 0, storage_options)
     return psutil.Process().memory_info().rss
 
 
+def block_bytes(meta) -> int:
+    """Bytes of the largest block in worker memory: CSR arrays, labels and row norms."""
+    itemsize = np.dtype(meta.dtype).itemsize
+    return max((b.nnz * (itemsize + 4) + b.n_rows * 20 + 8 for b in meta.blocks), default=0)
+
+
 def plan(client: Client, n_blocks: int, n_workers: int | None = None,
-         block_bytes: int = 0) -> WorkerPlan:
+         dataset=None) -> WorkerPlan:
     """Assign blocks to workers round-robin and size each worker's block cache.
 
     A worker's cache gets ``CACHE_FRACTION`` of its memory limit, less what the
-    process uses once the kernels are loaded, less room for one block of
-    ``block_bytes`` (the largest block) in flight.
+    process uses once the kernels are loaded and a block of ``dataset`` has been
+    read, less room for its largest block in flight.
     """
     info = client.scheduler_info(n_workers=-1)["workers"]
     if not info:
         raise ClusterError("the Dask cluster has no workers")
     addrs = sorted(info)[: n_workers or None]
-    used = client.run(_warm_rss, workers=addrs)
+    if dataset is not None and dataset.meta.blocks:
+        warm = (dataset.url, dataset.meta.blocks[0], dataset.storage_options)
+        in_flight = IN_FLIGHT * block_bytes(dataset.meta)
+    else:
+        warm, in_flight = (None, None, None), 0
+    used = client.run(_warm_rss, *warm, workers=addrs)
     total = psutil.virtual_memory().total
     cache = {}
     for a in addrs:
         limit = info[a].get("memory_limit") or total // len(addrs)
-        cache[a] = max(0, int(CACHE_FRACTION * limit) - used[a] - IN_FLIGHT * block_bytes)
+        cache[a] = max(0, int(CACHE_FRACTION * limit) - used[a] - in_flight)
     return WorkerPlan(tuple(addrs[b % len(addrs)] for b in range(n_blocks)), cache)
 
 

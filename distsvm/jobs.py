@@ -66,12 +66,6 @@ def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds
     _check_int(owner, "inner_passes", inner_passes, 1)
 
 
-def block_bytes(meta) -> int:
-    """Bytes of the largest block in worker memory: CSR arrays, labels and row norms."""
-    itemsize = np.dtype(meta.dtype).itemsize
-    return max((b.nnz * (itemsize + 4) + b.n_rows * 20 + 8 for b in meta.blocks), default=0)
-
-
 def as_dataset(data) -> Dataset:
     return data if isinstance(data, Dataset) else open_dataset(os.fspath(data))
 
@@ -106,7 +100,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                          "binary classifiers only (labels must take exactly two values)")
     progress = progress or Progress(quiet=True)
     with client_for(scheduler, n_workers, client) as c:
-        plan = cluster.plan(c, len(meta.blocks), n_workers, block_bytes(meta))
+        plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
         progress.note(f"train: {solver} ({loss}) C={C:g} eps={eps:g} on {meta.n_rows} rows x "
                       f"{meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers")
@@ -150,7 +144,7 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     classes = np.asarray(model.classes)
     correct = 0
     with client_for(scheduler, n_workers, client) as c:
-        plan = cluster.plan(c, len(meta.blocks), n_workers, block_bytes(meta))
+        plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
         wf = c.scatter(w, broadcast=True, hash=False)
         futures = [c.submit(workers.blocks.block_decisions, dataset.url, info, wf, model.bias,
                             meta.n_features, plan.cache_bytes[plan.owners[b]],

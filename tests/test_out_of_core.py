@@ -75,7 +75,7 @@ def test_store_larger_than_memory_trains_in_bounded_memory(tmp_path):
             model = train(store, loss="squared_hinge", eps=0.05, max_rounds=60, client=c)
         assert list(c.run(os.getpid).values()) == pids  # never restarted by its nanny
         cached = sum(c.run(workers.blocks.cached_bytes).values())
-    assert 0 < cached < data_bytes / 3  # most blocks were evicted and re-read every round
+    assert cached < data_bytes / 3  # most blocks are re-read from the store every round
     s = model.summary
     assert s["converged"]
     assert s["duality_gap"] <= 1e-3 * s["primal_objective"]  # optimal, by the certificate

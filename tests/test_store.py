@@ -147,3 +147,19 @@ def test_missing_or_damaged_chunk_is_an_error_naming_it(tmp_path, a9a, damage):
         d.read_block(1)
     with pytest.raises(CorruptStoreError):
         d.verify()
+
+
+@pytest.mark.parametrize("scheme", ["memory", "file"])
+def test_fsspec_urls(tmp_path, a9a, scheme):
+    """Stores at fsspec URLs: written in place, committed by the metadata written last."""
+    X, y = a9a
+    X, y = X[:3000], y[:3000]
+    url = f"memory://distsvm-{tmp_path.name}/a.zarr" if scheme == "memory" \
+        else f"file://{tmp_path}/a.zarr"
+    d = ingest((X, y), url, block_rows=1000, shuffle=False)
+    back = open_dataset(url)
+    assert back.meta == d.meta and back.n_blocks == 3
+    Xb, yb = to_csr(back)
+    assert (Xb != X).nnz == 0 and np.array_equal(yb, y)
+    with pytest.raises(StoreExistsError):
+        ingest((X, y), url)
