@@ -45,7 +45,7 @@ FORMAT_NAME = "distsvm-dataset"
 FORMAT_VERSION = 1
 ROW_ARRAYS = ("indptr", "indices", "data", "y")
 DTYPES = ("float32", "float64")
-_COMPRESSOR = zarr.codecs.ZstdCodec(level=3)
+_COMPRESSOR = zarr.codecs.ZstdCodec(level=1)  # vs 3: 3x faster writes, 7% larger (pypi-summaries)
 
 
 @dataclasses.dataclass(frozen=True)
