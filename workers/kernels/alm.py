@@ -128,3 +128,15 @@ def alm_pass(indptr, indices, data, y, positive, w, bias, n_features, lam, e, mu
         for k in range(indptr[i], indptr[i + 1]):
             xtr[indices[k]] += r * data[k]
     return loss, gloss_b, r_sum, resid_sq, correct
+
+
+@numba.njit(cache=True, nogil=True)
+def transpose_dot(indptr, indices, data, v, out):
+    """``out[:n_features] += Xᵀv`` for a block (float64 accumulators, in place); returns Σ vᵢ."""
+    total = 0.0
+    for i in range(len(indptr) - 1):
+        vi = v[i]
+        total += vi
+        for k in range(indptr[i], indptr[i + 1]):
+            out[indices[k]] += vi * data[k]
+    return total
