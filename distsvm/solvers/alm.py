@@ -84,6 +84,7 @@ class Result:
     passes: int
     train_seconds: float
     history: list[dict]
+    options: dict  # method, mu0, rho, mu_max, rtol: how the run was configured
 
 
 def _objective(x, loss, C, n_features):
@@ -167,7 +168,9 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
         client.run(workers.blocks.drop_run, run)
     return Result(w=x, iterations=len(history), converged=converged, objective=obj,
                   grad_norm=gnorm, passes=passes.count,
-                  train_seconds=time.perf_counter() - start, history=history)
+                  train_seconds=time.perf_counter() - start, history=history,
+                  options={"method": method, "mu0": mu0, "rho": rho, "mu_max": mu_max,
+                           "rtol": rtol})
 
 
 def _gradient_step(passes, reps, x, mu, d):
