@@ -170,3 +170,118 @@ def test_no_bias_matches_liblinear(client, small, small_store):
                       max_rounds=200, rtol=0.0, eps=1e-8, client=client)
     assert model.w.shape == (123,) and model.bias == -1.0
     check_optimum(model, X, y, 2.0, ref, intercept=False)
+
+
+def numpy_alm(X, y, p, C, iters, mu0=0.01, rho=1.02, exact=False):
+    """Algorithms 1 and 2 in plain NumPy (dense, one block), the paper's order of updates:
+    (10) e, then w, b by (16)+(18) or by (15) solved densely, then (9) λ; returns obj (4)
+    at the start of each iteration."""
+    A = np.hstack([X.toarray().astype(np.float64), np.ones((X.shape[0], 1))])
+    s = np.where(y == np.max(y), 1.0, -1.0)
+    x, lam, mu, out = np.zeros(A.shape[1]), np.zeros(len(s)), mu0 * C, []
+    e_update = np.vectorize(kernel.e_update)
+    for _ in range(iters):
+        m = A @ x
+        out.append(0.5 * x[:-1] @ x[:-1] + C * np.sum(np.maximum(0.0, 1 - s * m) ** p))
+        e = e_update(s - m - lam / mu, s, C / mu, p)  # (10)
+        z = s - e - lam / mu
+        if exact:  # (15): min ‖[A; [µ^-½ I, 0]] x − [z; 0]‖
+            reg = np.hstack([np.eye(A.shape[1] - 1), np.zeros((A.shape[1] - 1, 1))]) / mu ** 0.5
+            x = np.linalg.lstsq(np.vstack([A, reg]), np.concatenate([z, np.zeros(len(reg))]),
+                                rcond=None)[0]
+        else:
+            g = A.T @ (m - z)  # (16)
+            g[:-1] += x[:-1] / mu
+            step = (g @ g) / ((A @ g) @ (A @ g) + g[:-1] @ g[:-1] / mu)  # (18)
+            x = x - step * g
+        lam = lam + mu * (A @ x - s + e)  # (9)
+        mu = rho * mu
+    return np.array(out), x
+
+
+@pytest.mark.parametrize("p", [1.0, 1.5, 2.0])
+def test_inexact_iterates_equal_numpy_algorithm_2(client, small, tmp_path, p):
+    """Three blocks on two workers, λ and e kept on the workers, the λ-update deferred to
+    the next pass: the same iterates as the paper's Algorithm 2 in NumPy."""
+    X, y = small
+    store = ingest(small, str(tmp_path / "b.zarr"), block_rows=400, shuffle=False)
+    with pytest.warns(ConvergenceWarning):
+        model = train(store, solver="alm", loss="lp", p=p, bias=1.0, max_rounds=25,
+                      client=client)
+    ref, _ = numpy_alm(X, y, p, 1.0, 25)
+    got = np.array([r["objective"] for r in model.summary["history"]])
+    np.testing.assert_allclose(got, ref, rtol=1e-9)
+
+
+def _synthetic(n=200, d=5, seed=0):
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = np.where(X @ rng.normal(size=d) + 0.5 * rng.normal(size=n) > 0.3, 1.0, -1.0)
+    return sp.csr_matrix(X), y
+
+
+def test_exact_lsqr_iterates_equal_dense_algorithm_1(client, tmp_path):
+    """Algorithm 1 with (15) solved by LSQR over distributed passes = dense least squares."""
+    X, y = _synthetic()
+    store = ingest((X, y), str(tmp_path / "e.zarr"), block_rows=70, shuffle=False)
+    with pytest.warns(ConvergenceWarning):
+        model = train(store, solver="alm", loss="lp", p=1.5, method="exact", bias=1.0,
+                      max_rounds=4, client=client)
+    ref, _ = numpy_alm(X, y, 1.5, 1.0, 4, exact=True)
+    got = np.array([r["objective"] for r in model.summary["history"]])
+    np.testing.assert_allclose(got, ref, rtol=1e-7)
+
+
+def test_exact_reaches_the_optimum(client, tmp_path):
+    X, y = _synthetic()
+    _, ref = scipy_optimum(X, y, 2.0)
+    store = ingest((X, y), str(tmp_path / "e.zarr"))
+    with pytest.warns(ConvergenceWarning):
+        model = train(store, solver="alm", loss="squared_hinge", method="exact", bias=1.0,
+                      rho=1.1, max_rounds=30, rtol=0.0, eps=1e-8, client=client)
+    obj = lp_objective(model.w, X, y, 2.0)
+    assert ref <= obj * (1 + 1e-9) and obj <= ref * (1 + 1e-3), (obj, ref)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(loss="lp"), "'p' parameter .* is required"),
+    (dict(loss="lp", p=0.5), r"'p' parameter .* range \[1, inf\)"),
+    (dict(loss="hinge", p=2.0), "'p' parameter .* must be 1"),
+    (dict(loss="hinge", method="newton"), "'method' parameter"),
+    (dict(loss="hinge", rho=0.9), "'rho' parameter"),
+    (dict(loss="hinge", mu0=0.0), "'mu0' parameter"),
+    (dict(solver="dcd", loss="lp", p=1.5), "only solver 'alm'"),
+    (dict(solver="dcd", loss="hinge", rho=1.5), "belong to solver 'alm'"),
+])
+def test_bad_parameters_are_refused(small_store, kwargs, match):
+    kwargs = {"solver": "alm", **kwargs}
+    with pytest.raises(ValueError, match=match):
+        train(small_store, **kwargs)
+
+
+def test_cli_lp_loss_json_and_predict(client, small, small_store, tmp_path, capsys, monkeypatch):
+    import json
+    import warnings
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() replaces it
+
+    from distsvm.cli import main
+    from distsvm.model import load_model
+
+    X, y = small
+    model_path = tmp_path / "m.model"
+    sched = ["--scheduler", client.scheduler.address]
+    assert main(["train", small_store.url, str(model_path), "--solver", "alm", "--loss", "lp",
+                 "--p", "1.5", "--max-rounds", "40", "--json", "-q", *sched]) == 0
+    out = json.loads(capsys.readouterr().out)
+    model = load_model(model_path)
+    assert out["p"] == 1.5 and out["intercept"] and out["rounds"] == 40 and out["passes"] == 79
+    assert out["primal_objective"] == pytest.approx(lp_objective(model.w, X, y, 1.5), rel=1e-9)
+    assert main(["predict", small_store.url, str(model_path), "-q", *sched]) == 0
+    acc = float(capsys.readouterr().out.split("=")[1].split("%")[0]) / 100
+    assert acc == pytest.approx(np.mean(model.predict(X) == y), abs=1e-4) and acc > 0.7
+    assert main(["train", small_store.url, str(model_path), "--solver", "alm", "-B", "1",
+                 *sched]) == 1
+    assert "unregularized intercept" in capsys.readouterr().err
