@@ -186,23 +186,17 @@ def _train(a, progress):
                   progress=progress, owner="distsvm train", **extra)
     save_model(model, a.model)
     s = model.summary
-    if a.solver == "alm":
-        progress.note(f"train: {s['rounds']} iterations ({s['passes']} passes), objective "
-                      f"{s['primal_objective']:.8g}, |grad| {s['grad_norm']:.3g}, "
-                      f"{s['train_seconds']:.2f}s; model written to {a.model}")
-        keys = ("rounds", "converged", "primal_objective", "grad_norm", "passes",
-                "train_seconds", "n_rows", "n_features")
-        return {"solver": model.solver, "loss": model.loss, "p": model.params["p"],
-                "C": model.params["C"], "eps": model.params["eps"],
-                "intercept": model.bias >= 0, "model": a.model, **{k: s[k] for k in keys}}
+    alm = a.solver == "alm"  # no dual: its certificate is the gradient norm
+    detail = (f"|grad| {s['grad_norm']:.3g}, {s['passes']} passes" if alm
+              else f"duality gap {s['duality_gap']:.3g}")
     progress.note(f"train: {s['rounds']} rounds, primal {s['primal_objective']:.8g}, "
-                  f"duality gap {s['duality_gap']:.3g}, {s['train_seconds']:.2f}s; "
-                  f"model written to {a.model}")
-    keys = ("rounds", "converged", "primal_objective", "dual_objective", "duality_gap",
+                  f"{detail}, {s['train_seconds']:.2f}s; model written to {a.model}")
+    keys = ("rounds", "converged", "primal_objective",
+            *(("grad_norm", "passes") if alm else ("dual_objective", "duality_gap")),
             "train_seconds", "n_rows", "n_features")
+    bias = {"p": model.params["p"], "intercept": model.bias >= 0} if alm else {"bias": model.bias}
     return {"solver": model.solver, "loss": model.loss, "C": model.params["C"],
-            "eps": model.params["eps"], "bias": model.bias, "model": a.model,
-            **{k: s[k] for k in keys}}
+            "eps": model.params["eps"], **bias, "model": a.model, **{k: s[k] for k in keys}}
 
 
 def _alm_options(a) -> dict:
