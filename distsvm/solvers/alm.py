@@ -64,6 +64,7 @@ import workers.alm
 import workers.blocks
 from storage import Dataset
 
+from .. import cluster
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
@@ -111,7 +112,7 @@ class _Passes:
                                       cache_bytes=self.plan.cache_bytes[a], workers=[a],
                                       pure=False, **self.common, **kw)
                    for j, (a, infos) in enumerate(zip(self.owners, self.infos))]
-        return self.client.gather(futures)
+        return cluster.gather(self.client, futures, self.owners)  # fails if an owner leaves
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps: float = 0.01,
