@@ -26,14 +26,17 @@ def lp_root(s, gamma, p):
     """The root u ∈ (0, s) of (11) in u = yᵢeᵢ: ``pγuᵖ⁻¹ + u − s = 0``, for s > 0, p > 1.
 
     The left side is increasing in u (p ≥ 1, γ > 0) and goes from −s < 0 at 0 to
-    pγsᵖ⁻¹ > 0 at s, so the root is bracketed by [0, s].  Newton steps are taken
+    pγsᵖ⁻¹ > 0 at s, so the root is bracketed by [0, min(s, (s/pγ)^(1/(p-1)))].  Newton steps are taken
     when they stay inside the bracket and bisection otherwise (a safeguarded
     Newton-bisection, "rtsafe"); the bracket shrinks at every step.  Stops when
     the bracket or the step is ≤ REL_TOL·s.
     """
     lo = 0.0
-    hi = s
-    u = s / (1.0 + p * gamma)  # the root when p = 2 would be s/(1+2γ); a good start for p near 2
+    # both terms of (11) are positive, so the root is at most s and at most (s/pγ)^(1/(p-1));
+    # start at the smaller bound (for p < 2 the first Newton step lands left of the root,
+    # after which the iterates increase monotonically to it; for p > 2 they decrease)
+    hi = min(s, (s / (p * gamma)) ** (1.0 / (p - 1.0)))
+    u = hi
     for _ in range(MAX_STEPS):
         pw = p * gamma * u ** (p - 1.0)
         g = pw + u - s
