@@ -73,14 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a linear classifier on a store")
     p.add_argument("store")
     p.add_argument("model")
-    p.add_argument("--solver", default="dcd", choices=("dcd",))
-    p.add_argument("--loss", choices=("hinge", "squared-hinge"),
-                   help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default)")
+    p.add_argument("--solver", default="dcd", choices=("dcd", "alm"),
+                   help="dcd = dual coordinate descent (default); alm = SVM-ALM primal solver")
+    p.add_argument("--loss", choices=("hinge", "squared-hinge", "lp"),
+                   help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default), "
+                        "lp = max(0, 1 - m)^p (--solver alm)")
     p.add_argument("-s", dest="liblinear_type", type=int, choices=(1, 3), metavar="TYPE",
                    help="LIBLINEAR solver type: 1 = L2-loss SVM dual, 3 = L1-loss SVM dual")
     p.add_argument("-c", dest="C", type=float, default=1.0, help="cost C (default 1)")
-    p.add_argument("-e", dest="eps", type=float, default=0.1,
-                   help="stopping tolerance on the projected-gradient violation (default 0.1)")
+    p.add_argument("-e", dest="eps", type=float,
+                   help="stopping tolerance: dcd, the projected-gradient violation (default "
+                        "0.1); alm, the gradient norm (default 0.01, the paper's)")
     p.add_argument("-B", dest="bias", type=float, default=-1.0,
                    help="bias feature value; < 0 means none (default -1)")
     p.add_argument("--gap-tol", type=float, default=0.0, metavar="TOL",
@@ -91,6 +94,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="round limit; reaching it warns (default 1000)")
     p.add_argument("--inner-passes", type=int, default=1,
                    help="DCD passes over a block per visit (default 1)")
+    alm = p.add_argument_group("SVM-ALM (--solver alm)")
+    alm.add_argument("--p", type=float, help="loss exponent p >= 1 of --loss lp")
+    alm.add_argument("--no-bias", action="store_true",
+                     help="no intercept (default: an unregularized intercept b, as the paper)")
+    alm.add_argument("--method", choices=("inexact", "exact"), default="inexact",
+                     help="inexact = Algorithm 2, one gradient step per iteration (default); "
+                          "exact = Algorithm 1, LSQR per iteration")
+    alm.add_argument("--mu0", type=float, default=0.01, help="first penalty mu = mu0*C (0.01)")
+    alm.add_argument("--rho", type=float, default=1.02,
+                     help="penalty growth per iteration, capped at 1e5 (1.02)")
+    alm.add_argument("--rtol", type=float, default=1e-6,
+                     help="stop when the objective changed by <= rtol (relative) over 10 "
+                          "iterations (1e-6)")
     _cluster_options(p)
     _common(p)
 
@@ -157,20 +173,40 @@ def _train(a, progress):
             raise ValueError(f"-s {a.liblinear_type} means --loss {s_loss.replace('_', '-')}, "
                              f"which contradicts --loss {a.loss}")
         loss = s_loss
+    extra = {}
+    if a.solver == "alm":
+        extra = _alm_options(a)
+    elif a.p is not None or a.no_bias:
+        raise ValueError("--p and --no-bias are options of --solver alm")
+    if a.eps is None:
+        a.eps = 0.01 if a.solver == "alm" else 0.1
     model = train(a.store, solver=a.solver, loss=loss or "squared_hinge", C=a.C, eps=a.eps,
                   bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
                   inner_passes=a.inner_passes, gap_tol=a.gap_tol, scheduler=a.scheduler, n_workers=a.workers,
-                  progress=progress, owner="distsvm train")
+                  progress=progress, owner="distsvm train", **extra)
     save_model(model, a.model)
     s = model.summary
+    alm = a.solver == "alm"  # no dual: its certificate is the gradient norm
+    detail = (f"|grad| {s['grad_norm']:.3g}, {s['passes']} passes" if alm
+              else f"duality gap {s['duality_gap']:.3g}")
     progress.note(f"train: {s['rounds']} rounds, primal {s['primal_objective']:.8g}, "
-                  f"duality gap {s['duality_gap']:.3g}, {s['train_seconds']:.2f}s; "
-                  f"model written to {a.model}")
-    keys = ("rounds", "converged", "primal_objective", "dual_objective", "duality_gap",
+                  f"{detail}, {s['train_seconds']:.2f}s; model written to {a.model}")
+    keys = ("rounds", "converged", "primal_objective",
+            *(("grad_norm", "passes") if alm else ("dual_objective", "duality_gap")),
             "train_seconds", "n_rows", "n_features")
+    bias = {"p": model.params["p"], "intercept": model.bias >= 0} if alm else {"bias": model.bias}
     return {"solver": model.solver, "loss": model.loss, "C": model.params["C"],
-            "eps": model.params["eps"], "bias": model.bias, "model": a.model,
-            **{k: s[k] for k in keys}}
+            "eps": model.params["eps"], **bias, "model": a.model, **{k: s[k] for k in keys}}
+
+
+def _alm_options(a) -> dict:
+    """SVM-ALM's options from the command line.  Its intercept is unregularized and on by
+    default (the paper's problem), so LIBLINEAR's -B (a regularized bias feature) is refused."""
+    if a.bias != -1.0:
+        raise ValueError("--solver alm fits an unregularized intercept; -B does not apply "
+                         "(use --no-bias to fit none)")
+    a.bias = -1.0 if a.no_bias else 1.0
+    return dict(p=a.p, method=a.method, mu0=a.mu0, rho=a.rho, rtol=a.rtol)
 
 
 def _predict(a, progress):

@@ -20,10 +20,13 @@ from storage import Dataset, open_dataset
 from . import cluster
 from .model import Model
 from .progress import Progress
-from .solvers import dcd
+from .solvers import alm, dcd
 
-SOLVERS = ("dcd",)
-LOSSES = ("hinge", "squared_hinge")
+SOLVERS = ("dcd", "alm")
+LOSSES = ("hinge", "squared_hinge", "lp")
+# SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
+ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
+ALM_METHODS = ("inexact", "exact")
 # LIBLINEAR's -s codes that this version trains, as (solver, loss).
 LIBLINEAR_TYPES = {1: ("dcd", "squared_hinge"), 3: ("dcd", "hinge")}
 
@@ -64,6 +67,27 @@ def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds
     _check_int(owner, "max_iter", max_rounds, 1)
     _check_int(owner, "random_state", seed, 0)
     _check_int(owner, "inner_passes", inner_passes, 1)
+    if loss == "lp" and solver != "alm":
+        raise ValueError(f"The 'loss' parameter of {owner} is 'lp', which only solver 'alm' "
+                         f"trains. Got solver {solver!r}.")
+
+
+def check_alm_params(owner: str, *, loss: str, p, method, mu0, rho, rtol) -> float:
+    """Check the SVM-ALM parameters; return the loss exponent p."""
+    if loss == "lp":
+        if p is None:
+            raise ValueError(f"The 'p' parameter of {owner} is required with loss 'lp'.")
+        _check_real(owner, "p", p, 1.0, low_open=False)
+    elif p is not None and float(p) != ALM_P[loss]:
+        raise ValueError(f"The 'p' parameter of {owner} must be {ALM_P[loss]:g} (or None) with "
+                         f"loss {loss!r}. Got {p!r} instead.")
+    if method not in ALM_METHODS:
+        raise ValueError(f"The 'method' parameter of {owner} must be one of "
+                         f"{list(ALM_METHODS)}. Got {method!r} instead.")
+    _check_real(owner, "mu0", mu0, 0.0)
+    _check_real(owner, "rho", rho, 1.0, low_open=False)
+    _check_real(owner, "rtol", rtol, 0.0, low_open=False)
+    return float(p) if loss == "lp" else ALM_P[loss]
 
 
 def as_dataset(data) -> Dataset:
@@ -85,14 +109,31 @@ def client_for(scheduler=None, n_workers=None, client=None):
 def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 1.0,
           eps: float = 0.1, bias: float = -1.0, max_rounds: int = 1000, seed: int = 0,
           inner_passes: int = 1, gap_tol: float = 0.0, scheduler: str | None = None, n_workers: int | None = None,
-          client=None, progress: Progress | None = None, owner: str = "train") -> Model:
+          client=None, progress: Progress | None = None, owner: str = "train",
+          p: float | None = None, method: str = "inexact", mu0: float = 0.01,
+          rho: float = 1.02, rtol: float = 1e-6) -> Model:
     """Train a binary linear classifier on a dataset (or its URL) and return the model.
 
     Training stops when LIBLINEAR's rule holds for ``eps``, or, if ``gap_tol`` > 0, when
     the duality gap certifies the primal objective to within ``gap_tol`` relative.
+
+    ``solver="alm"`` (SVM-ALM, :mod:`distsvm.solvers.alm`) minimizes
+    ``½‖w‖² + C Σ max(0, 1 − y(wᵀx + b))ᵖ`` with an *unregularized* intercept b
+    when ``bias >= 0`` (stored as a bias feature of value 1) and none when
+    ``bias < 0``; ``p`` (loss "lp"), ``method``, ``mu0``, ``rho`` and ``rtol``
+    are its parameters, ``eps`` bounds ‖∇obj‖ and ``max_rounds`` its iterations.
     """
     check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
                  max_rounds=max_rounds, seed=seed, inner_passes=inner_passes, gap_tol=gap_tol)
+    alm_options = dict(method=method, mu0=mu0, rho=rho, rtol=rtol)
+    if solver == "alm":
+        p = check_alm_params(owner, loss=loss, p=p, **alm_options)
+        if gap_tol:
+            raise ValueError(f"The 'gap_tol' parameter of {owner} belongs to solver 'dcd'; "
+                             "solver 'alm' has no dual objective.")
+    elif p is not None or alm_options != dict(method="inexact", mu0=0.01, rho=1.02, rtol=1e-6):
+        raise ValueError(f"The parameters p, method, mu0, rho and rtol of {owner} belong to "
+                         f"solver 'alm'; solver {solver!r} does not take them.")
     dataset = as_dataset(data)
     meta = dataset.meta
     if len(meta.classes) != 2:
@@ -104,6 +145,11 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         progress.note(f"train: {solver} ({loss}) C={C:g} eps={eps:g} on {meta.n_rows} rows x "
                       f"{meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers")
+        if solver == "alm":
+            return _alm_model(alm.solve(c, dataset, plan, p=p, C=float(C), eps=float(eps),
+                                        bias=bias >= 0, max_iter=max_rounds,
+                                        progress=progress, **alm_options),
+                              dataset, loss, C, eps, p, max_rounds)
         result = dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                            bias=float(bias), max_rounds=max_rounds, seed=seed,
                            inner_passes=inner_passes, gap_tol=float(gap_tol), progress=progress)
@@ -116,6 +162,21 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                "n_features": meta.n_features, "dataset": dataset.url,
                "history": result.history}
     return Model(w=result.w, bias=float(bias), classes=meta.classes, solver=solver, loss=loss,
+                 params=params, summary=summary, n_features=meta.n_features)
+
+
+def _alm_model(result, dataset, loss, C, eps, p, max_rounds) -> Model:
+    """The model of an SVM-ALM run: the intercept b is the weight of a bias feature of value 1."""
+    meta = dataset.meta
+    bias = 1.0 if len(result.w) > meta.n_features else -1.0
+    params = {"C": float(C), "eps": float(eps), "bias": bias, "max_rounds": max_rounds,
+              "p": p, **result.options}
+    summary = {"rounds": result.iterations, "converged": result.converged,
+               "primal_objective": result.objective, "grad_norm": result.grad_norm,
+               "passes": result.passes, "train_seconds": result.train_seconds,
+               "n_rows": meta.n_rows, "n_features": meta.n_features, "dataset": dataset.url,
+               "history": result.history}
+    return Model(w=result.w, bias=bias, classes=meta.classes, solver="alm", loss=loss,
                  params=params, summary=summary, n_features=meta.n_features)
 
 

@@ -1,0 +1,219 @@
+"""SVM-ALM: the augmented-Lagrangian primal solver of Nie, Huang, Wang & Huang (ICML 2014).
+
+Problem: the Lp-primal SVM (4) with an unregularized bias b,
+
+    min_{w,b}  obj(w, b) = ½‖w‖² + C Σᵢ max(0, 1 − yᵢ(wᵀxᵢ + b))ᵖ,   p ≥ 1,
+
+which is LIBLINEAR's scaling ``½‖w‖² + C Σ loss`` (p = 1: ``-s 3``'s hinge,
+p = 2: ``-s 1``'s squared hinge) except that LIBLINEAR's ``-B`` bias feature
+is regularized; with ``bias=False`` (b = 0) the problems are identical.  With
+eᵢ = yᵢ − (wᵀxᵢ + b) the problem becomes (5), whose augmented Lagrangian (8)
+is minimized alternately in e (10) and in (w, b) (14), followed by the
+multiplier step (9), with a nondecreasing penalty µ.
+
+* Inexact SVM-ALM (Algorithm 2, ``method="inexact"``, the default): per
+  iteration the e-update (10) — closed forms (12) for p = 1, (13) for p = 2, a
+  safeguarded Newton-bisection on (11) otherwise (:mod:`workers.kernels.alm`) —
+  one gradient step (16) on (w, b) with the optimal step size (18), and (9).
+* Exact SVM-ALM (Algorithm 1, ``method="exact"``): the (w, b) subproblem (15)
+  is solved by SciPy's LSQR on a ``LinearOperator`` whose matvec and rmatvec
+  are distributed passes over the row blocks (warm-started at the current
+  (w, b), i.e. LSQR solves for the correction).
+
+Choices the paper leaves open, and what the distributed version changes:
+
+* µ schedule: µ₁ = ``mu0``·C, µₖ₊₁ = min(``rho``·µₖ, ``mu_max``), geometric as in
+  Lin et al. 2009 (which the paper cites for its Q-linear convergence), capped
+  at the paper's 10⁵.  Eq. (29) only bounds µₖ₊₁ from above; we do not use it.
+  Defaults ``mu0=0.01``, ``rho=1.02``: measured on a9a subsets, faster growth
+  (1.05) freezes the inexact iterates 2–4·10⁻³ above the optimum (the gradient
+  step cannot follow a fast-growing µ), 1.02 reaches 10⁻⁴ (see docs).
+* Initialization: the paper's w = 1 (all ones) is not scale-free (on a9a it
+  starts at an objective ~10⁵); we start from w = 0, b = 0, λ = 0, e = 0.
+* Passes: the paper counts three matrix-vector products per iteration.  Here
+  an iteration is two passes over the data: pass A (:func:`workers.alm.gradient_pass`)
+  computes mᵢ = wᵀxᵢ + b, does the λ-update (9) of the previous iteration
+  (deferred to this pass: it needs Xᵀw of the w the previous step produced),
+  the objective (4) and its gradient, the e-update (10), and the Xr part of
+  (16); pass B (:func:`workers.alm.direction_pass`) computes ‖Xᵀw_g + 1b_g‖²
+  for (18).  The simplified numerator of (18) needs no pass.
+* Memory: λ and e live on the workers with their blocks; the coordinator holds
+  [w; b], the gradients and µ: O(n_features).  The exact method is the
+  exception: SciPy's LSQR keeps its vectors of length n + n_features at the
+  coordinator, and each LSQR iteration moves an n-vector (documented cost of
+  using LSQR as the paper does).
+
+Stopping (the paper's §4): ‖∇obj(w, b)‖ ≤ ``eps`` (absolute, default 0.01 as
+the paper; for p = 1 obj is not differentiable and this uses the subgradient
+with −yᵢxᵢ on rows with positive loss, which rarely vanishes), or the
+objective changed by at most ``rtol``·obj over the last ``window`` iterations,
+or ``max_iter`` with a :class:`~distsvm.errors.ConvergenceWarning`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+import warnings
+
+import numpy as np
+import scipy.sparse.linalg
+
+import workers.alm
+import workers.blocks
+from storage import Dataset
+
+from .. import cluster
+from ..cluster import WorkerPlan
+from ..errors import ConvergenceWarning
+from ..progress import Progress
+
+MU_MAX = 1e5  # the paper's upper limit of µ (§3)
+WINDOW = 10  # iterations over which the relative objective change is measured
+
+
+@dataclasses.dataclass
+class Result:
+    """The weights ``[w; b]`` (or ``w`` without bias) and how the solver got there."""
+
+    w: np.ndarray
+    iterations: int
+    converged: bool
+    objective: float
+    grad_norm: float
+    passes: int
+    train_seconds: float
+    history: list[dict]
+    options: dict  # method, mu0, rho, mu_max, rtol: how the run was configured
+
+
+def _objective(x, loss, C, n_features):
+    w = x[:n_features]
+    return 0.5 * float(w @ w) + C * loss
+
+
+class _Passes:
+    """Map-reduce passes: one task per worker over the blocks it owns, replies in worker order."""
+
+    def __init__(self, client, dataset: Dataset, plan: WorkerPlan, bias_value: float):
+        self.client, self.url, self.plan = client, dataset.url, plan
+        self.owners = [a for a in plan.workers if plan.blocks_of(a)]
+        self.infos = [[dataset.meta.blocks[b] for b in plan.blocks_of(a)] for a in self.owners]
+        self.common = dict(bias=bias_value, n_features=dataset.meta.n_features,
+                           storage_options=dataset.storage_options)
+        self.count = 0
+
+    def each(self, fn, *args, per_worker=None, **kw) -> list:
+        """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass."""
+        self.count += 1
+        futures = [self.client.submit(fn, self.url, infos, *args,
+                                      *((per_worker[j],) if per_worker is not None else ()),
+                                      cache_bytes=self.plan.cache_bytes[a], workers=[a],
+                                      pure=False, **self.common, **kw)
+                   for j, (a, infos) in enumerate(zip(self.owners, self.infos))]
+        return cluster.gather(self.client, futures, self.owners)  # fails if an owner leaves
+
+
+def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps: float = 0.01,
+          rtol: float = 1e-6, bias: bool = True, max_iter: int = 1000, mu0: float = 0.01,
+          rho: float = 1.02, mu_max: float = MU_MAX, method: str = "inexact",
+          lsqr_tol: float = 1e-10, lsqr_iter: int = 1000,
+          progress: Progress | None = None) -> Result:
+    """Train by SVM-ALM on the cluster behind ``client``; see the module docstring."""
+    progress = progress or Progress(quiet=True)
+    meta = dataset.meta
+    d = meta.n_features
+    x = np.zeros(d + (1 if bias else 0))
+    run = uuid.uuid4().hex
+    passes = _Passes(client, dataset, plan, 1.0 if bias else -1.0)
+    history: list[dict] = []
+    start = time.perf_counter()
+    converged = False
+    mu, mu_prev = mu0 * C, 0.0
+    obj = gnorm = np.nan
+    try:
+        for k in range(1, max_iter + 1):
+            # pass A: (9) of the previous iteration, obj (4) and ∇obj, (10), Xr of (16)
+            reps = passes.each(workers.alm.gradient_pass, run, x, positive=1, mu_prev=mu_prev,
+                               mu=mu, C=C, p=p)
+            obj = _objective(x, sum(r["loss"] for r in reps), C, d)
+            grad = C * sum(r["gloss"] for r in reps)
+            grad[:d] += x[:d]
+            gnorm = float(np.linalg.norm(grad))
+            row = {"iteration": k, "objective": obj, "grad_norm": gnorm,
+                   "residual": float(np.sqrt(sum(r["resid_sq"] for r in reps))), "mu": mu,
+                   "train_accuracy": sum(r["correct"] for r in reps) / max(1, meta.n_rows),
+                   "passes": passes.count, "seconds": time.perf_counter() - start}
+            history.append(row)
+            progress.note(f"iter {k:4d}  obj {obj:.8e}  |grad| {gnorm:.2e}  "
+                          f"|Xw+b-y+e| {row['residual']:.2e}  mu {mu:.2e}  "
+                          f"{row['seconds']:.2f}s")
+            if gnorm <= eps or (k > WINDOW and abs(history[-1 - WINDOW]["objective"] - obj)
+                                <= rtol * abs(obj)):
+                converged = True
+                break
+            if k == max_iter:
+                break
+            if method == "exact":
+                x = x + _lsqr_correction(passes, run, x, mu, d, lsqr_tol, lsqr_iter)
+            else:
+                x = _gradient_step(passes, reps, x, mu, d)
+            mu_prev, mu = mu, min(rho * mu, mu_max)
+        if not converged:
+            msg = (f"alm reached the iteration limit ({max_iter}) before the gradient norm "
+                   f"{gnorm:.3g} fell to eps={eps:g} or the objective settled to "
+                   f"rtol={rtol:g}; increase max_iter, eps or rtol")
+            warnings.warn(msg, ConvergenceWarning, stacklevel=2)
+    finally:
+        client.run(workers.blocks.drop_run, run)
+    return Result(w=x, iterations=len(history), converged=converged, objective=obj,
+                  grad_norm=gnorm, passes=passes.count,
+                  train_seconds=time.perf_counter() - start, history=history,
+                  options={"method": method, "mu0": mu0, "rho": rho, "mu_max": mu_max,
+                           "rtol": rtol})
+
+
+def _gradient_step(passes, reps, x, mu, d):
+    """Algorithm 2, step 2: x − s·x_g with the gradient (16) and the optimal step (18)."""
+    xg = sum(r["xtr"] for r in reps)  # [X r; 1ᵀr], r = Xᵀw + 1b − z
+    xg[:d] += x[:d] / mu  # (16): w_g = X r + µ⁻¹w, b_g = 1ᵀr
+    num = float(xg @ xg)  # the simplified numerator of (18)
+    if num == 0.0:
+        return x
+    den = sum(passes.each(workers.alm.direction_pass, xg)) + float(xg[:d] @ xg[:d]) / mu
+    return x - (num / den) * xg  # (18)
+
+
+def _lsqr_correction(passes, run, x, mu, d, tol, iter_lim):
+    """Algorithm 1, step 2: the correction δ such that x + δ solves (15), by LSQR.
+
+    (15) is min ‖A[w; b] − [z; 0]‖ with A = [[Xᵀ, 1], [µ^-½ I, 0]]; from the
+    current x the right side of the correction's problem is [−r; −µ^-½ w] with
+    r = Xᵀw + 1b − z.  Row vectors are laid out worker by worker, block by block.
+    """
+    parts = passes.each(workers.alm.residuals, run, x, positive=1, mu=mu)
+    sizes = [[len(v) for v in part] for part in parts]
+    r = np.concatenate([v for part in parts for v in part])
+    n, scale = len(r), mu ** -0.5
+
+    def matvec(v):
+        v = np.ravel(v)
+        rows = np.concatenate([b for part in passes.each(workers.alm.matvec, v) for b in part])
+        return np.concatenate([rows, scale * v[:d]])
+
+    def rmatvec(u):
+        u = np.ravel(u)
+        bounds = np.cumsum([0] + [s for ws in sizes for s in ws])
+        pieces, j = [], 0
+        for ws in sizes:
+            pieces.append([u[bounds[j + i]:bounds[j + i + 1]] for i in range(len(ws))])
+            j += len(ws)
+        out = sum(passes.each(workers.alm.rmatvec, per_worker=pieces))
+        out[:d] += scale * u[n:]
+        return out
+
+    A = scipy.sparse.linalg.LinearOperator((n + d, len(x)), matvec=matvec, rmatvec=rmatvec,
+                                           dtype=np.float64)
+    rhs = np.concatenate([-r, -scale * x[:d]])
+    return scipy.sparse.linalg.lsqr(A, rhs, atol=tol, btol=tol, iter_lim=iter_lim)[0]

@@ -1,0 +1,109 @@
+"""The per-worker tasks of SVM-ALM: map-reduce passes over the row blocks a worker owns.
+
+Each task covers all the blocks of one worker and returns one small reply (a
+few n_features-vectors and scalars), which the coordinator sums over workers.
+The per-row vectors λ and e stay in the memory of the worker that owns the
+block (:func:`workers.blocks.run_state`) for the whole run; they are never
+gathered.  The vector ``x`` passed around is ``[w; b]`` when ``bias >= 0``
+(b as the weight of a constant-1 feature) and ``w`` otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from storage import BlockInfo
+
+from . import blocks
+from .kernels import alm as kernel
+from .kernels.linear import decision_values
+
+
+def _state(run, info):
+    return blocks.run_state(run, info.name, lambda: {"lam": np.zeros(info.n_rows),
+                                                      "e": np.zeros(info.n_rows)})
+
+
+def gradient_pass(url: str, infos: list[BlockInfo], run: str, x: np.ndarray, *, bias: float,
+                  n_features: int, positive: int, mu_prev: float, mu: float, C: float,
+                  p: float, cache_bytes: int, storage_options: dict | None = None) -> dict:
+    """Steps (9), objective (4), (10) and the Xr of (16) at ``x``, in one pass over the blocks.
+
+    See :func:`workers.kernels.alm.alm_pass`.  Returns the sums over this worker's blocks:
+    ``loss`` = Σ ξᵢᵖ, ``gloss`` = Σ ∂ξᵢᵖ/∂x (n_features [+1]), ``xtr`` = [Xᵀr; Σ r],
+    ``resid_sq`` = ‖Xᵀw + 1b − y + e‖² of the previous iteration, ``correct`` rows.
+    """
+    dim = n_features + (bias >= 0)
+    gloss = np.zeros(dim)
+    xtr = np.zeros(dim)
+    loss = resid_sq = gb = rs = 0.0
+    correct = 0
+    for info in infos:
+        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+        s = _state(run, info)
+        out = kernel.alm_pass(block.indptr, block.indices, block.data, block.y, positive, x,
+                              bias, n_features, s["lam"], s["e"], mu_prev, mu, C, p, xtr, gloss)
+        loss += out[0]
+        gb += out[1]
+        rs += out[2]
+        resid_sq += out[3]
+        correct += out[4]
+    if bias >= 0:
+        gloss[n_features] = gb
+        xtr[n_features] = rs
+    return {"loss": loss, "gloss": gloss, "xtr": xtr, "resid_sq": resid_sq, "correct": correct}
+
+
+def direction_pass(url: str, infos: list[BlockInfo], xg: np.ndarray, *, bias: float,
+                   n_features: int, cache_bytes: int,
+                   storage_options: dict | None = None) -> float:
+    """‖Xᵀw_g + 1b_g‖² over this worker's blocks: the denominator of the step size (18)."""
+    total = 0.0
+    for info in infos:
+        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+        v = np.empty(block.n_rows)
+        decision_values(block.indptr, block.indices, block.data, xg, bias, n_features, v)
+        total += float(v @ v)
+    return total
+
+
+def residuals(url: str, infos: list[BlockInfo], run: str, x: np.ndarray, *, bias: float,
+              n_features: int, positive: int, mu: float, cache_bytes: int,
+              storage_options: dict | None = None) -> list[np.ndarray]:
+    """rᵢ = wᵀxᵢ + b − zᵢ with z = y − e − λ/µ (14), per block: the right side of (15)
+    relative to the current ``x`` (exact SVM-ALM only; uses e and λ as left by
+    :func:`gradient_pass`)."""
+    out = []
+    for info in infos:
+        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+        s = _state(run, info)
+        m = np.empty(block.n_rows)
+        decision_values(block.indptr, block.indices, block.data, x, bias, n_features, m)
+        y = np.where(block.y == positive, 1.0, -1.0)
+        out.append(m - y + s["e"] + s["lam"] / mu)
+    return out
+
+
+def matvec(url: str, infos: list[BlockInfo], x: np.ndarray, *, bias: float, n_features: int,
+           cache_bytes: int, storage_options: dict | None = None) -> list[np.ndarray]:
+    """[X 1]·x per block (the row part of the operator of (15))."""
+    out = []
+    for info in infos:
+        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+        v = np.empty(block.n_rows)
+        decision_values(block.indptr, block.indices, block.data, x, bias, n_features, v)
+        out.append(v)
+    return out
+
+
+def rmatvec(url: str, infos: list[BlockInfo], vs: list[np.ndarray], *, bias: float,
+            n_features: int, cache_bytes: int, storage_options: dict | None = None) -> np.ndarray:
+    """[X 1]ᵀ·v summed over this worker's blocks (``vs`` holds one slice of v per block)."""
+    out = np.zeros(n_features + (bias >= 0))
+    total = 0.0
+    for info, v in zip(infos, vs):
+        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+        total += kernel.transpose_dot(block.indptr, block.indices, block.data, v, out)
+    if bias >= 0:
+        out[n_features] = total
+    return out
