@@ -176,3 +176,18 @@ def test_a_lost_worker_fails_the_job_instead_of_hanging(small, tmp_path):
             train(store, eps=1e-12, max_rounds=100_000, client=c)
         killer.join()
     assert time.perf_counter() - start < 60
+
+
+def test_overwritten_store_is_not_served_from_worker_caches(client, a9a, tmp_path):
+    """Workers cache blocks by URL, name and checksums: a store replaced at the same URL
+    (other rows, fewer features) trains on its new content."""
+    X, y = a9a
+    url = str(tmp_path / "same.zarr")
+    ingest((X[:3000], y[:3000]), url)
+    train(url, eps=0.1, client=client)
+    X2, y2 = X[3000:6000, :60], y[3000:6000]
+    ingest((X2, y2), url, overwrite=True)
+    model = train(url, eps=1e-3, gap_tol=1e-4, max_rounds=500, client=client)
+    assert model.w.shape == (60,)
+    p = primal_objective(model.w, X2, y2, "squared_hinge")
+    assert abs(p - model.summary["primal_objective"]) <= 1e-9 * p

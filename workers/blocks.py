@@ -18,7 +18,9 @@ from storage import BlockInfo, RowBlock, read_row_block
 from .kernels.linear import decision_values, loss_sum, row_sqnorms
 
 _lock = threading.Lock()
-_cache: collections.OrderedDict = collections.OrderedDict()  # (url, name) -> (RowBlock, sqnorm)
+# (url, name, checksums) -> (RowBlock, sqnorm): keyed by content too, so a store overwritten
+# at the same URL is never served from the cache
+_cache: collections.OrderedDict = collections.OrderedDict()
 _cache_bytes = 0
 _runs: dict[str, dict] = {}  # run id -> {block name: solver state}
 
@@ -30,7 +32,7 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
     are evicted to make room.
     """
     global _cache_bytes
-    key = (url, info.name)
+    key = (url, info.name, tuple(sorted(info.crc32.items())))
     with _lock:
         if key in _cache:
             _cache.move_to_end(key)
