@@ -78,8 +78,9 @@ def scaling(sets, c_perf, tmp, client, log):
     from distsvm.ingest import ingest
 
     rows = []
-    for label, X, y in sets:
-        store = ingest((X, y), f"{tmp}/scaling.zarr", overwrite=True)
+    for i, (label, X, y) in enumerate(sets):
+        # a fresh path each time: workers cache blocks by (URL, block name)
+        store = ingest((X, y), f"{tmp}/scaling-{i}.zarr")
         model, wall = train_cp(store, client, c_perf=c_perf, eps=EPS, max_rounds=2000)
         s = model.summary
         rows.append({"data": label, "n": len(y), "iterations": s["rounds"],
@@ -101,7 +102,7 @@ def compare(name, X, y, tmp, client, max_rounds, log):
 
     Xd = X.astype(np.float64).tocsr()
     s = np.where(y == np.max(y), 1.0, -1.0)
-    store = ingest((X, y), f"{tmp}/{name}.zarr", overwrite=True)
+    store = ingest((X, y), f"{tmp}/{name}.zarr")
     w_ll, _ = liblinear_run(Xd, y, "hinge", 1e-4)
     t = time.perf_counter()
     with warnings.catch_warnings():

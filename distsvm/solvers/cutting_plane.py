@@ -41,8 +41,9 @@ Gram matrix, grown by one row per iteration (O(|W|·n_features)).
 For ``ordinal`` the sort runs on the coordinator: workers return their scores
 (8 bytes a row) and labels (4), the coordinator sorts them (O(n log n)) and sends each
 worker its blocks' coefficients c⁺ − c⁻ (8 bytes a row) for a second pass; the
-coordinator needs about 40 bytes a row while it holds these, so n ≈ 10⁸ rows needs
-≈ 4 GB on the coordinator: the limit of this design (a distributed sort is not done).
+coordinator needs about 44 bytes a row while it computes a cut (scores, ranks, order,
+c⁺, c⁻, coefficients), so n ≈ 10⁸ rows needs ≈ 4.4 GB there: the limit of this design
+(a distributed sort is not done).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class _WorkingSet:
         self.k = k + 1
 
     def solve(self, C_op: float, tol: float):
-        """Line 4: the optimum over W; returns (w, ξ, dual value, QP result)."""
+        """Line 4: the optimum over W; returns (w, ξ, the QP's result with the dual value)."""
         k = self.k
         r = qp.solve(self.H[:k, :k], self.b[:k], C_op, alpha0=self.alpha, tol=tol)
         self.alpha = r.alpha
@@ -126,8 +127,7 @@ def _classification_cut(client, dataset, plan, wf, common, n):
                              cache_bytes=plan.cache_bytes[a], workers=[a], pure=False, **common)
                for a in plan.workers if plan.blocks_of(a)]
     parts = client.gather(futures)
-    g = sum(p[0] for p in parts) / n
-    return g, sum(p[1] for p in parts) / n, sum(p[2] for p in parts) / n, None
+    return sum(p[0] for p in parts) / n, sum(p[1] for p in parts) / n, sum(p[2] for p in parts) / n
 
 
 def _ordinal_scores(client, dataset, plan, wf, common):
@@ -144,11 +144,9 @@ def _ordinal_scores(client, dataset, plan, wf, common):
 
 
 def _ordinal_cut(client, dataset, plan, wf, common, m):
-    """Algorithm 2 lines 5-23 on the coordinator, then a pass for g = (1/m) Σ (c⁺ − c⁻) x.
-
-    Returns (g, b, ξ′, coefficient vector); g is None when the caller may stop first —
-    computed by :func:`_ordinal_g` only if the constraint is needed.
-    """
+    """Algorithm 2 lines 5-23 on the coordinator: (c⁺ − c⁻, b, ξ′) of the most violated
+    constraint at w; its vector g needs a second pass (:func:`_ordinal_g`), done only if
+    the iteration goes on."""
     scores, ranks = _ordinal_scores(client, dataset, plan, wf, common)
     order = np.argsort(-scores, kind="stable")
     cplus = np.zeros(len(scores), np.int64)
@@ -157,10 +155,11 @@ def _ordinal_cut(client, dataset, plan, wf, common, m):
     coef = (cplus - cminus).astype(np.float64)
     # Σ_{violated (i,j)} (1 − sᵢ + sⱼ) = #violated − Σᵢ (c⁺ᵢ − c⁻ᵢ) sᵢ
     xi_prime = (violated - float(coef @ scores)) / m
-    return None, violated / m, max(0.0, xi_prime), coef
+    return coef, violated / m, max(0.0, xi_prime)
 
 
 def _ordinal_g(client, dataset, plan, coef, common, m):
+    """One pass: g = (1/m) Σ (c⁺ᵢ − c⁻ᵢ) xᵢ, each worker given its blocks' coefficients."""
     meta = dataset.meta
     starts = np.cumsum([0] + [info.n_rows for info in meta.blocks])
     futures = []
@@ -207,9 +206,10 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
         measured = w  # the w whose objective this round measures, and the one returned
         wf = client.scatter(w, broadcast=True, hash=False)
         if objective == "classification":
-            g, b, xi_prime, _ = _classification_cut(client, dataset, plan, wf, common, n)
+            g, b, xi_prime = _classification_cut(client, dataset, plan, wf, common, n)
         else:
-            g, b, xi_prime, coef = _ordinal_cut(client, dataset, plan, wf, common, n)
+            g = None
+            coef, b, xi_prime = _ordinal_cut(client, dataset, plan, wf, common, n)
         primal = 0.5 * float(w @ w) + C_op * xi_prime
         row = {"round": r, "working_set": ws.k, "xi": xi, "xi_prime": xi_prime,
                "violation": xi_prime - xi, "primal": primal, "dual": dual,
@@ -235,7 +235,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
                       f"violated constraint {history[-1]['violation']:.3g} above eps={eps:g}; "
                       "increase max_rounds or eps", ConvergenceWarning, stacklevel=2)
     last = history[-1]
-    return Result(w=measured, rounds=len(history),
-                  converged=converged, primal_objective=last["primal"],
+    return Result(w=measured, rounds=len(history), converged=converged,
+                  primal_objective=last["primal"],
                   dual_objective=last["dual"], duality_gap=last["gap"],
                   train_seconds=time.perf_counter() - start, history=history)
