@@ -58,6 +58,7 @@ import workers.cutting_plane
 from storage import Dataset
 from workers.kernels.cutting_plane import pair_counts
 
+from .. import cluster
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
@@ -122,11 +123,12 @@ class _WorkingSet:
 def _classification_cut(client, dataset, plan, wf, common, n):
     """One pass: (g, b, ξ′) of Algorithm 1's most violated constraint at w."""
     meta = dataset.meta
+    owners = [a for a in plan.workers if plan.blocks_of(a)]
     futures = [client.submit(workers.cutting_plane.hinge_cut, wf, dataset.url,
                              [meta.blocks[b] for b in plan.blocks_of(a)], positive=1,
                              cache_bytes=plan.cache_bytes[a], workers=[a], pure=False, **common)
-               for a in plan.workers if plan.blocks_of(a)]
-    parts = client.gather(futures)
+               for a in owners]
+    parts = cluster.gather(client, futures, owners)
     return sum(p[0] for p in parts) / n, sum(p[1] for p in parts) / n, sum(p[2] for p in parts) / n
 
 
@@ -138,7 +140,7 @@ def _ordinal_scores(client, dataset, plan, wf, common):
                              plan.cache_bytes[plan.owners[b]], common["storage_options"],
                              workers=[plan.owners[b]], pure=False)
                for b, info in enumerate(meta.blocks)]
-    parts = client.gather(futures)
+    parts = cluster.gather(client, futures, set(plan.owners))
     return (np.concatenate([p[0] for p in parts]) if parts else np.zeros(0),
             np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int32))
 
@@ -162,17 +164,18 @@ def _ordinal_g(client, dataset, plan, coef, common, m):
     """One pass: g = (1/m) Σ (c⁺ᵢ − c⁻ᵢ) xᵢ, each worker given its blocks' coefficients."""
     meta = dataset.meta
     starts = np.cumsum([0] + [info.n_rows for info in meta.blocks])
-    futures = []
+    futures, owners = [], []
     for a in plan.workers:
         mine = plan.blocks_of(a)
         if mine:
+            owners.append(a)
             futures.append(client.submit(
                 workers.cutting_plane.weighted_sum, [coef[starts[b]:starts[b + 1]] for b in mine],
                 dataset.url, [meta.blocks[b] for b in mine], dim=common["dim"],
                 bias=common["bias"], n_features=common["n_features"],
                 cache_bytes=plan.cache_bytes[a], storage_options=common["storage_options"],
                 workers=[a], pure=False))
-    return sum(client.gather(futures)) / m
+    return sum(cluster.gather(client, futures, owners)) / m
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
