@@ -73,17 +73,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a linear classifier on a store")
     p.add_argument("store")
     p.add_argument("model")
-    p.add_argument("--solver", default="dcd", choices=("dcd", "alm"),
-                   help="dcd = dual coordinate descent (default); alm = SVM-ALM primal solver")
+    p.add_argument("--solver", default="dcd", choices=("dcd", "cutting-plane", "alm"),
+                   help="dcd = dual coordinate descent (default); cutting-plane = Joachims 2006 "
+                        "(hinge loss only); alm = SVM-ALM primal solver")
+    p.add_argument("--objective", choices=("classification", "ordinal"), default="classification",
+                   help="cutting-plane only: ordinal = pairwise ranking of the labels' order "
+                        "(ROC area for two labels)")
     p.add_argument("--loss", choices=("hinge", "squared-hinge", "lp"),
                    help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default), "
                         "lp = max(0, 1 - m)^p (--solver alm)")
     p.add_argument("-s", dest="liblinear_type", type=int, choices=(1, 3), metavar="TYPE",
                    help="LIBLINEAR solver type: 1 = L2-loss SVM dual, 3 = L1-loss SVM dual")
-    p.add_argument("-c", dest="C", type=float, default=1.0, help="cost C (default 1)")
+    cost = p.add_mutually_exclusive_group()
+    cost.add_argument("-c", dest="C", type=float,
+                      help="cost C on the sum of losses, LIBLINEAR's (default 1)")
+    cost.add_argument("--c-perf", type=float, metavar="C_PERF",
+                      help="cutting-plane only: SVMperf's C instead, C = 100*C_PERF/l "
+                           "(l = rows, or ranked pairs for --objective ordinal)")
     p.add_argument("-e", dest="eps", type=float,
                    help="stopping tolerance: dcd, the projected-gradient violation (default "
-                        "0.1); alm, the gradient norm (default 0.01, the paper's)")
+                        "0.1); cutting-plane, the precision of the average loss (default 0.001); "
+                        "alm, the gradient norm (default 0.01, the paper's)")
     p.add_argument("-B", dest="bias", type=float, default=-1.0,
                    help="bias feature value; < 0 means none (default -1)")
     p.add_argument("--gap-tol", type=float, default=0.0, metavar="TOL",
@@ -173,17 +183,19 @@ def _train(a, progress):
             raise ValueError(f"-s {a.liblinear_type} means --loss {s_loss.replace('_', '-')}, "
                              f"which contradicts --loss {a.loss}")
         loss = s_loss
+    solver = a.solver.replace("-", "_")
+    if solver == "cutting_plane":
+        loss = loss or "hinge"
     extra = {}
-    if a.solver == "alm":
+    if solver == "alm":
         extra = _alm_options(a)
     elif a.p is not None or a.no_bias:
         raise ValueError("--p and --no-bias are options of --solver alm")
-    if a.eps is None:
-        a.eps = 0.01 if a.solver == "alm" else 0.1
-    model = train(a.store, solver=a.solver, loss=loss or "squared_hinge", C=a.C, eps=a.eps,
-                  bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
-                  inner_passes=a.inner_passes, gap_tol=a.gap_tol, scheduler=a.scheduler, n_workers=a.workers,
-                  progress=progress, owner="distsvm train", **extra)
+    model = train(a.store, solver=solver, loss=loss or "squared_hinge",
+                  C=1.0 if a.C is None else a.C, eps=a.eps, objective=a.objective,
+                  c_perf=a.c_perf, bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
+                  inner_passes=a.inner_passes, gap_tol=a.gap_tol, scheduler=a.scheduler,
+                  n_workers=a.workers, progress=progress, owner="distsvm train", **extra)
     save_model(model, a.model)
     s = model.summary
     alm = a.solver == "alm"  # no dual: its certificate is the gradient norm

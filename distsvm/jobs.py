@@ -20,15 +20,19 @@ from storage import Dataset, open_dataset
 from . import cluster
 from .model import Model
 from .progress import Progress
-from .solvers import alm, dcd
+from .solvers import alm, cutting_plane, dcd
 
-SOLVERS = ("dcd", "alm")
+SOLVERS = ("dcd", "cutting_plane", "alm")
 LOSSES = ("hinge", "squared_hinge", "lp")
 # SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
 ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
 ALM_METHODS = ("inexact", "exact")
 # LIBLINEAR's -s codes that this version trains, as (solver, loss).
 LIBLINEAR_TYPES = {1: ("dcd", "squared_hinge"), 3: ("dcd", "hinge")}
+# default stopping tolerance per solver: LIBLINEAR's eps for dcd; the paper's ε = 0.001
+# (precision of the average training loss) for the cutting-plane solver (Joachims 2006 §4.4);
+# ‖∇obj‖ ≤ 0.01 for SVM-ALM, as Nie et al. 2014
+DEFAULT_EPS = {"dcd": 0.1, "cutting_plane": 1e-3, "alm": 0.01}
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):
@@ -50,7 +54,7 @@ def _check_int(owner, name, value, low):
 
 
 def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds, seed,
-                 inner_passes, gap_tol=0.0) -> None:
+                 inner_passes, gap_tol=0.0, objective="classification", c_perf=None) -> None:
     """Raise ``ValueError`` in scikit-learn's wording for the first invalid parameter."""
     if solver not in SOLVERS:
         raise ValueError(f"The 'solver' parameter of {owner} must be one of {list(SOLVERS)}. "
@@ -67,6 +71,22 @@ def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds
     _check_int(owner, "max_iter", max_rounds, 1)
     _check_int(owner, "random_state", seed, 0)
     _check_int(owner, "inner_passes", inner_passes, 1)
+    if solver == "cutting_plane" and loss != "hinge":
+        raise ValueError(f"The cutting_plane solver of {owner} minimizes the hinge loss; "
+                         f"got loss={loss!r}")
+    if solver == "cutting_plane" and gap_tol:
+        raise ValueError(f"The 'gap_tol' parameter of {owner} applies to the dcd solver; the "
+                         "cutting_plane solver stops on eps (its gap is at most C·n·eps)")
+    if objective not in cutting_plane.OBJECTIVES or (objective != "classification"
+                                                     and solver != "cutting_plane"):
+        raise ValueError(f"The 'objective' parameter of {owner} must be one of "
+                         f"{list(cutting_plane.OBJECTIVES)} ('ordinal' with the cutting_plane "
+                         f"solver only). Got {objective!r} with solver {solver!r} instead.")
+    if c_perf is not None:
+        if solver != "cutting_plane":
+            raise ValueError(f"The 'c_perf' parameter of {owner} (SVMperf's C) applies to "
+                             f"the cutting_plane solver only; use C with solver {solver!r}")
+        _check_real(owner, "c_perf", c_perf, 0.0)
     if loss == "lp" and solver != "alm":
         raise ValueError(f"The 'loss' parameter of {owner} is 'lp', which only solver 'alm' "
                          f"trains. Got solver {solver!r}.")
@@ -107,11 +127,12 @@ def client_for(scheduler=None, n_workers=None, client=None):
 
 
 def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 1.0,
-          eps: float = 0.1, bias: float = -1.0, max_rounds: int = 1000, seed: int = 0,
-          inner_passes: int = 1, gap_tol: float = 0.0, scheduler: str | None = None, n_workers: int | None = None,
-          client=None, progress: Progress | None = None, owner: str = "train",
-          p: float | None = None, method: str = "inexact", mu0: float = 0.01,
-          rho: float = 1.02, rtol: float = 1e-6) -> Model:
+          eps: float | None = None, bias: float = -1.0, max_rounds: int = 1000, seed: int = 0,
+          inner_passes: int = 1, gap_tol: float = 0.0, objective: str = "classification",
+          c_perf: float | None = None, p: float | None = None, method: str = "inexact",
+          mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6,
+          scheduler: str | None = None, n_workers: int | None = None,
+          client=None, progress: Progress | None = None, owner: str = "train") -> Model:
     """Train a binary linear classifier on a dataset (or its URL) and return the model.
 
     Training stops when LIBLINEAR's rule holds for ``eps``, or, if ``gap_tol`` > 0, when
@@ -122,9 +143,15 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     when ``bias >= 0`` (stored as a bias feature of value 1) and none when
     ``bias < 0``; ``p`` (loss "lp"), ``method``, ``mu0``, ``rho`` and ``rtol``
     are its parameters, ``eps`` bounds ‖∇obj‖ and ``max_rounds`` its iterations.
+
+    ``eps`` defaults to :data:`DEFAULT_EPS` of the solver.  ``objective`` and ``c_perf``
+    (SVMperf's C, replacing ``C``) are for the cutting-plane solver; see
+    :mod:`distsvm.solvers.cutting_plane` for their meaning.
     """
+    eps = DEFAULT_EPS.get(solver, 0.1) if eps is None else eps
     check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
-                 max_rounds=max_rounds, seed=seed, inner_passes=inner_passes, gap_tol=gap_tol)
+                 max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
+                 gap_tol=gap_tol, objective=objective, c_perf=c_perf)
     alm_options = dict(method=method, mu0=mu0, rho=rho, rtol=rtol)
     if solver == "alm":
         p = check_alm_params(owner, loss=loss, p=p, **alm_options)
@@ -139,6 +166,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     if len(meta.classes) != 2:
         raise ValueError(f"{dataset.url}: {len(meta.classes)} classes; this version trains "
                          "binary classifiers only (labels must take exactly two values)")
+    if c_perf is not None:
+        C = cutting_plane.c_from_c_perf(c_perf, meta.class_counts, objective)
     progress = progress or Progress(quiet=True)
     with client_for(scheduler, n_workers, client) as c:
         plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
@@ -150,11 +179,20 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                                         bias=bias >= 0, max_iter=max_rounds,
                                         progress=progress, **alm_options),
                               dataset, loss, C, eps, p, max_rounds)
-        result = dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
-                           bias=float(bias), max_rounds=max_rounds, seed=seed,
-                           inner_passes=inner_passes, gap_tol=float(gap_tol), progress=progress)
+        if solver == "cutting_plane":
+            result = cutting_plane.solve(c, dataset, plan, C=float(C), eps=float(eps),
+                                         bias=float(bias), max_rounds=max_rounds,
+                                         objective=objective, progress=progress)
+        else:
+            result = dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+                               bias=float(bias), max_rounds=max_rounds, seed=seed,
+                               inner_passes=inner_passes, gap_tol=float(gap_tol),
+                               progress=progress)
     params = {"C": float(C), "eps": float(eps), "bias": float(bias), "max_rounds": max_rounds,
               "seed": seed, "inner_passes": inner_passes, "gap_tol": float(gap_tol)}
+    if solver == "cutting_plane":
+        params.update(objective=objective,
+                      c_perf=cutting_plane.n_loss_terms(meta.class_counts, objective) * C / 100)
     summary = {"rounds": result.rounds, "converged": result.converged,
                "primal_objective": result.primal_objective,
                "dual_objective": result.dual_objective, "duality_gap": result.duality_gap,

@@ -1,0 +1,244 @@
+"""The cutting-plane algorithm for linear SVMs (Joachims 2006, "Training linear SVMs in linear time").
+
+Problems, in LIBLINEAR's scaling (``C`` multiplies a *sum* of hinge losses):
+
+* ``classification`` — the L1-loss SVM ``min ½‖w‖² + C Σᵢ max(0, 1 − yᵢwᵀxᵢ)``
+  (LIBLINEAR ``-s 3``; OP1 with the paper's C_OP = C·n), solved as the 1-slack
+  structural problem OP2 by Algorithm 1;
+* ``ordinal`` — the ordinal-regression SVM over the pairs P = {(i, j) : rᵢ > rⱼ} of
+  examples of different rank, ``min ½‖w‖² + C Σ_{(i,j)∈P} max(0, 1 − wᵀ(xᵢ − xⱼ))``
+  (OP4 with C_OP = C·m, m = |P|), solved as OP5 by Algorithm 2.  The ranks are the
+  store's class indices (labels in increasing order); with two labels this maximizes
+  (a hinge surrogate of) the ROC area.
+
+C conventions.  The paper's OP2/OP5 divide the slack by n (by m): ½‖w‖² + C_OP·ξ with
+ξ = (1/n) Σ ξᵢ the average loss, so C_OP = C·n (C·m).  SVMperf's ``-c`` measures the loss
+in percent, so C_perf = C_OP/100 = 0.01·C·n — the mapping Hsieh et al. (ICML 2008,
+footnote 2) use when comparing with SVMperf.  :func:`c_from_c_perf` converts; ``ε`` is
+the paper's, a precision on the average loss ξ (SVMperf's ``-e`` is in percent:
+``-e 0.1`` there is ε = 0.001 here).
+
+Algorithm (Algorithm 1 / 2).  W ← ∅, w ← 0.  Each iteration: (1) one map-reduce pass
+over the row blocks at the current w finds the most violated constraint
+(g, b) — classification: g = (1/n) Σ cᵢyᵢxᵢ, b = (1/n) Σ cᵢ with cᵢ = [yᵢwᵀxᵢ < 1]
+(lines 5-7); ordinal: the scores wᵀxᵢ, then c⁺, c⁻ (lines 5-23) and
+g = (1/m) Σ (c⁺ᵢ − c⁻ᵢ) xᵢ, b = (1/2m) Σ (c⁺ᵢ + c⁻ᵢ) — and its slack
+ξ′ = b − wᵀg, the average loss of w; (2) stop if ξ′ ≤ ξ + ε (line 9 / 24,
+Theorem 3 / 5); (3) add (g, b) to W and solve the dual OP3 over W,
+``max Σ α_c b_c − ½‖Σ α_c g_c‖², α ≥ 0, Σα ≤ C_OP`` (:mod:`distsvm.solvers.qp`, warm
+started from the previous α), giving w = Σ α_c g_c and ξ = max(0, max_c b_c − wᵀg_c)
+(line 4).  On stopping, P(w) = ½‖w‖² + C_OP ξ′ ≤ P* + C_OP ε: the QP's dual value is a
+lower bound on P* (it is the dual of a relaxation of OP2), so each iteration also
+reports the certified gap P(w) − D.
+
+Distribution.  Every block is read once per iteration (twice for ``ordinal``): w is
+broadcast once with ``scatter``, one task per worker, pinned to the owner of its blocks
+(:func:`distsvm.cluster.plan`), returns the worker's partial sum, dense and float64
+(n_features [+1] values, whatever the number of rows), and the coordinator adds them.
+The working set stays on the coordinator: |W| dense vectors of n_features [+1] float64
+(|W| ≤ ``max_rounds``; the paper's Lemma 2 bounds it independently of n) and the |W|×|W|
+Gram matrix, grown by one row per iteration (O(|W|·n_features)).
+For ``ordinal`` the sort runs on the coordinator: workers return their scores
+(8 bytes a row) and labels (4), the coordinator sorts them (O(n log n)) and sends each
+worker its blocks' coefficients c⁺ − c⁻ (8 bytes a row) for a second pass; the
+coordinator needs about 44 bytes a row while it computes a cut (scores, ranks, order,
+c⁺, c⁻, coefficients), so n ≈ 10⁸ rows needs ≈ 4.4 GB there: the limit of this design
+(a distributed sort is not done).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+import workers.blocks
+import workers.cutting_plane
+from storage import Dataset
+from workers.kernels.cutting_plane import pair_counts
+
+from .. import cluster
+from ..cluster import WorkerPlan
+from ..errors import ConvergenceWarning
+from ..progress import Progress
+from . import qp
+from .dcd import Result
+
+OBJECTIVES = ("classification", "ordinal")
+
+
+def n_loss_terms(class_counts, objective: str) -> int:
+    """The number of loss terms C multiplies: rows (classification) or ranked pairs (ordinal)."""
+    if objective == "classification":
+        return int(sum(class_counts))
+    below, m = 0, 0
+    for c in class_counts:  # pairs (i, j) with rᵢ > rⱼ
+        m += int(c) * below
+        below += int(c)
+    return m
+
+
+def c_from_c_perf(c_perf: float, class_counts, objective: str = "classification") -> float:
+    """LIBLINEAR's C for SVMperf's ``-c``: C = 100·C_perf / n (rows, or pairs for ordinal)."""
+    return 100.0 * c_perf / n_loss_terms(class_counts, objective)
+
+
+class _WorkingSet:
+    """The constraints (g_c, b_c) of W, their Gram matrix H, and the last dual solution."""
+
+    def __init__(self, dim: int):
+        self.g = np.empty((8, dim))
+        self.b = np.empty(8)
+        self.H = np.empty((8, 8))
+        self.k = 0
+        self.alpha = np.zeros(0)
+
+    def add(self, g: np.ndarray, b: float) -> None:
+        k = self.k
+        if k == self.g.shape[0]:  # double the capacity
+            cap = 2 * k
+            self.g = np.concatenate([self.g, np.empty((cap - k, self.g.shape[1]))])
+            self.b = np.concatenate([self.b, np.empty(cap - k)])
+            H = np.empty((cap, cap))
+            H[:k, :k] = self.H[:k, :k]
+            self.H = H
+        self.g[k] = g
+        self.b[k] = b
+        row = self.g[:k + 1] @ g
+        self.H[k, :k + 1] = row
+        self.H[:k + 1, k] = row
+        self.k = k + 1
+
+    def solve(self, C_op: float, tol: float):
+        """Line 4: the optimum over W; returns (w, ξ, the QP's result with the dual value)."""
+        k = self.k
+        r = qp.solve(self.H[:k, :k], self.b[:k], C_op, alpha0=self.alpha, tol=tol)
+        self.alpha = r.alpha
+        w = self.g[:k].T @ r.alpha
+        xi = max(0.0, float(np.max(self.b[:k] - self.g[:k] @ w)))
+        return w, xi, r
+
+
+def _classification_cut(client, dataset, plan, wf, common, n):
+    """One pass: (g, b, ξ′) of Algorithm 1's most violated constraint at w."""
+    meta = dataset.meta
+    owners = [a for a in plan.workers if plan.blocks_of(a)]
+    futures = [client.submit(workers.cutting_plane.hinge_cut, wf, dataset.url,
+                             [meta.blocks[b] for b in plan.blocks_of(a)], positive=1,
+                             cache_bytes=plan.cache_bytes[a], workers=[a], pure=False, **common)
+               for a in owners]
+    parts = cluster.gather(client, futures, owners)
+    return sum(p[0] for p in parts) / n, sum(p[1] for p in parts) / n, sum(p[2] for p in parts) / n
+
+
+def _ordinal_scores(client, dataset, plan, wf, common):
+    """Scores wᵀxᵢ and ranks of every row, in block order (one pass)."""
+    meta = dataset.meta
+    futures = [client.submit(workers.blocks.block_decisions, dataset.url, info, wf,
+                             common["bias"], common["n_features"],
+                             plan.cache_bytes[plan.owners[b]], common["storage_options"],
+                             workers=[plan.owners[b]], pure=False)
+               for b, info in enumerate(meta.blocks)]
+    parts = cluster.gather(client, futures, set(plan.owners))
+    return (np.concatenate([p[0] for p in parts]) if parts else np.zeros(0),
+            np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int32))
+
+
+def _ordinal_cut(client, dataset, plan, wf, common, m):
+    """Algorithm 2 lines 5-23 on the coordinator: (c⁺ − c⁻, b, ξ′) of the most violated
+    constraint at w; its vector g needs a second pass (:func:`_ordinal_g`), done only if
+    the iteration goes on."""
+    scores, ranks = _ordinal_scores(client, dataset, plan, wf, common)
+    order = np.argsort(-scores, kind="stable")
+    cplus = np.zeros(len(scores), np.int64)
+    cminus = np.zeros(len(scores), np.int64)
+    violated = pair_counts(scores, ranks, order, len(dataset.meta.classes), cplus, cminus)
+    coef = (cplus - cminus).astype(np.float64)
+    # Σ_{violated (i,j)} (1 − sᵢ + sⱼ) = #violated − Σᵢ (c⁺ᵢ − c⁻ᵢ) sᵢ
+    xi_prime = (violated - float(coef @ scores)) / m
+    return coef, violated / m, max(0.0, xi_prime)
+
+
+def _ordinal_g(client, dataset, plan, coef, common, m):
+    """One pass: g = (1/m) Σ (c⁺ᵢ − c⁻ᵢ) xᵢ, each worker given its blocks' coefficients."""
+    meta = dataset.meta
+    starts = np.cumsum([0] + [info.n_rows for info in meta.blocks])
+    futures, owners = [], []
+    for a in plan.workers:
+        mine = plan.blocks_of(a)
+        if mine:
+            owners.append(a)
+            futures.append(client.submit(
+                workers.cutting_plane.weighted_sum, [coef[starts[b]:starts[b + 1]] for b in mine],
+                dataset.url, [meta.blocks[b] for b in mine], dim=common["dim"],
+                bias=common["bias"], n_features=common["n_features"],
+                cache_bytes=plan.cache_bytes[a], storage_options=common["storage_options"],
+                workers=[a], pure=False))
+    return sum(cluster.gather(client, futures, owners)) / m
+
+
+def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
+          max_rounds: int, objective: str = "classification", qp_tol: float | None = None,
+          progress: Progress | None = None) -> Result:
+    """Train by Algorithm 1 (``classification``) or 2 (``ordinal``); see the module docstring.
+
+    ``C`` is LIBLINEAR's (per loss term); ``eps`` the paper's ε on the average loss;
+    ``qp_tol`` the working-set QP's tolerance in the same units (default ε/100).
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"The 'objective' parameter must be one of {list(OBJECTIVES)}. "
+                         f"Got {objective!r} instead.")
+    progress = progress or Progress(quiet=True)
+    meta = dataset.meta
+    n = n_loss_terms(meta.class_counts, objective)
+    if n == 0:
+        what = "rows" if objective == "classification" else "pairs of examples of different rank"
+        raise ValueError(f"{dataset.url}: no {what} to train on")
+    C_op = C * n  # OP2/OP5's constant on the average loss ξ
+    dim = meta.n_features + (1 if bias >= 0 else 0)
+    common = dict(bias=bias, n_features=meta.n_features, storage_options=dataset.storage_options)
+    tol = eps / 100 if qp_tol is None else qp_tol
+    ws = _WorkingSet(dim)
+    w, xi, dual = np.zeros(dim), 0.0, 0.0
+    history: list[dict] = []
+    converged = False
+    start = time.perf_counter()
+    primal = np.nan
+    for r in range(1, max_rounds + 1):
+        measured = w  # the w whose objective this round measures, and the one returned
+        wf = client.scatter(w, broadcast=True, hash=False)
+        if objective == "classification":
+            g, b, xi_prime = _classification_cut(client, dataset, plan, wf, common, n)
+        else:
+            g = None
+            coef, b, xi_prime = _ordinal_cut(client, dataset, plan, wf, common, n)
+        primal = 0.5 * float(w @ w) + C_op * xi_prime
+        row = {"round": r, "working_set": ws.k, "xi": xi, "xi_prime": xi_prime,
+               "violation": xi_prime - xi, "primal": primal, "dual": dual,
+               "gap": primal - dual}
+        if xi_prime <= xi + eps:  # line 9 / 24: no constraint violated by more than ε
+            converged = True
+        else:
+            if g is None:
+                g = _ordinal_g(client, dataset, plan, coef, {**common, "dim": dim}, n)
+            ws.add(g, b)
+            w, xi, res = ws.solve(C_op, tol)
+            dual = res.objective
+            row.update(qp_iterations=res.iterations, qp_violation=res.violation)
+        row["seconds"] = time.perf_counter() - start
+        history.append(row)
+        progress.note(f"iter {r:4d}  |W| {row['working_set']:4d}  xi {row['xi']:.6f}  "
+                      f"xi' {xi_prime:.6f}  viol {row['violation']:.2e}  primal {primal:.8e}  "
+                      f"gap {row['gap']:.2e}  {row['seconds']:.2f}s")
+        if converged:
+            break
+    else:
+        warnings.warn(f"cutting-plane reached the round limit ({max_rounds}) with the most "
+                      f"violated constraint {history[-1]['violation']:.3g} above eps={eps:g}; "
+                      "increase max_rounds or eps", ConvergenceWarning, stacklevel=2)
+    last = history[-1]
+    return Result(w=measured, rounds=len(history), converged=converged,
+                  primal_objective=last["primal"],
+                  dual_objective=last["dual"], duality_gap=last["gap"],
+                  train_seconds=time.perf_counter() - start, history=history)
