@@ -36,6 +36,11 @@ def _cluster_options(p):
                    help="number of workers of the embedded cluster (or to use of an existing one)")
 
 
+def _columnize_options(p):
+    p.add_argument("--memory-mb", type=float, default=512.0, metavar="MB",
+                   help="memory bound of each column-view build task (default 512)")
+
+
 def _common(p):
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", action="store_true", help="print one JSON object with the results")
@@ -61,6 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="number of features (default: the largest index seen)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("--serial", action="store_true", help="parse in this process, no cluster")
+    p.add_argument("--columns", action="store_true",
+                   help="also build the column view (as `distsvm columnize` does)")
+    _columnize_options(p)
+    _cluster_options(p)
+    _common(p)
+
+    p = sub.add_parser("columnize", help="build the CSC column view of a store (for --solver pcd)")
+    p.add_argument("store")
+    p.add_argument("--block-mb", type=float, default=64.0, metavar="MB",
+                   help="megabytes of CSC per column block (default 64)")
+    p.add_argument("--serial", action="store_true", help="run in this process, no cluster")
+    _columnize_options(p)
     _cluster_options(p)
     _common(p)
 
@@ -118,12 +135,36 @@ def _ingest(a, progress):
                   n_features=a.n_features, overwrite=a.overwrite, progress=progress)
     if a.serial:
         d = ingest(a.source, a.store, **kwargs)
+        if a.columns:
+            _build_columns(d, a, None, progress)
     else:
         with client_for(a.scheduler, a.workers) as c:
             d = ingest(a.source, a.store, client=c, **kwargs)
+            if a.columns:
+                _build_columns(d, a, c, progress)
     m = d.meta
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
             "n_blocks": len(m.blocks), "classes": list(m.classes)}
+
+
+def _build_columns(d, a, client, progress):
+    from .columns import columnize
+
+    return columnize(d, memory_mb=a.memory_mb, block_mb=a.block_mb or 64.0, client=client,
+                     progress=progress)
+
+
+def _columnize(a, progress):
+    from .jobs import client_for
+
+    d = open_dataset(a.store)
+    if a.serial:
+        cm = _build_columns(d, a, None, progress)
+    else:
+        with client_for(a.scheduler, a.workers) as c:
+            cm = _build_columns(d, a, c, progress)
+    return {"store": a.store, "n_column_blocks": len(cm.blocks), "passes": cm.passes,
+            "memory_bytes": cm.memory_bytes}
 
 
 def _info(a):
@@ -202,6 +243,8 @@ def main(argv=None) -> int:
     try:
         if a.command == "ingest":
             result = _ingest(a, progress)
+        elif a.command == "columnize":
+            result = _columnize(a, progress)
         elif a.command == "info":
             result = _info(a)
         elif a.command == "train":
