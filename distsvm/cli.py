@@ -90,11 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a linear classifier on a store")
     p.add_argument("store")
     p.add_argument("model")
-    p.add_argument("--solver", default="dcd", choices=("dcd",))
-    p.add_argument("--loss", choices=("hinge", "squared-hinge"),
-                   help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default)")
-    p.add_argument("-s", dest="liblinear_type", type=int, choices=(1, 3), metavar="TYPE",
-                   help="LIBLINEAR solver type: 1 = L2-loss SVM dual, 3 = L1-loss SVM dual")
+    p.add_argument("--solver", choices=("dcd", "pcd", "auto"),
+                   help="dcd = dual CD over row blocks (default), pcd = primal CD over column "
+                        "blocks, auto = primal when rows far outnumber features")
+    p.add_argument("--loss", choices=("hinge", "squared-hinge", "logistic"),
+                   help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default), "
+                        "logistic = logistic regression (pcd)")
+    p.add_argument("-s", dest="liblinear_type", type=int, choices=(0, 1, 2, 3), metavar="TYPE",
+                   help="LIBLINEAR solver type: 0 = logistic regression primal (pcd), "
+                        "1 = L2-loss SVM dual, 2 = L2-loss SVM primal (pcd), 3 = L1-loss SVM dual")
+    p.add_argument("--pcd-mode", choices=("exact", "parallel"), default="exact",
+                   help="pcd: one worker per round (exact), or all workers on their column "
+                        "blocks with a global line search (parallel)")
     p.add_argument("-c", dest="C", type=float, default=1.0, help="cost C (default 1)")
     p.add_argument("-e", dest="eps", type=float, default=0.1,
                    help="stopping tolerance on the projected-gradient violation (default 0.1)")
@@ -191,24 +198,32 @@ def _train(a, progress):
     loss = a.loss.replace("-", "_") if a.loss else None
     if a.liblinear_type is not None:
         solver, s_loss = LIBLINEAR_TYPES[a.liblinear_type]
+        if a.solver and a.solver != solver:
+            raise ValueError(f"-s {a.liblinear_type} means --solver {solver}, "
+                             f"which contradicts --solver {a.solver}")
         if loss and loss != s_loss:
             raise ValueError(f"-s {a.liblinear_type} means --loss {s_loss.replace('_', '-')}, "
                              f"which contradicts --loss {a.loss}")
         loss = s_loss
-    model = train(a.store, solver=a.solver, loss=loss or "squared_hinge", C=a.C, eps=a.eps,
+    else:
+        solver = a.solver or "dcd"
+    model = train(a.store, solver=solver, loss=loss or "squared_hinge", C=a.C, eps=a.eps,
                   bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
-                  inner_passes=a.inner_passes, scheduler=a.scheduler, n_workers=a.workers,
+                  inner_passes=a.inner_passes, pcd_mode=a.pcd_mode, scheduler=a.scheduler,
+                  n_workers=a.workers,
                   progress=progress, owner="distsvm train")
     save_model(model, a.model)
     s = model.summary
+    gap = s["duality_gap"]
+    gap = None if gap != gap else gap  # NaN: a primal solver has no dual objective
     progress.note(f"train: {s['rounds']} rounds, primal {s['primal_objective']:.8g}, "
-                  f"duality gap {s['duality_gap']:.3g}, {s['train_seconds']:.2f}s; "
-                  f"model written to {a.model}")
+                  + (f"duality gap {gap:.3g}, " if gap is not None else "")
+                  + f"{s['train_seconds']:.2f}s; model written to {a.model}")
     keys = ("rounds", "converged", "primal_objective", "dual_objective", "duality_gap",
             "train_seconds", "n_rows", "n_features")
     return {"solver": model.solver, "loss": model.loss, "C": model.params["C"],
             "eps": model.params["eps"], "bias": model.bias, "model": a.model,
-            **{k: s[k] for k in keys}}
+            **{k: (None if s[k] != s[k] else s[k]) for k in keys}}
 
 
 def _predict(a, progress):

@@ -153,10 +153,11 @@ def read_column_block(url: str, info: ColumnInfo, storage_options: dict | None =
     return ColumnBlock(arrays["indptr"], arrays["indices"], arrays["data"], info.col_start)
 
 
-def read_labels(dataset: ds.Dataset, cmeta: ColumnsMeta, verify: bool = True) -> np.ndarray:
+def read_labels(url: str, cmeta: ColumnsMeta, storage_options: dict | None = None,
+                verify: bool = True) -> np.ndarray:
     """The class index of every row, in global row order (``cols/y``)."""
-    g = zarr.open_group(dataset.url, mode="r", storage_options=dataset.storage_options)["cols"]
-    return _read_checked(dataset.url, "cols/y", g, "y", (cmeta.n_rows,), cmeta.y_crc32, verify)
+    g = zarr.open_group(url, mode="r", storage_options=storage_options)["cols"]
+    return _read_checked(url, "cols/y", g, "y", (cmeta.n_rows,), cmeta.y_crc32, verify)
 
 
 # ---------------------------------------------------------------- the transpose

@@ -49,7 +49,7 @@ def test_transpose_equals_scipy_tocsc(tmp_path, problem, block_rows, block_mb, m
     np.testing.assert_array_equal(got.indices, expected.indices)
     np.testing.assert_array_equal(got.data, expected.data)
     assert got.data.dtype == np.float32
-    labels = cols.read_labels(d, cm)
+    labels = cols.read_labels(d.url, cm)
     np.testing.assert_array_equal(labels, np.concatenate([d.read_block(i).y
                                                           for i in range(d.n_blocks)]))
     assert [b.col_start for b in cm.blocks] == [0] + [b.col_stop for b in cm.blocks[:-1]]

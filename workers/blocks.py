@@ -18,7 +18,7 @@ from storage import BlockInfo, RowBlock, read_row_block
 from .kernels.linear import decision_values, loss_sum, row_sqnorms
 
 _lock = threading.Lock()
-_cache: collections.OrderedDict = collections.OrderedDict()  # (url, name) -> (RowBlock, sqnorm)
+_cache: collections.OrderedDict = collections.OrderedDict()  # key -> (entry, nbytes)
 _cache_bytes = 0
 _runs: dict[str, dict] = {}  # run id -> {block name: solver state}
 
@@ -29,23 +29,29 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
     The block is kept if it fits in ``cache_bytes``; least recently used blocks
     are evicted to make room.
     """
+    def read():
+        block = read_row_block(url, info, storage_options)
+        sqnorm = np.empty(block.n_rows)
+        row_sqnorms(block.indptr, block.data, sqnorm)
+        return (block, sqnorm), block.nbytes + sqnorm.nbytes
+
+    return cached((url, info.name), read, cache_bytes)
+
+
+def cached(key, read, cache_bytes: int):
+    """The cache entry ``key``, or ``read()``'s ``(entry, nbytes)``, kept if it fits (LRU)."""
     global _cache_bytes
-    key = (url, info.name)
     with _lock:
         if key in _cache:
             _cache.move_to_end(key)
-            return _cache[key]
-    block = read_row_block(url, info, storage_options)
-    sqnorm = np.empty(block.n_rows)
-    row_sqnorms(block.indptr, block.data, sqnorm)
-    entry = (block, sqnorm)
-    size = block.nbytes + sqnorm.nbytes
+            return _cache[key][0]
+    entry, size = read()
     with _lock:
         if size <= cache_bytes and key not in _cache:
             while _cache and _cache_bytes + size > cache_bytes:
-                _, (old, old_sq) = _cache.popitem(last=False)
-                _cache_bytes -= old.nbytes + old_sq.nbytes
-            _cache[key] = entry
+                _, (_, old_size) = _cache.popitem(last=False)
+                _cache_bytes -= old_size
+            _cache[key] = (entry, size)
             _cache_bytes += size
     return entry
 
@@ -102,5 +108,5 @@ def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_fea
     return out, block.y
 
 
-__all__ = ["RowBlock", "load", "cached_bytes", "run_state", "drop_run", "clear_cache",
+__all__ = ["RowBlock", "load", "cached", "cached_bytes", "run_state", "drop_run", "clear_cache",
            "block_loss", "block_decisions"]
