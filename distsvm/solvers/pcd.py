@@ -48,9 +48,10 @@ from workers.kernels import pcd as kernel
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
-from .dcd import Result, _seed
+from .dcd import Result
 
 MODES = ("exact", "parallel")
+BATCH_SECONDS = 0.5  # exact mode: outer iterations one task may run before it reports
 LOSSES = ("squared_hinge", "logistic")
 
 
@@ -74,56 +75,64 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     addrs = plan.workers[:1] if mode == "exact" else plan.workers[:n_items]
     owners = [addrs[k % len(addrs)] for k in range(n_items)]
     run = uuid.uuid4().hex
-    rng = np.random.default_rng(seed)
-    common = dict(bias=bias, n_features=meta.n_features, loss=code, C=C,
+    common = dict(bias=bias, n_features=meta.n_features, loss=code, C=C, n_items=n_items,
                   storage_options=dataset.storage_options)
     state = client.submit(workers.pcd.initial, meta.n_rows, dim, code, C, workers=addrs[:1],
                           pure=False)
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
-    g0 = f = np.nan
+    g0 = gnorm0 = f = np.nan
+    r = 1
+    def parallel_round(prev, r):
+        parts = [client.submit(workers.pcd.part, prev, dataset.url, cmeta,
+                               [k for k in range(n_items) if owners[k] == a], r, seed, run,
+                               cache_bytes=plan.cache_bytes[a], workers=[a], pure=False,
+                               **common)
+                 for a in addrs]
+        return client.submit(workers.pcd.combine, prev, parts, loss=code, C=C,
+                             workers=addrs[:1], pure=False)
+
+    ahead = None
     try:
-        for r in range(1, max_rounds + 1):
-            order = [int(k) for k in rng.permutation(n_items)]
-            parts = []
-            for a in addrs:
-                mine = [k for k in order if owners[k] == a]
-                parts.append(client.submit(
-                    workers.pcd.part, state, dataset.url, cmeta,
-                    [cmeta.blocks[k] if k < len(cmeta.blocks) else workers.pcd.BIAS
-                     for k in mine],
-                    [_seed(seed, r, k) for k in mine], run, first=r == 1,
-                    cache_bytes=plan.cache_bytes[a], workers=[a], pure=False, **common))
-            combined = client.submit(workers.pcd.combine, state, parts, loss=code, C=C,
-                                     workers=addrs[:1], pure=False)
-            state = client.submit(workers.pcd.state_of, combined, workers=addrs[:1], pure=False)
-            rep = client.submit(workers.pcd.report, combined, workers=addrs[:1],
-                                pure=False).result()
-            s = rep["stats"]
-            if r == 1:
-                g0, gnorm0 = s[kernel.MAX_GRAD0], np.sqrt(s[kernel.SUM_GRAD0_SQ])
-            f = rep["f"]
-            inner = max(1.0, s[kernel.INNER])
-            row = {"round": r, "primal": f, "max_grad": s[kernel.MAX_GRAD] / g0,
-                   "grad_norm": np.sqrt(s[kernel.SUM_GRAD_SQ]) / gnorm0, "step": rep["t"],
-                   "full_newton": s[kernel.FULL_STEP] / inner,
-                   "shortcut": s[kernel.SHORTCUT] / inner, "evals": int(s[kernel.EVALS]),
-                   "seconds": time.perf_counter() - start}
-            history.append(row)
-            progress.note(f"round {r:4d}  primal {f:.8e}  max|D'| {row['max_grad']:.2e} rel  "
-                          f"|grad| {row['grad_norm']:.2e} rel  step {rep['t']:.3g}  "
-                          f"full Newton {100 * row['full_newton']:5.1f}%  "
-                          f"{row['seconds']:.2f}s")
-            if s[kernel.MAX_GRAD] <= eps * g0:  # §5.3
-                converged = True
-                break
-        else:
+        while r <= max_rounds and not converged:
+            if mode == "exact":
+                state = client.submit(
+                    workers.pcd.exact_rounds, state, dataset.url, cmeta, r, max_rounds, seed,
+                    run, eps=eps, g0=g0, seconds=BATCH_SECONDS,
+                    cache_bytes=plan.cache_bytes[addrs[0]], workers=addrs[:1], pure=False,
+                    **common)
+            else:  # round r + 1 is submitted before round r's report is read, hiding latency
+                state = ahead or parallel_round(state, r)
+                ahead = parallel_round(state, r + 1) if r < max_rounds else None
+            reps = client.submit(workers.pcd.reports, state, workers=addrs[:1],
+                                 pure=False).result()
+            for rep in reps:
+                s = rep["stats"]
+                if r == 1:
+                    g0, gnorm0 = s[kernel.MAX_GRAD0], np.sqrt(s[kernel.SUM_GRAD0_SQ])
+                f = rep["f"]
+                inner = max(1.0, s[kernel.INNER])
+                row = {"round": r, "primal": f, "max_grad": s[kernel.MAX_GRAD] / g0,
+                       "grad_norm": np.sqrt(s[kernel.SUM_GRAD_SQ]) / gnorm0, "step": rep["t"],
+                       "full_newton": s[kernel.FULL_STEP] / inner,
+                       "shortcut": s[kernel.SHORTCUT] / inner, "evals": int(s[kernel.EVALS]),
+                       "seconds": time.perf_counter() - start}
+                history.append(row)
+                progress.note(f"round {r:4d}  primal {f:.8e}  max|D'| {row['max_grad']:.2e} rel"
+                              f"  |grad| {row['grad_norm']:.2e} rel  step {rep['t']:.3g}  "
+                              f"full Newton {100 * row['full_newton']:5.1f}%  "
+                              f"{row['seconds']:.2f}s")
+                converged = s[kernel.MAX_GRAD] <= eps * g0  # §5.3
+                r += 1
+        if not converged:
             warnings.warn(f"pcd reached the round limit ({max_rounds}) before max|D'ᵢ(0)| fell "
                           f"to eps={eps:g} of its value at w = 0 ({history[-1]['max_grad']:.3g});"
                           " increase max_rounds or eps", ConvergenceWarning, stacklevel=2)
         w = client.submit(workers.pcd.weights, state, workers=addrs[:1], pure=False).result()
     finally:
+        if ahead is not None:
+            client.cancel(ahead)
         client.run(workers.blocks.drop_run, run)
     return Result(w=w, rounds=len(history), converged=converged, primal_objective=f,
                   dual_objective=np.nan, duality_gap=np.nan,
