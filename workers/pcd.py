@@ -113,7 +113,8 @@ def exact_rounds(prev, url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, se
         stats, _ = _visit(w, b, y, url, cmeta, order, seeds, first=r == 1,
                           storage_options=storage_options, **kw)
         f = _objective(w, b, kw["loss"], kw["C"])
-        reports.append({"f": f, "t": 1.0, "stats": stats})
+        reports.append({"f": f, "t": 1.0, "stats": stats,
+                        "elapsed": time.perf_counter() - start})
         g0 = stats[kernel.MAX_GRAD0] if r == 1 else g0
         r += 1
         if (stats[kernel.MAX_GRAD] <= eps * g0 or r > max_rounds
