@@ -13,6 +13,7 @@ from distsvm.jobs import choose_solver, train
 from storage import IncompleteStoreError
 from workers import losses
 from workers.kernels import pcd as kernel
+from workers.kernels.linear import row_sqnorms
 
 from .conftest import liblinear_optimum, load_xy, primal_objective, shared_dataset
 
@@ -107,7 +108,7 @@ def test_kernel_is_algorithm_1_iterate_by_iterate(small, loss):
     indptr, indices, data, yc = csc_problem(X, y)
     s = np.where(y > 0, 1.0, -1.0)
     sq = np.empty(123)
-    kernel.column_sqnorms(indptr, data, sq)
+    row_sqnorms(indptr, data, sq)
     C, code = 2.0, losses.code(loss)
     w, b = np.zeros(123), np.ones(X.shape[0])
     w_ref, b_ref = w.copy(), b.copy()
@@ -128,7 +129,7 @@ def test_lambda_bar_shortcut_in_most_inner_iterations_on_a9a(a9a):
     X, y = a9a
     indptr, indices, data, yc = csc_problem(X, y)
     sq = np.empty(123)
-    kernel.column_sqnorms(indptr, data, sq)
+    row_sqnorms(indptr, data, sq)
     w, b = np.zeros(123), np.ones(X.shape[0])
     stats = kernel.new_stats()
     for r in range(20):

@@ -17,6 +17,7 @@ from storage.columns import ColumnInfo, ColumnsMeta, read_column_block, read_lab
 
 from . import blocks
 from .kernels import pcd as kernel
+from .kernels.linear import row_sqnorms
 
 
 def initial(n_rows: int, dim: int, loss: int, C: float) -> dict:
@@ -31,7 +32,7 @@ def load_columns(url: str, info: ColumnInfo, cache_bytes: int,
     def read():
         block = read_column_block(url, info, storage_options)
         colsq = np.empty(block.n_cols)
-        kernel.column_sqnorms(block.indptr, block.data, colsq)
+        row_sqnorms(block.indptr, block.data, colsq)  # on CSC arrays: Σⱼ xⱼᵢ² per column
         return (block, colsq), block.nbytes + colsq.nbytes
 
     return blocks.cached((url, "cols", info.name), read, cache_bytes)

@@ -65,19 +65,14 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
           bias: float, max_rounds: int, seed: int, mode: str = "exact",
           progress: Progress | None = None) -> Result:
     """Train by primal coordinate descent on the cluster behind ``client``; see the module
-    docstring.  ``plan`` supplies the workers and their cache budgets."""
-    if mode not in MODES:
-        raise ValueError(f"The 'mode' parameter of pcd must be one of {list(MODES)}. "
-                         f"Got {mode!r} instead.")
-    if loss not in LOSSES:
-        raise ValueError(f"The 'loss' parameter of pcd must be one of {list(LOSSES)}. "
-                         f"Got {loss!r} instead.")
+    docstring.  ``plan`` supplies the workers and their cache budgets; parameters are
+    checked by :func:`distsvm.jobs.check_params`."""
     progress = progress or Progress(quiet=True)
     code = losses.code(loss)
     meta = dataset.meta
     cmeta = read_columns_meta(dataset)
     dim = meta.n_features + (1 if bias >= 0 else 0)
-    n_items = len(cmeta.blocks) + (1 if bias >= 0 else 0)  # the bias feature is item -1
+    n_items = len(cmeta.blocks) + (1 if bias >= 0 else 0)  # the bias is the last item
     addrs = plan.workers[:1] if mode == "exact" else plan.workers[:n_items]
     owners = [addrs[k % len(addrs)] for k in range(n_items)]
     run = uuid.uuid4().hex

@@ -12,7 +12,8 @@ Algorithm 2: the Newton direction d = −D′ᵢ(0)/D″ᵢ(0) (13), with D′�
 and the generalized second derivative D″ᵢ(0) of (10), then λ = 1, β, β², … until
 z = λd meets the sufficient decrease condition (12) Dᵢ(z) − Dᵢ(0) ≤ −σz², σ = 0.01,
 β = 0.5.  Before evaluating Dᵢ(λd) by (18), λ is checked against λ̄ = D″ᵢ(0)/(Hᵢ/2 + σ)
-(15), with Hᵢ = 1 + 2C Σⱼ xⱼᵢ² (14) precomputed; when λ ≤ λ̄ (12) holds without
+(15), with Hᵢ = 1 + 2C Σⱼ xⱼᵢ² (14) precomputed (``colsq``, by
+:func:`workers.kernels.linear.row_sqnorms` on the CSC arrays); when λ ≤ λ̄ (12) holds without
 evaluating anything.  ``b`` is kept up to date by (17), bⱼ ← bⱼ − z yⱼ xⱼᵢ, so a
 sub-problem costs O(nnz of the column).
 
@@ -142,16 +143,6 @@ def _solve(lo, hi, indices, data, dense, dval, colsq, y, positive, b, w, i, loss
     for k in range(lo, hi):  # (17)
         j, x = _entry(k, indices, data, dense, dval)
         b[j] -= z * x if y[j] == positive else -z * x
-
-
-@numba.njit(cache=True, nogil=True)
-def column_sqnorms(indptr, data, out):
-    """Σⱼ xⱼᵢ² of every column into ``out`` (float64, in place): the Hᵢ of (14)."""
-    for c in range(len(indptr) - 1):
-        s = 0.0
-        for k in range(indptr[c], indptr[c + 1]):
-            s += np.float64(data[k]) * data[k]
-        out[c] = s
 
 
 @numba.njit(cache=True, nogil=True)
