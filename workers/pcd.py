@@ -11,6 +11,8 @@ through the worker's block cache.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from storage.columns import ColumnInfo, ColumnsMeta, read_column_block, read_labels
@@ -102,8 +104,6 @@ def exact_rounds(prev, url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, se
     max|∇f(0)ᵢ|, NaN before round 1 has measured it), ``max_rounds`` is reached, or
     ``seconds`` have passed (batching rounds into one task spares a scheduler round
     trip per outer iteration).  Returns ``(state, reports)``."""
-    import time
-
     y = _labels(run, url, cmeta, storage_options)
     state = _state(prev)
     w, b = state["w"].copy(), state["b"].copy()
