@@ -104,11 +104,11 @@ def exact_rounds(prev, url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, se
     max|∇f(0)ᵢ|, NaN before round 1 has measured it), ``max_rounds`` is reached, or
     ``seconds`` have passed (batching rounds into one task spares a scheduler round
     trip per outer iteration).  Returns ``(state, reports)``."""
+    start = time.perf_counter()
     y = _labels(run, url, cmeta, storage_options)
     state = _state(prev)
     w, b = state["w"].copy(), state["b"].copy()
     reports = []
-    start = time.perf_counter()
     while True:
         order, seeds = round_plan(seed, r, n_items)
         stats, _ = _visit(w, b, y, url, cmeta, order, seeds, first=r == 1,
