@@ -1,4 +1,4 @@
-"""The ``distsvm`` command: ingest | info | train | predict | export | import.
+"""The ``distsvm`` command: ingest | columnize | info | train | predict | export | import.
 
 Shaped like LIBLINEAR's ``train [options] data model``: ``-s``, ``-c``, ``-e``,
 ``-B``, ``-q`` mean what they mean there.  Errors are one ``ERROR: …`` line on
