@@ -227,3 +227,17 @@ def test_solver_selection_and_errors(client, tmp_path, a9a, a9a_store):
         train(a9a_store, solver="pcd", pcd_mode="fast", client=client)
     with pytest.raises(IncompleteStoreError, match="distsvm columnize"):
         train(plain, solver="pcd", client=client)
+
+
+def test_rebuilt_column_view_is_not_served_stale(client, a9a, tmp_path):
+    """Workers cache column blocks by content: after the store at the same URL is rebuilt
+    from other rows, a run must read the new column blocks, not the cached ones."""
+    X, y = a9a
+    url = str(tmp_path / "s.zarr")
+    for rows in (slice(0, 3000), slice(3000, 6000)):
+        store = ingest((X[rows], y[rows]), url, overwrite=True)
+        columnize(store, memory_mb=64, block_mb=64)
+        model = train(store, solver="pcd", eps=1e-4, max_rounds=500, client=client)
+    _, p_ref = liblinear_optimum(X[rows], y[rows], "squared_hinge")
+    p = primal_objective(model.w, X[rows], y[rows], "squared_hinge")
+    assert abs(p - p_ref) <= 1e-3 * p_ref, (p, p_ref)

@@ -35,7 +35,8 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
         row_sqnorms(block.indptr, block.data, sqnorm)
         return (block, sqnorm), block.nbytes + sqnorm.nbytes
 
-    return cached((url, info.name), read, cache_bytes)
+    # keyed by content too, so a store overwritten at the same URL is never served stale
+    return cached((url, info.name, tuple(sorted(info.crc32.items()))), read, cache_bytes)
 
 
 def cached(key, read, cache_bytes: int):

@@ -37,7 +37,9 @@ def load_columns(url: str, info: ColumnInfo, cache_bytes: int,
         row_sqnorms(block.indptr, block.data, colsq)  # on CSC arrays: Σⱼ xⱼᵢ² per column
         return (block, colsq), block.nbytes + colsq.nbytes
 
-    return blocks.cached((url, "cols", info.name), read, cache_bytes)
+    # keyed by content too: a column view rebuilt at the same URL is never served stale
+    key = (url, "cols", info.name, tuple(sorted(info.crc32.items())))
+    return blocks.cached(key, read, cache_bytes)
 
 
 def _state(prev) -> dict:
