@@ -1,4 +1,4 @@
-"""The ``distsvm`` command: ingest | info | train | predict | export | import.
+"""The ``distsvm`` command: ingest | columnize | info | train | predict | export | import.
 
 Shaped like LIBLINEAR's ``train [options] data model``: ``-s``, ``-c``, ``-e``,
 ``-B``, ``-q`` mean what they mean there.  Errors are one ``ERROR: …`` line on
@@ -36,6 +36,11 @@ def _cluster_options(p):
                    help="number of workers of the embedded cluster (or to use of an existing one)")
 
 
+def _columnize_options(p):
+    p.add_argument("--memory-mb", type=float, default=512.0, metavar="MB",
+                   help="memory bound of each column-view build task (default 512)")
+
+
 def _common(p):
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", action="store_true", help="print one JSON object with the results")
@@ -61,6 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="number of features (default: the largest index seen)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("--serial", action="store_true", help="parse in this process, no cluster")
+    p.add_argument("--columns", action="store_true",
+                   help="also build the column view (as `distsvm columnize` does)")
+    _columnize_options(p)
+    _cluster_options(p)
+    _common(p)
+
+    p = sub.add_parser("columnize", help="build the CSC column view of a store (for --solver pcd)")
+    p.add_argument("store")
+    p.add_argument("--block-mb", type=float, default=64.0, metavar="MB",
+                   help="megabytes of CSC per column block (default 64)")
+    p.add_argument("--serial", action="store_true", help="run in this process, no cluster")
+    _columnize_options(p)
     _cluster_options(p)
     _common(p)
 
@@ -73,17 +90,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a linear classifier on a store")
     p.add_argument("store")
     p.add_argument("model")
-    p.add_argument("--solver", default="dcd", choices=("dcd", "cutting-plane", "alm"),
-                   help="dcd = dual coordinate descent (default); cutting-plane = Joachims 2006 "
-                        "(hinge loss only); alm = SVM-ALM primal solver")
+    p.add_argument("--solver", choices=("dcd", "pcd", "cutting-plane", "alm", "auto"),
+                   help="dcd = dual CD over row blocks (default); pcd = primal CD over column "
+                        "blocks; cutting-plane = Joachims 2006 (hinge loss only); alm = SVM-ALM "
+                        "primal solver; auto = primal when rows far outnumber features")
     p.add_argument("--objective", choices=("classification", "ordinal"), default="classification",
                    help="cutting-plane only: ordinal = pairwise ranking of the labels' order "
                         "(ROC area for two labels)")
-    p.add_argument("--loss", choices=("hinge", "squared-hinge", "lp"),
+    p.add_argument("--loss", choices=("hinge", "squared-hinge", "logistic", "lp"),
                    help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default), "
-                        "lp = max(0, 1 - m)^p (--solver alm)")
-    p.add_argument("-s", dest="liblinear_type", type=int, choices=(1, 3), metavar="TYPE",
-                   help="LIBLINEAR solver type: 1 = L2-loss SVM dual, 3 = L1-loss SVM dual")
+                        "logistic = logistic regression (pcd), lp = max(0, 1 - m)^p (alm)")
+    p.add_argument("-s", dest="liblinear_type", type=int, choices=(0, 1, 2, 3), metavar="TYPE",
+                   help="LIBLINEAR solver type: 0 = logistic regression primal (pcd), "
+                        "1 = L2-loss SVM dual, 2 = L2-loss SVM primal (pcd), 3 = L1-loss SVM dual")
+    p.add_argument("--pcd-mode", choices=("exact", "parallel"), default="exact",
+                   help="pcd: one worker per round (exact), or all workers on their column "
+                        "blocks with a global line search (parallel)")
     cost = p.add_mutually_exclusive_group()
     cost.add_argument("-c", dest="C", type=float,
                       help="cost C on the sum of losses, LIBLINEAR's (default 1)")
@@ -92,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "(l = rows, or ranked pairs for --objective ordinal)")
     p.add_argument("-e", dest="eps", type=float,
                    help="stopping tolerance: dcd, the projected-gradient violation (default "
-                        "0.1); cutting-plane, the precision of the average loss (default 0.001); "
+                        "0.1); pcd, max |D'(0)| relative to the gradient at w = 0 (default 0.1); "
+                        "cutting-plane, the precision of the average loss (default 0.001); "
                         "alm, the gradient norm (default 0.01, the paper's)")
     p.add_argument("-B", dest="bias", type=float, default=-1.0,
                    help="bias feature value; < 0 means none (default -1)")
@@ -147,12 +170,36 @@ def _ingest(a, progress):
                   n_features=a.n_features, overwrite=a.overwrite, progress=progress)
     if a.serial:
         d = ingest(a.source, a.store, **kwargs)
+        if a.columns:
+            _build_columns(d, a, None, progress)
     else:
         with client_for(a.scheduler, a.workers) as c:
             d = ingest(a.source, a.store, client=c, **kwargs)
+            if a.columns:
+                _build_columns(d, a, c, progress)
     m = d.meta
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
             "n_blocks": len(m.blocks), "classes": list(m.classes)}
+
+
+def _build_columns(d, a, client, progress):
+    from .columns import columnize
+
+    return columnize(d, memory_mb=a.memory_mb, block_mb=a.block_mb or 64.0, client=client,
+                     progress=progress)
+
+
+def _columnize(a, progress):
+    from .jobs import client_for
+
+    d = open_dataset(a.store)
+    if a.serial:
+        cm = _build_columns(d, a, None, progress)
+    else:
+        with client_for(a.scheduler, a.workers) as c:
+            cm = _build_columns(d, a, c, progress)
+    return {"store": a.store, "n_column_blocks": len(cm.blocks), "passes": cm.passes,
+            "memory_bytes": cm.memory_bytes}
 
 
 def _info(a):
@@ -179,11 +226,15 @@ def _train(a, progress):
     loss = a.loss.replace("-", "_") if a.loss else None
     if a.liblinear_type is not None:
         solver, s_loss = LIBLINEAR_TYPES[a.liblinear_type]
+        if a.solver and a.solver != solver:
+            raise ValueError(f"-s {a.liblinear_type} means --solver {solver}, "
+                             f"which contradicts --solver {a.solver}")
         if loss and loss != s_loss:
             raise ValueError(f"-s {a.liblinear_type} means --loss {s_loss.replace('_', '-')}, "
                              f"which contradicts --loss {a.loss}")
         loss = s_loss
-    solver = a.solver.replace("-", "_")
+    else:
+        solver = (a.solver or "dcd").replace("-", "_")
     if solver == "cutting_plane":
         loss = loss or "hinge"
     extra = {}
@@ -194,21 +245,24 @@ def _train(a, progress):
     model = train(a.store, solver=solver, loss=loss or "squared_hinge",
                   C=1.0 if a.C is None else a.C, eps=a.eps, objective=a.objective,
                   c_perf=a.c_perf, bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
-                  inner_passes=a.inner_passes, gap_tol=a.gap_tol, scheduler=a.scheduler,
-                  n_workers=a.workers, progress=progress, owner="distsvm train", **extra)
+                  inner_passes=a.inner_passes, gap_tol=a.gap_tol, pcd_mode=a.pcd_mode,
+                  scheduler=a.scheduler, n_workers=a.workers, progress=progress,
+                  owner="distsvm train", **extra)
     save_model(model, a.model)
     s = model.summary
-    alm = a.solver == "alm"  # no dual: its certificate is the gradient norm
-    detail = (f"|grad| {s['grad_norm']:.3g}, {s['passes']} passes" if alm
-              else f"duality gap {s['duality_gap']:.3g}")
+    alm = model.solver == "alm"  # no dual: its certificate is the gradient norm
+    gap = None if alm or s["duality_gap"] != s["duality_gap"] else s["duality_gap"]  # NaN: none
+    detail = (f"|grad| {s['grad_norm']:.3g}, {s['passes']} passes, " if alm
+              else f"duality gap {gap:.3g}, " if gap is not None else "")
     progress.note(f"train: {s['rounds']} rounds, primal {s['primal_objective']:.8g}, "
-                  f"{detail}, {s['train_seconds']:.2f}s; model written to {a.model}")
+                  f"{detail}{s['train_seconds']:.2f}s; model written to {a.model}")
     keys = ("rounds", "converged", "primal_objective",
             *(("grad_norm", "passes") if alm else ("dual_objective", "duality_gap")),
             "train_seconds", "n_rows", "n_features")
     bias = {"p": model.params["p"], "intercept": model.bias >= 0} if alm else {"bias": model.bias}
     return {"solver": model.solver, "loss": model.loss, "C": model.params["C"],
-            "eps": model.params["eps"], **bias, "model": a.model, **{k: s[k] for k in keys}}
+            "eps": model.params["eps"], **bias, "model": a.model,
+            **{k: (None if s[k] != s[k] else s[k]) for k in keys}}
 
 
 def _alm_options(a) -> dict:
@@ -253,6 +307,8 @@ def main(argv=None) -> int:
     try:
         if a.command == "ingest":
             result = _ingest(a, progress)
+        elif a.command == "columnize":
+            result = _columnize(a, progress)
         elif a.command == "info":
             result = _info(a)
         elif a.command == "train":

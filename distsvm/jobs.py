@@ -20,19 +20,26 @@ from storage import Dataset, open_dataset
 from . import cluster
 from .model import Model
 from .progress import Progress
-from .solvers import alm, cutting_plane, dcd
+from .solvers import alm, cutting_plane, dcd, pcd
 
-SOLVERS = ("dcd", "cutting_plane", "alm")
-LOSSES = ("hinge", "squared_hinge", "lp")
+SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "auto")
+LOSSES = ("hinge", "squared_hinge", "logistic", "lp")
+# The losses each solver trains ("auto" picks a solver that trains the loss).
+SOLVER_LOSSES = {"dcd": ("hinge", "squared_hinge"), "pcd": pcd.LOSSES,
+                 "cutting_plane": ("hinge",), "alm": ("hinge", "squared_hinge", "lp")}
 # SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
 ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
 ALM_METHODS = ("inexact", "exact")
 # LIBLINEAR's -s codes that this version trains, as (solver, loss).
-LIBLINEAR_TYPES = {1: ("dcd", "squared_hinge"), 3: ("dcd", "hinge")}
-# default stopping tolerance per solver: LIBLINEAR's eps for dcd; the paper's ε = 0.001
-# (precision of the average training loss) for the cutting-plane solver (Joachims 2006 §4.4);
-# ‖∇obj‖ ≤ 0.01 for SVM-ALM, as Nie et al. 2014
-DEFAULT_EPS = {"dcd": 0.1, "cutting_plane": 1e-3, "alm": 0.01}
+LIBLINEAR_TYPES = {0: ("pcd", "logistic"), 1: ("dcd", "squared_hinge"),
+                   2: ("pcd", "squared_hinge"), 3: ("dcd", "hinge")}
+# --solver auto takes the primal when rows outnumber features by this factor (l ≫ n).
+AUTO_PRIMAL_RATIO = 50
+# default stopping tolerance per solver: LIBLINEAR's eps for dcd and pcd (whose rule is
+# relative to the gradient at w = 0); the paper's ε = 0.001 (precision of the average
+# training loss) for the cutting-plane solver (Joachims 2006 §4.4); ‖∇obj‖ ≤ 0.01 for
+# SVM-ALM, as Nie et al. 2014
+DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01}
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):
@@ -62,6 +69,10 @@ def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds
     if loss not in LOSSES:
         raise ValueError(f"The 'loss' parameter of {owner} must be one of {list(LOSSES)}. "
                          f"Got {loss!r} instead.")
+    if solver in SOLVER_LOSSES and loss not in SOLVER_LOSSES[solver]:
+        raise ValueError(f"The 'loss' parameter of {owner} must be one of "
+                         f"{list(SOLVER_LOSSES[solver])} with solver={solver!r}. "
+                         f"Got {loss!r} instead.")
     _check_real(owner, "C", C, 0.0)
     _check_real(owner, "tol", eps, 0.0)
     _check_real(owner, "gap_tol", gap_tol, 0.0, low_open=False)
@@ -71,12 +82,9 @@ def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds
     _check_int(owner, "max_iter", max_rounds, 1)
     _check_int(owner, "random_state", seed, 0)
     _check_int(owner, "inner_passes", inner_passes, 1)
-    if solver == "cutting_plane" and loss != "hinge":
-        raise ValueError(f"The cutting_plane solver of {owner} minimizes the hinge loss; "
-                         f"got loss={loss!r}")
-    if solver == "cutting_plane" and gap_tol:
-        raise ValueError(f"The 'gap_tol' parameter of {owner} applies to the dcd solver; the "
-                         "cutting_plane solver stops on eps (its gap is at most C·n·eps)")
+    if gap_tol and solver != "dcd":
+        raise ValueError(f"The 'gap_tol' parameter of {owner} applies to solver 'dcd' only "
+                         f"(its duality gap is the certificate). Got solver {solver!r}.")
     if objective not in cutting_plane.OBJECTIVES or (objective != "classification"
                                                      and solver != "cutting_plane"):
         raise ValueError(f"The 'objective' parameter of {owner} must be one of "
@@ -87,9 +95,6 @@ def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds
             raise ValueError(f"The 'c_perf' parameter of {owner} (SVMperf's C) applies to "
                              f"the cutting_plane solver only; use C with solver {solver!r}")
         _check_real(owner, "c_perf", c_perf, 0.0)
-    if loss == "lp" and solver != "alm":
-        raise ValueError(f"The 'loss' parameter of {owner} is 'lp', which only solver 'alm' "
-                         f"trains. Got solver {solver!r}.")
 
 
 def check_alm_params(owner: str, *, loss: str, p, method, mu0, rho, rtol) -> float:
@@ -126,11 +131,41 @@ def client_for(scheduler=None, n_workers=None, client=None):
         yield c
 
 
+def choose_solver(dataset: Dataset, loss: str) -> tuple[str, str]:
+    """``--solver auto``: the solver for this store and loss, and why.
+
+    Primal CD when the store has far more rows than features (l ≫ n: the primal
+    has fewer variables, and the dual method "may not be stable for some
+    non-document data with a small number of features" — Chang, Hsieh & Lin
+    2008, §1), dual CD otherwise (document-like data, where Hsieh et al. 2008
+    find it faster); a loss only one solver trains decides by itself.
+    """
+    from storage.columns import read_columns_meta
+    from storage.errors import IncompleteStoreError
+
+    m = dataset.meta
+    ratio = m.n_rows / max(1, m.n_features)
+    if loss not in SOLVER_LOSSES["pcd"]:
+        return "dcd", f"only dcd trains the {loss} loss"
+    if loss not in SOLVER_LOSSES["dcd"]:
+        return "pcd", f"only pcd trains the {loss} loss"
+    if ratio < AUTO_PRIMAL_RATIO:
+        return "dcd", (f"l={m.n_rows} rows vs n={m.n_features} features (ratio {ratio:.3g} < "
+                       f"{AUTO_PRIMAL_RATIO}): the dual, with l variables, suits n ≳ l")
+    try:
+        read_columns_meta(dataset)
+    except IncompleteStoreError:
+        return "dcd", (f"l ≫ n (ratio {ratio:.3g}) favours the primal, but the store has no "
+                       "column view (run `distsvm columnize`)")
+    return "pcd", (f"l={m.n_rows} rows ≫ n={m.n_features} features (ratio {ratio:.3g} ≥ "
+                   f"{AUTO_PRIMAL_RATIO}): the primal has fewer variables")
+
+
 def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 1.0,
           eps: float | None = None, bias: float = -1.0, max_rounds: int = 1000, seed: int = 0,
           inner_passes: int = 1, gap_tol: float = 0.0, objective: str = "classification",
           c_perf: float | None = None, p: float | None = None, method: str = "inexact",
-          mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6,
+          mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6, pcd_mode: str = "exact",
           scheduler: str | None = None, n_workers: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train") -> Model:
     """Train a binary linear classifier on a dataset (or its URL) and return the model.
@@ -148,19 +183,19 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     (SVMperf's C, replacing ``C``) are for the cutting-plane solver; see
     :mod:`distsvm.solvers.cutting_plane` for their meaning.
     """
-    eps = DEFAULT_EPS.get(solver, 0.1) if eps is None else eps
+    eps = DEFAULT_EPS[solver] if solver in DEFAULT_EPS and eps is None else eps
     check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
                  max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
                  gap_tol=gap_tol, objective=objective, c_perf=c_perf)
     alm_options = dict(method=method, mu0=mu0, rho=rho, rtol=rtol)
     if solver == "alm":
         p = check_alm_params(owner, loss=loss, p=p, **alm_options)
-        if gap_tol:
-            raise ValueError(f"The 'gap_tol' parameter of {owner} belongs to solver 'dcd'; "
-                             "solver 'alm' has no dual objective.")
     elif p is not None or alm_options != dict(method="inexact", mu0=0.01, rho=1.02, rtol=1e-6):
         raise ValueError(f"The parameters p, method, mu0, rho and rtol of {owner} belong to "
                          f"solver 'alm'; solver {solver!r} does not take them.")
+    if pcd_mode not in pcd.MODES:
+        raise ValueError(f"The 'pcd_mode' parameter of {owner} must be one of "
+                         f"{list(pcd.MODES)}. Got {pcd_mode!r} instead.")
     dataset = as_dataset(data)
     meta = dataset.meta
     if len(meta.classes) != 2:
@@ -169,6 +204,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     if c_perf is not None:
         C = cutting_plane.c_from_c_perf(c_perf, meta.class_counts, objective)
     progress = progress or Progress(quiet=True)
+    why = None
+    if solver == "auto":
+        solver, why = choose_solver(dataset, loss)
+        progress.note(f"train: --solver auto picked {solver}: {why}")
     with client_for(scheduler, n_workers, client) as c:
         plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
         progress.note(f"train: {solver} ({loss}) C={C:g} eps={eps:g} on {meta.n_rows} rows x "
@@ -179,7 +218,11 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                                         bias=bias >= 0, max_iter=max_rounds,
                                         progress=progress, **alm_options),
                               dataset, loss, C, eps, p, max_rounds)
-        if solver == "cutting_plane":
+        if solver == "pcd":
+            result = pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+                               bias=float(bias), max_rounds=max_rounds, seed=seed,
+                               mode=pcd_mode, progress=progress)
+        elif solver == "cutting_plane":
             result = cutting_plane.solve(c, dataset, plan, C=float(C), eps=float(eps),
                                          bias=float(bias), max_rounds=max_rounds,
                                          objective=objective, progress=progress)
@@ -193,6 +236,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     if solver == "cutting_plane":
         params.update(objective=objective,
                       c_perf=cutting_plane.n_loss_terms(meta.class_counts, objective) * C / 100)
+    if solver == "pcd":
+        params["pcd_mode"] = pcd_mode
+    if why:
+        params["auto_choice"] = why
     summary = {"rounds": result.rounds, "converged": result.converged,
                "primal_objective": result.primal_objective,
                "dual_objective": result.dual_objective, "duality_gap": result.duality_gap,

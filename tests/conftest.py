@@ -50,6 +50,8 @@ def primal_objective(w, X, y, loss, C=1.0, bias=-1.0):
     dv = X.astype(np.float64) @ w[: X.shape[1]]
     if bias >= 0:
         dv = dv + w[X.shape[1]] * bias
+    if loss == "logistic":
+        return 0.5 * float(w @ w) + C * float(np.sum(np.logaddexp(0.0, -s * dv)))
     xi = np.maximum(0.0, 1.0 - s * dv)
     return 0.5 * float(w @ w) + C * float(np.sum(xi if loss == "hinge" else xi * xi))
 
@@ -58,7 +60,7 @@ def liblinear_optimum(X, y, loss, C=1.0, bias=-1.0, eps=1e-5):
     """LIBLINEAR's weights (positive class = the larger label, as distsvm) and primal objective."""
     from liblinear.liblinearutil import parameter, problem, train
 
-    s = 3 if loss == "hinge" else 1
+    s = {"hinge": 3, "squared_hinge": 1, "logistic": 0}[loss]
     m = train(problem(y, X.astype(np.float64)), parameter(f"-s {s} -c {C} -e {eps} -B {bias} -q"))
     w = np.array([m.w[i] for i in range(X.shape[1] + (1 if bias >= 0 else 0))])
     if m.get_labels()[0] != np.max(y):

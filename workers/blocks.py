@@ -18,9 +18,7 @@ from storage import BlockInfo, RowBlock, read_row_block
 from .kernels.linear import decision_values, loss_sum, row_sqnorms
 
 _lock = threading.Lock()
-# (url, name, checksums) -> (RowBlock, sqnorm): keyed by content too, so a store overwritten
-# at the same URL is never served from the cache
-_cache: collections.OrderedDict = collections.OrderedDict()
+_cache: collections.OrderedDict = collections.OrderedDict()  # key -> (entry, nbytes)
 _cache_bytes = 0
 _runs: dict[str, dict] = {}  # run id -> {block name: solver state}
 
@@ -31,23 +29,30 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
     The block is kept if it fits in ``cache_bytes``; least recently used blocks
     are evicted to make room.
     """
+    def read():
+        block = read_row_block(url, info, storage_options)
+        sqnorm = np.empty(block.n_rows)
+        row_sqnorms(block.indptr, block.data, sqnorm)
+        return (block, sqnorm), block.nbytes + sqnorm.nbytes
+
+    # keyed by content too, so a store overwritten at the same URL is never served stale
+    return cached((url, info.name, tuple(sorted(info.crc32.items()))), read, cache_bytes)
+
+
+def cached(key, read, cache_bytes: int):
+    """The cache entry ``key``, or ``read()``'s ``(entry, nbytes)``, kept if it fits (LRU)."""
     global _cache_bytes
-    key = (url, info.name, tuple(sorted(info.crc32.items())))
     with _lock:
         if key in _cache:
             _cache.move_to_end(key)
-            return _cache[key]
-    block = read_row_block(url, info, storage_options)
-    sqnorm = np.empty(block.n_rows)
-    row_sqnorms(block.indptr, block.data, sqnorm)
-    entry = (block, sqnorm)
-    size = block.nbytes + sqnorm.nbytes
+            return _cache[key][0]
+    entry, size = read()
     with _lock:
         if size <= cache_bytes and key not in _cache:
             while _cache and _cache_bytes + size > cache_bytes:
-                _, (old, old_sq) = _cache.popitem(last=False)
-                _cache_bytes -= old.nbytes + old_sq.nbytes
-            _cache[key] = entry
+                _, (_, old_size) = _cache.popitem(last=False)
+                _cache_bytes -= old_size
+            _cache[key] = (entry, size)
             _cache_bytes += size
     return entry
 
@@ -104,5 +109,5 @@ def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_fea
     return out, block.y
 
 
-__all__ = ["RowBlock", "load", "cached_bytes", "run_state", "drop_run", "clear_cache",
+__all__ = ["RowBlock", "load", "cached", "cached_bytes", "run_state", "drop_run", "clear_cache",
            "block_loss", "block_decisions"]

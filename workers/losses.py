@@ -7,8 +7,9 @@ Every objective in distsvm is LIBLINEAR's: ``½‖w‖² + C Σᵢ loss(yᵢ w�
 
 HINGE = 0  # L1-loss SVM: max(0, 1 - m)
 SQUARED_HINGE = 1  # L2-loss SVM: max(0, 1 - m)²
+LOGISTIC = 2  # logistic regression: log(1 + e^{-m})
 
-CODES = {"hinge": HINGE, "squared_hinge": SQUARED_HINGE}
+CODES = {"hinge": HINGE, "squared_hinge": SQUARED_HINGE, "logistic": LOGISTIC}
 NAMES = {v: k for k, v in CODES.items()}
 
 

@@ -1,0 +1,68 @@
+"""Columnize: build a dataset's CSC column view (:mod:`storage.columns`), on Dask or in-process.
+
+Pass 1 counts every column's non-zeros, one task per row block; the column
+blocks and the groups of them that fit the memory budget follow; each group is
+one task that makes one more pass over the row blocks.  So a store takes
+``1 + groups`` passes (two when the whole view fits the budget), and no task
+holds more than ``memory_mb``: its group's buffers plus one row block.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from storage import Dataset
+from storage import columns as cols
+from storage import dataset as ds
+
+from .ingest import DEFAULT_BLOCK_MB, _Runner
+from .progress import Progress
+
+DEFAULT_MEMORY_MB = 512.0
+
+
+def columnize(dataset: Dataset, *, memory_mb: float = DEFAULT_MEMORY_MB,
+              block_mb: float = DEFAULT_BLOCK_MB, client=None,
+              progress: Progress | None = None) -> cols.ColumnsMeta:
+    """Build (or rebuild) the column view of ``dataset``; return its metadata."""
+    progress = progress or Progress(quiet=True)
+    for name, v in (("memory_mb", memory_mb), ("block_mb", block_mb)):
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
+            raise ValueError(f"The '{name}' parameter must be a float in the range (0, inf). "
+                             f"Got {v!r} instead.")
+    meta = dataset.meta
+    itemsize = np.dtype(meta.dtype).itemsize
+    # a row block as read costs its arrays twice: the decoded chunks and the arrays
+    largest_row_block = 2 * max(b.nnz * (4 + itemsize) + b.n_rows * 12 + 8 for b in meta.blocks)
+    budget = int(memory_mb * 2**20) - largest_row_block - 8 * meta.n_features
+    if budget <= 0:
+        raise ValueError(f"memory_mb={memory_mb:g} does not hold one row block "
+                         f"({largest_row_block / 2**20:.2f} MB) and the column counts; raise it")
+    start = time.perf_counter()
+    cols.begin(dataset)
+    run = _Runner(client)
+    url, so = dataset.url, dataset.storage_options
+    for info in meta.blocks:
+        run.submit(cols.count_columns, url, info, meta.n_features, so)
+    counts = np.zeros(meta.n_features, dtype=np.int64)
+    for c in run.results():
+        counts += c
+    # writing a column block encodes a copy of it: keep room for one
+    block_bytes = min(budget // 2, int(block_mb * 2**20))
+    bounds = cols.plan_blocks(counts, itemsize, block_bytes)
+    groups = cols.plan_groups(bounds, counts, itemsize, budget - block_bytes)
+    run.submit(cols.write_labels, url, list(meta.blocks), meta.n_rows, so)
+    for group in groups:
+        run.submit(cols.build_group, url, list(meta.blocks), [bounds[b] for b in group],
+                   [ds.block_name(b) for b in group], counts, meta.dtype, so)
+    y_crc, *infos = run.results()
+    cmeta = cols.commit(dataset, cols.ColumnsMeta(
+        n_rows=meta.n_rows, n_features=meta.n_features, nnz=meta.nnz, y_crc32=y_crc,
+        blocks=tuple(i for group in infos for i in group), memory_bytes=int(memory_mb * 2**20),
+        passes=1 + len(groups)))
+    progress.note(f"columnize: {dataset.url}: {len(bounds)} column blocks in {len(groups)} "
+                  f"group(s), {1 + len(groups)} passes over the row blocks, "
+                  f"{time.perf_counter() - start:.1f}s")
+    return cmeta

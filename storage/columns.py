@@ -1,0 +1,304 @@
+"""The column view of a dataset: CSC column blocks next to the row blocks (format v1 extension).
+
+Layout (inside the same dataset group; see ``docs/storage-format.md``)::
+
+    STORE/cols/y                  int32   (n_rows,)          one chunk  class index, global row order
+    STORE/cols/<block>/indptr     int64   (n_cols_b + 1,)    one chunk  column pointers
+    STORE/cols/<block>/indices    int32   (nnz_b,)           one chunk  GLOBAL 0-based row indices, increasing
+    STORE/cols/<block>/data       float32 (nnz_b,)           one chunk  (float64 if the dataset's dtype is)
+
+The global row index of a row is its position in the concatenation of the
+row blocks in block order.  Column block ``b`` holds the contiguous feature
+range ``[col_start, col_stop)``.  The view is described by the group attribute
+``distsvm_columns`` (:class:`ColumnsMeta`), written after every array: a view
+without that entry does not exist for readers, and ``columnize`` removes the
+entry before it rewrites any array, so a stale entry never describes new arrays.
+
+The transpose is external and multi-pass, with memory bounded by a parameter
+(:func:`plan_groups`): pass 1 counts the non-zeros of every column (one
+``int64`` per feature); then each *group* of consecutive column blocks whose
+CSC arrays fit in the budget is filled by one more pass over the row blocks,
+scattering each row block's entries into the group's buffers, and written.
+A task holds at most its group's buffers plus one row block.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numba
+import numpy as np
+import zarr
+
+from . import dataset as ds
+from .errors import CorruptStoreError, IncompleteStoreError, StorageError
+
+ATTRIBUTE = "distsvm_columns"
+COL_ARRAYS = ("indptr", "indices", "data")
+MAX_ROWS = 2**31 - 1  # row indices are int32
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnBlock:
+    """One block of columns in CSC form (read-only views); row indices are global."""
+
+    indptr: np.ndarray  # int64 (n_cols + 1,)
+    indices: np.ndarray  # int32 (nnz,)
+    data: np.ndarray  # float32 or float64 (nnz,)
+    col_start: int
+
+    @property
+    def n_cols(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def nnz(self) -> int:
+        return len(self.data)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.indptr, self.indices, self.data))
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnInfo:
+    """One entry of the column block table."""
+
+    name: str
+    col_start: int
+    col_stop: int
+    nnz: int
+    crc32: dict[str, int]
+
+    @property
+    def n_cols(self) -> int:
+        return self.col_stop - self.col_start
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnsMeta:
+    """The validated ``distsvm_columns`` attribute."""
+
+    n_rows: int
+    n_features: int
+    nnz: int
+    y_crc32: int
+    blocks: tuple[ColumnInfo, ...]
+    memory_bytes: int
+    passes: int
+
+    def to_json(self) -> dict:
+        return {"n_rows": self.n_rows, "n_features": self.n_features, "nnz": self.nnz,
+                "y_crc32": self.y_crc32, "blocks": [dataclasses.asdict(b) for b in self.blocks],
+                "memory_bytes": self.memory_bytes, "passes": self.passes}
+
+    @classmethod
+    def from_json(cls, url: str, d: Any, meta: ds.DatasetMeta) -> ColumnsMeta:
+        try:
+            out = cls(int(d["n_rows"]), int(d["n_features"]), int(d["nnz"]), int(d["y_crc32"]),
+                      tuple(ColumnInfo(str(b["name"]), int(b["col_start"]), int(b["col_stop"]),
+                                       int(b["nnz"]), {k: int(v) for k, v in b["crc32"].items()})
+                            for b in d["blocks"]),
+                      int(d["memory_bytes"]), int(d["passes"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptStoreError(f"{url}: malformed column metadata: {exc!r}") from exc
+        problems = []
+        if (out.n_rows, out.n_features, out.nnz) != (meta.n_rows, meta.n_features, meta.nnz):
+            problems.append("its shape or nnz differs from the row blocks' (a stale column view)")
+        if sum(b.nnz for b in out.blocks) != out.nnz:
+            problems.append("block nnz do not add up to nnz")
+        stops = [0] + [b.col_stop for b in out.blocks]
+        if any(b.col_start != s for b, s in zip(out.blocks, stops)) or stops[-1] != out.n_features:
+            problems.append("column ranges do not tile [0, n_features)")
+        if problems:
+            raise CorruptStoreError(f"{url}: inconsistent column metadata: " + "; ".join(problems))
+        return out
+
+
+def read_columns_meta(dataset: ds.Dataset) -> ColumnsMeta:
+    """The column view's metadata; ``IncompleteStoreError`` if the store has none."""
+    g = zarr.open_group(dataset.url, mode="r", storage_options=dataset.storage_options)
+    attrs = g.attrs.asdict()
+    if ATTRIBUTE not in attrs:
+        raise IncompleteStoreError(
+            f"{dataset.url}: this store has no column view; build it with "
+            f"`distsvm columnize {dataset.url}` (or ingest with --columns)")
+    return ColumnsMeta.from_json(dataset.url, attrs[ATTRIBUTE], dataset.meta)
+
+
+def _read_checked(url, path, group, name, shape, crc, verify):
+    try:
+        a = group[name][...]
+    except Exception as exc:  # a damaged chunk fails in the codec with its own error types
+        raise CorruptStoreError(f"{url}: cannot read array {path}: {exc!r}") from exc
+    if a.shape != shape:
+        raise CorruptStoreError(f"{url}: array {path} has shape {a.shape}, expected {shape}")
+    if verify and ds._crc(a) != crc:
+        raise CorruptStoreError(f"{url}: array {path} (chunk 0) fails its CRC-32 check: "
+                                "the chunk is missing or damaged")
+    return a
+
+
+def read_column_block(url: str, info: ColumnInfo, storage_options: dict | None = None,
+                      verify: bool = True) -> ColumnBlock:
+    """Read one column block: three chunk reads, checked against its table entry."""
+    try:
+        g = zarr.open_group(url, mode="r", storage_options=storage_options)["cols"][info.name]
+    except Exception as exc:
+        raise CorruptStoreError(f"{url}: cannot open cols/{info.name}: {exc!r}") from exc
+    shapes = {"indptr": (info.n_cols + 1,), "indices": (info.nnz,), "data": (info.nnz,)}
+    arrays = {k: _read_checked(url, f"cols/{info.name}/{k}", g, k, shapes[k], info.crc32[k],
+                               verify) for k in COL_ARRAYS}
+    return ColumnBlock(arrays["indptr"], arrays["indices"], arrays["data"], info.col_start)
+
+
+def read_labels(url: str, cmeta: ColumnsMeta, storage_options: dict | None = None,
+                verify: bool = True) -> np.ndarray:
+    """The class index of every row, in global row order (``cols/y``)."""
+    g = zarr.open_group(url, mode="r", storage_options=storage_options)["cols"]
+    return _read_checked(url, "cols/y", g, "y", (cmeta.n_rows,), cmeta.y_crc32, verify)
+
+
+# ---------------------------------------------------------------- the transpose
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_columns(indices, counts):
+    for k in range(len(indices)):
+        counts[indices[k]] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter(indptr, indices, data, row_offset, c0, c1, fill, out_indices, out_data):
+    """Append the entries of CSR rows whose column is in [c0, c1) to their columns' runs.
+
+    ``fill[c - c0]`` is the next free slot of column c (updated in place).  Rows
+    arrive in increasing global order, so each column's row indices are sorted.
+    """
+    for i in range(len(indptr) - 1):
+        for k in range(indptr[i], indptr[i + 1]):
+            c = indices[k]
+            if c0 <= c < c1:
+                p = fill[c - c0]
+                out_indices[p] = row_offset + i
+                out_data[p] = data[k]
+                fill[c - c0] = p + 1
+
+
+def count_columns(url: str, info: ds.BlockInfo, n_features: int,
+                  storage_options: dict | None = None) -> np.ndarray:
+    """Pass 1 on one row block: non-zeros per column (int64, length n_features)."""
+    block = ds.read_row_block(url, info, storage_options)
+    counts = np.zeros(n_features, dtype=np.int64)
+    _count_columns(block.indices, counts)
+    return counts
+
+
+def column_bytes(n_cols: int, nnz: int, itemsize: int) -> int:
+    """Bytes of one CSC column block while it is built: its arrays and the pass's fill pointers."""
+    return 16 * n_cols + 8 + nnz * (4 + itemsize)
+
+
+def plan_blocks(counts: np.ndarray, itemsize: int, block_bytes: int) -> list[tuple[int, int]]:
+    """Split [0, n) into consecutive column ranges of at most ``block_bytes`` of CSC each
+    (a single column larger than that is a block of its own)."""
+    bounds, start, nnz = [], 0, 0
+    for c, k in enumerate(counts):
+        if c > start and column_bytes(c - start + 1, nnz + int(k), itemsize) > block_bytes:
+            bounds.append((start, c))
+            start, nnz = c, 0
+        nnz += int(k)
+    bounds.append((start, len(counts)))
+    return bounds
+
+
+def plan_groups(blocks: list[tuple[int, int]], counts: np.ndarray, itemsize: int,
+                budget: int) -> list[list[int]]:
+    """Consecutive column blocks built by one pass each, their buffers within ``budget`` bytes."""
+    groups: list[list[int]] = []
+    used = budget + 1
+    for b, (c0, c1) in enumerate(blocks):
+        size = column_bytes(c1 - c0, int(counts[c0:c1].sum()), itemsize)
+        if size > budget:
+            raise ValueError(f"column block {b} needs {size} bytes, more than the memory "
+                             f"budget's {budget} for column buffers; raise memory_mb or lower "
+                             "block_mb")
+        if used + size > budget:
+            groups.append([])
+            used = 0
+        groups[-1].append(b)
+        used += size
+    return groups
+
+
+def build_group(url: str, row_infos: list[ds.BlockInfo], col_bounds: list[tuple[int, int]],
+                names: list[str], counts: np.ndarray, dtype: str,
+                storage_options: dict | None = None) -> list[ColumnInfo]:
+    """One pass over all row blocks filling the column blocks ``col_bounds`` (one group), then
+    write them.  Memory: the group's CSC arrays plus one row block."""
+    c0, c1 = col_bounds[0][0], col_bounds[-1][1]
+    indptr = np.zeros(c1 - c0 + 1, dtype=np.int64)
+    np.cumsum(counts[c0:c1], out=indptr[1:])
+    fill = indptr[:-1].copy()
+    out_indices = np.empty(indptr[-1], dtype=np.int32)
+    out_data = np.empty(indptr[-1], dtype=dtype)
+    offset = 0
+    for info in row_infos:
+        block = ds.read_row_block(url, info, storage_options)
+        _scatter(block.indptr, block.indices, block.data, offset, c0, c1, fill, out_indices,
+                 out_data)
+        offset += block.n_rows
+        del block
+    if not np.array_equal(fill, indptr[1:]):
+        raise CorruptStoreError(f"{url}: row blocks changed during the transpose")
+    g = zarr.open_group(url, mode="r+", storage_options=storage_options)["cols"]
+    out = []
+    for (a, b), name in zip(col_bounds, names):
+        lo, hi = indptr[a - c0], indptr[b - c0]
+        arrays = {"indptr": indptr[a - c0:b - c0 + 1] - lo, "indices": out_indices[lo:hi],
+                  "data": out_data[lo:hi]}
+        bg = g.create_group(name, overwrite=True)
+        crcs = {k: _write(bg, k, v) for k, v in arrays.items()}
+        out.append(ColumnInfo(name, a, b, int(hi - lo), crcs))
+    return out
+
+
+def _write(group, name: str, a: np.ndarray) -> int:
+    a = np.ascontiguousarray(a)
+    arr = group.create_array(name, shape=a.shape, chunks=(max(1, a.shape[0]),), dtype=a.dtype,
+                             compressors=ds._COMPRESSOR, fill_value=0, overwrite=True)
+    if a.size:
+        arr[...] = a
+    return ds._crc(a)
+
+
+def write_labels(url: str, row_infos: list[ds.BlockInfo], n_rows: int,
+                 storage_options: dict | None = None) -> int:
+    """``cols/y`` from the row blocks' ``y`` arrays (4 bytes a row); returns its CRC-32."""
+    y = np.empty(n_rows, dtype=np.int32)
+    offset = 0
+    for info in row_infos:
+        block = ds.read_row_block(url, info, storage_options)
+        y[offset:offset + block.n_rows] = block.y
+        offset += block.n_rows
+    g = zarr.open_group(url, mode="r+", storage_options=storage_options)["cols"]
+    return _write(g, "y", y)
+
+
+def begin(dataset: ds.Dataset) -> None:
+    """Retract any existing column view (its metadata first), then start an empty ``cols/``."""
+    if dataset.meta.n_rows > MAX_ROWS:
+        raise StorageError(f"{dataset.url}: {dataset.meta.n_rows} rows exceed the column "
+                           f"view's int32 row indices ({MAX_ROWS})")
+    g = zarr.open_group(dataset.url, mode="r+", storage_options=dataset.storage_options)
+    if ATTRIBUTE in g.attrs:
+        del g.attrs[ATTRIBUTE]
+    g.create_group("cols", overwrite=True)
+
+
+def commit(dataset: ds.Dataset, cmeta: ColumnsMeta) -> ColumnsMeta:
+    """Record the column view: the metadata entry, written after every array."""
+    g = zarr.open_group(dataset.url, mode="r+", storage_options=dataset.storage_options)
+    g.attrs[ATTRIBUTE] = cmeta.to_json()
+    return read_columns_meta(dataset)

@@ -1,0 +1,197 @@
+"""The column view: an exact external transpose within its memory bound, and one reader
+conformance suite that row blocks and column blocks both pass."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distsvm.cli import main
+from distsvm.columns import columnize
+from distsvm.ingest import ingest
+from storage import CorruptStoreError, IncompleteStoreError, open_dataset, read_row_block
+from storage import columns as cols
+
+from .test_store import problems
+
+
+def row_matrix(d):
+    """The store's rows as one CSR matrix, in global row order (row blocks in block order)."""
+    blocks = [d.read_block(i) for i in range(d.n_blocks)]
+    return sp.vstack([sp.csr_matrix((b.data, b.indices, b.indptr),
+                                    shape=(b.n_rows, d.meta.n_features)) for b in blocks]).tocsr()
+
+
+def column_matrix(d, cmeta):
+    blocks = [cols.read_column_block(d.url, info) for info in cmeta.blocks]
+    return sp.hstack([sp.csc_matrix((b.data, b.indices, b.indptr),
+                                    shape=(d.meta.n_rows, b.n_cols)) for b in blocks],
+                     format="csc")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(problems(), st.integers(6, 25), st.floats(0.001, 0.01), st.floats(0.03, 0.2))
+def test_transpose_equals_scipy_tocsc(tmp_path, problem, block_rows, block_mb, memory_mb):
+    X, y = problem
+    d = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=block_rows, overwrite=True)
+    cm = columnize(d, memory_mb=memory_mb, block_mb=block_mb)
+    expected = row_matrix(d).tocsc()
+    got = column_matrix(d, cm)
+    # tocsc sorts row indices within a column, as the transpose must
+    np.testing.assert_array_equal(got.indptr, expected.indptr)
+    np.testing.assert_array_equal(got.indices, expected.indices)
+    np.testing.assert_array_equal(got.data, expected.data)
+    assert got.data.dtype == np.float32
+    labels = cols.read_labels(d.url, cm)
+    np.testing.assert_array_equal(labels, np.concatenate([d.read_block(i).y
+                                                          for i in range(d.n_blocks)]))
+    assert [b.col_start for b in cm.blocks] == [0] + [b.col_stop for b in cm.blocks[:-1]]
+
+
+@pytest.fixture(scope="module")
+def a9a_rows(tmp_path_factory, a9a):
+    return ingest(a9a, str(tmp_path_factory.mktemp("cols") / "a9a.zarr"), block_rows=2000)
+
+
+def test_peak_memory_within_bound_on_a_larger_store(a9a_rows):
+    d = a9a_rows
+    store_bytes = d.meta.nnz * 8 + d.meta.n_rows * 12
+    bound_mb = 1.5
+    assert store_bytes > 2.4 * bound_mb * 2**20  # the store is larger than the bound
+    columnize(d, memory_mb=bound_mb, block_mb=0.25)  # compile the kernels outside the trace
+    tracemalloc.start()
+    try:
+        cm = columnize(d, memory_mb=bound_mb, block_mb=0.25)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= bound_mb * 2**20, peak / 2**20
+    assert cm.passes > 2  # it had to take several passes to stay within the bound
+    assert (column_matrix(d, cm) != row_matrix(d).tocsc()).nnz == 0
+
+
+def test_two_passes_when_the_view_fits(a9a_rows):
+    cm = columnize(a9a_rows, memory_mb=64, block_mb=8)
+    assert cm.passes == 2 and len(cm.blocks) == 1
+
+
+def test_missing_interrupted_and_rebuilt_views(tmp_path, a9a):
+    d = ingest(a9a, str(tmp_path / "a.zarr"), block_rows=20000)
+    with pytest.raises(IncompleteStoreError, match="distsvm columnize"):
+        cols.read_columns_meta(d)
+    columnize(d, memory_mb=64, block_mb=0.5)
+    assert len(cols.read_columns_meta(d).blocks) > 1
+    cols.begin(d)  # what a columnize interrupted after its first step leaves
+    with pytest.raises(IncompleteStoreError):
+        cols.read_columns_meta(d)
+    columnize(d, memory_mb=64, block_mb=64)
+    assert len(cols.read_columns_meta(d).blocks) == 1
+
+
+def test_cli_ingest_columns_and_columnize(tmp_path, capsys):
+    store = str(tmp_path / "a.zarr")
+    src = str(pathlib.Path(__file__).resolve().parents[1] / "data" / "a9a.xz")
+    assert main(["ingest", src, store, "--serial", "--columns", "--block-rows", "10000",
+                 "--memory-mb", "16", "-q"]) == 0
+    d = open_dataset(store)
+    assert cols.read_columns_meta(d).passes == 2
+    assert main(["columnize", store, "--serial", "--memory-mb", "4", "--block-mb", "0.5",
+                 "--json", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert '"n_column_blocks": ' in out and cols.read_columns_meta(d).passes > 2
+    assert main(["columnize", store, "--serial", "--memory-mb", "0.1", "-q"]) == 1
+    assert "does not hold one row block" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- reader conformance
+
+
+class ReaderTests:
+    """What every block reader guarantees; subclasses say how to list and read blocks and
+    what each block must equal."""
+
+    kind = ""
+
+    def blocks(self, d):  # -> list of (info, path prefix, expected scipy matrix)
+        raise NotImplementedError
+
+    def read(self, d, info, verify=True):
+        raise NotImplementedError
+
+    def as_matrix(self, block, d):
+        raise NotImplementedError
+
+    @pytest.fixture()
+    def store(self, tmp_path, a9a):
+        X, y = a9a
+        d = ingest((X[:3000], y[:3000]), str(tmp_path / "r.zarr"), block_rows=1000)
+        columnize(d, memory_mb=64, block_mb=0.05)
+        return d
+
+    def test_blocks_tile_the_matrix(self, store):
+        blocks = self.blocks(store)
+        assert len(blocks) >= 3
+        for info, _, expected in blocks:
+            b = self.read(store, info)
+            assert b.indptr.dtype == np.int64 and b.indices.dtype == np.int32
+            assert b.data.dtype == np.float32
+            got = self.as_matrix(b, store)
+            assert got.shape == expected.shape and (got != expected).nnz == 0
+
+    @pytest.mark.parametrize("damage", ["delete", "corrupt"])
+    def test_missing_or_damaged_chunk_names_the_array(self, store, damage):
+        blocks = self.blocks(store)
+        info, prefix, _ = blocks[1]
+        chunk = pathlib.Path(store.url) / prefix / "indices" / "c" / "0"
+        if damage == "delete":
+            os.remove(chunk)
+        else:
+            raw = bytearray(chunk.read_bytes())
+            raw[len(raw) // 2] ^= 0xFF
+            chunk.write_bytes(bytes(raw))
+        self.read(store, blocks[0][0])  # other blocks are unaffected
+        with pytest.raises(CorruptStoreError, match=f"{prefix}/indices"):
+            self.read(store, info)
+
+    def test_wrong_table_entry_is_an_error(self, store):
+        import dataclasses
+
+        info, prefix, _ = self.blocks(store)[0]
+        with pytest.raises(CorruptStoreError, match=f"{prefix}/(indptr|indices)"):
+            self.read(store, dataclasses.replace(info, nnz=info.nnz + 1), verify=False)
+
+
+class TestRowReader(ReaderTests):
+    def blocks(self, d):
+        X = row_matrix(d)
+        out, start = [], 0
+        for info in d.meta.blocks:
+            out.append((info, f"rows/{info.name}", X[start:start + info.n_rows]))
+            start += info.n_rows
+        return out
+
+    def read(self, d, info, verify=True):
+        return read_row_block(d.url, info, verify=verify)
+
+    def as_matrix(self, b, d):
+        return sp.csr_matrix((b.data, b.indices, b.indptr), shape=(b.n_rows, d.meta.n_features))
+
+
+class TestColumnReader(ReaderTests):
+    def blocks(self, d):
+        X = row_matrix(d).tocsc()
+        return [(info, f"cols/{info.name}", X[:, info.col_start:info.col_stop])
+                for info in cols.read_columns_meta(d).blocks]
+
+    def read(self, d, info, verify=True):
+        return cols.read_column_block(d.url, info, verify=verify)
+
+    def as_matrix(self, b, d):
+        return sp.csc_matrix((b.data, b.indices, b.indptr), shape=(d.meta.n_rows, b.n_cols))

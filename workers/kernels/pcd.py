@@ -1,0 +1,188 @@
+"""Primal coordinate descent over a CSC column block (Chang, Hsieh & Lin 2008, JMLR 9).
+
+Problem (LIBLINEAR's ``-s 2`` and ``-s 0`` problems, solved in the primal)::
+
+    min_w f(w) = ½ wᵀw + C Σⱼ ξ(bⱼ(w)),   bⱼ(w) = 1 − yⱼ wᵀxⱼ                     (1), (8)
+    L2-loss SVM (squared hinge):  ξ(b) = max(b, 0)²                               (3)
+    logistic regression:          ξ(b) = log(1 + e^{−(1−b)}) = log(1 + e^{−yⱼwᵀxⱼ})  (4)
+
+Algorithm 1 (one outer iteration = every feature once, in a random order, §3.2)
+with each one-variable sub-problem Dᵢ(z) = f(w + z eᵢ) solved approximately by
+Algorithm 2: the Newton direction d = −D′ᵢ(0)/D″ᵢ(0) (13), with D′ᵢ(0) from (9)
+and the generalized second derivative D″ᵢ(0) of (10), then λ = 1, β, β², … until
+z = λd meets the sufficient decrease condition (12) Dᵢ(z) − Dᵢ(0) ≤ −σz², σ = 0.01,
+β = 0.5.  Before evaluating Dᵢ(λd) by (18), λ is checked against λ̄ = D″ᵢ(0)/(Hᵢ/2 + σ)
+(15), with Hᵢ = 1 + 2C Σⱼ xⱼᵢ² (14) precomputed (``colsq``, by
+:func:`workers.kernels.linear.row_sqnorms` on the CSC arrays); when λ ≤ λ̄ (12) holds without
+evaluating anything.  ``b`` is kept up to date by (17), bⱼ ← bⱼ − z yⱼ xⱼᵢ, so a
+sub-problem costs O(nnz of the column).
+
+Logistic regression (§6.2): D′ᵢ(0) and D″ᵢ(0) are the formulas of §6.2, written
+with τⱼ = 1/(1 + e^{yⱼwᵀxⱼ}); the line search is the same.  The paper leaves Hᵢ
+for this loss open; we take the bound on D″ᵢ everywhere, Hᵢ = 1 + (C/4) Σⱼ xⱼᵢ²
+(τ(1−τ) ≤ ¼), for which the proof of Theorem 1 (A.1) goes through unchanged.
+
+The bias feature (LIBLINEAR's ``-B``), a column holding ``bias`` in every row,
+is handled by the same code as a *dense* column (:func:`pcd_bias`).
+
+Kernels update ``w`` and ``b`` in place, never write to the data, and return scalars.
+"""
+
+import numba
+import numpy as np
+
+from ..losses import SQUARED_HINGE
+
+SIGMA = 0.01  # (12)
+BETA = 0.5  # Algorithm 2
+
+# Layout of the float64 ``stats`` array a pass accumulates into (in place).
+MAX_GRAD, SUM_GRAD_SQ, INNER, SHORTCUT, FULL_STEP, EVALS, MAX_GRAD0, SUM_GRAD0_SQ = range(8)
+N_STATS = 8
+
+
+def new_stats():
+    return np.zeros(N_STATS)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _xi(b, loss):
+    """ξ(b), the loss of a row with bⱼ = b (the logistic form is LIBLINEAR's stable one)."""
+    if loss == SQUARED_HINGE:
+        return b * b if b > 0.0 else 0.0
+    m = 1.0 - b
+    if m >= 0.0:
+        return np.log1p(np.exp(-m))
+    return -m + np.log1p(np.exp(m))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _entry(k, indices, data, dense, dval):
+    """Row index and value of the k-th entry of a column (dense: row k, value dval)."""
+    if dense:
+        return k, dval
+    return indices[k], np.float64(data[k])
+
+
+@numba.njit(cache=True, nogil=True)
+def derivatives(lo, hi, indices, data, dense, dval, y, positive, b, wi, loss, C):
+    """(D′ᵢ(0), D″ᵢ(0), Σⱼ yⱼxⱼᵢ) for the column whose entries are lo..hi: (9)-(10), or §6.2."""
+    g = 0.0
+    h = 0.0
+    sy = 0.0
+    for k in range(lo, hi):
+        j, x = _entry(k, indices, data, dense, dval)
+        yx = x if y[j] == positive else -x
+        sy += yx
+        if loss == SQUARED_HINGE:
+            if b[j] > 0.0:  # j ∈ I(w)
+                g += yx * b[j]
+                h += x * x
+        else:
+            m = 1.0 - b[j]  # yⱼwᵀxⱼ
+            if m >= 0.0:
+                e = np.exp(-m)
+                tau = e / (1.0 + e)
+            else:
+                tau = 1.0 / (1.0 + np.exp(m))
+            g += yx * tau
+            h += x * x * tau * (1.0 - tau)
+    if loss == SQUARED_HINGE:
+        return wi - 2.0 * C * g, 1.0 + 2.0 * C * h, sy  # (9), (10)
+    return wi - C * g, 1.0 + C * h, sy  # §6.2
+
+
+@numba.njit(cache=True, nogil=True)
+def delta(lo, hi, indices, data, dense, dval, y, positive, b, wi, z, loss, C):
+    """Dᵢ(z) − Dᵢ(0) by (18): only the rows of the column's non-zeros change."""
+    s = 0.0
+    for k in range(lo, hi):
+        j, x = _entry(k, indices, data, dense, dval)
+        yx = x if y[j] == positive else -x
+        s += _xi(b[j] - z * yx, loss) - _xi(b[j], loss)
+    return 0.5 * (wi + z) * (wi + z) - 0.5 * wi * wi + C * s
+
+
+@numba.njit(cache=True, nogil=True)
+def _solve(lo, hi, indices, data, dense, dval, colsq, y, positive, b, w, i, loss, C, first,
+           stats):
+    """Algorithm 2 on feature i; updates w[i] and b (17) in place, accumulates ``stats``."""
+    wi = w[i]
+    D1, D2, sy = derivatives(lo, hi, indices, data, dense, dval, y, positive, b, wi, loss, C)
+    stats[INNER] += 1.0
+    stats[MAX_GRAD] = max(stats[MAX_GRAD], abs(D1))
+    stats[SUM_GRAD_SQ] += D1 * D1
+    if first:  # ∇f(0)ᵢ, the scale of the stopping rule: every bⱼ(0) = 1
+        g0 = -2.0 * C * sy if loss == SQUARED_HINGE else -0.5 * C * sy
+        stats[MAX_GRAD0] = max(stats[MAX_GRAD0], abs(g0))
+        stats[SUM_GRAD0_SQ] += g0 * g0
+    if D1 == 0.0:
+        return
+    d = -D1 / D2  # (13)
+    if loss == SQUARED_HINGE:
+        H = 1.0 + 2.0 * C * colsq  # (14)
+    else:
+        H = 1.0 + 0.25 * C * colsq
+    lam_bar = D2 / (0.5 * H + SIGMA)  # (15)
+    lam = 1.0
+    while True:
+        if lam <= lam_bar:  # (15): (12) holds, no need to evaluate Dᵢ(λd)
+            if lam == 1.0:
+                stats[SHORTCUT] += 1.0
+            break
+        z = lam * d
+        stats[EVALS] += 1.0
+        if delta(lo, hi, indices, data, dense, dval, y, positive, b, wi, z, loss, C) \
+                <= -SIGMA * z * z:  # (12)
+            break
+        lam *= BETA
+    if lam == 1.0:
+        stats[FULL_STEP] += 1.0
+    z = lam * d
+    w[i] = wi + z
+    for k in range(lo, hi):  # (17)
+        j, x = _entry(k, indices, data, dense, dval)
+        b[j] -= z * x if y[j] == positive else -z * x
+
+
+@numba.njit(cache=True, nogil=True)
+def pcd_columns(indptr, indices, data, col_start, colsq, y, positive, b, w, loss, C, seed,
+                first, stats):
+    """Algorithm 1's inner iterations over one column block, in a random order (§3.2).
+
+    Feature c of the block is w[col_start + c].  Updates ``w``, ``b`` and
+    ``stats`` in place (``first``: also record ∇f(0) of these features).
+    """
+    np.random.seed(seed)
+    n = len(indptr) - 1
+    order = np.arange(n)
+    for s in range(n - 1):
+        t = np.random.randint(s, n)
+        order[s], order[t] = order[t], order[s]
+    for s in range(n):
+        c = order[s]
+        _solve(indptr[c], indptr[c + 1], indices, data, False, 0.0, colsq[c], y, positive, b,
+               w, col_start + c, loss, C, first, stats)
+
+
+@numba.njit(cache=True, nogil=True)
+def pcd_bias(bias, y, positive, b, w, i, loss, C, first, stats):
+    """One inner iteration on the bias feature w[i], the dense column of value ``bias``."""
+    n = len(b)
+    dummy_i = np.zeros(1, dtype=np.int32)
+    dummy_x = np.zeros(1, dtype=np.float32)
+    _solve(0, n, dummy_i, dummy_x, True, bias, n * bias * bias, y, positive, b, w, i, loss, C,
+           first, stats)
+
+
+@numba.njit(cache=True, nogil=True)
+def loss_sum(b, db, t, loss):
+    """Σⱼ ξ(bⱼ + t·dbⱼ) (db may be empty: t is then ignored)."""
+    s = 0.0
+    if len(db) == 0:
+        for j in range(len(b)):
+            s += _xi(b[j], loss)
+    else:
+        for j in range(len(b)):
+            s += _xi(b[j] + t * db[j], loss)
+    return s

@@ -1,0 +1,166 @@
+"""The per-worker tasks of primal coordinate descent over column blocks.
+
+The solver's state is ``{"w", "b", "f"}``: the weights, bⱼ(w) = 1 − yⱼwᵀxⱼ for
+every row (length l) and f(w).  It lives in a Dask future that the coordinator
+threads from task to task: in exact mode :func:`exact_rounds` makes the next
+state from the last; in parallel mode :func:`part` tasks read it (and copy what
+they change) and :func:`combine` makes the next one.  The labels ``cols/y`` are read
+once per worker and run (:func:`workers.blocks.run_state`); column blocks come
+through the worker's block cache.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from storage.columns import ColumnInfo, ColumnsMeta, read_column_block, read_labels
+
+from . import blocks
+from .kernels import pcd as kernel
+from .kernels.linear import row_sqnorms
+
+
+def initial(n_rows: int, dim: int, loss: int, C: float) -> dict:
+    """w = 0, so every bⱼ = 1 (§2, after (17)) and f(0) = C·l·ξ(1)."""
+    w, b = np.zeros(dim), np.ones(n_rows)
+    return {"w": w, "b": b, "f": _objective(w, b, loss, C)}
+
+
+def load_columns(url: str, info: ColumnInfo, cache_bytes: int,
+                 storage_options: dict | None = None):
+    """``(block, colsq)``: a column block and Σⱼ xⱼᵢ² of its columns, cached."""
+    def read():
+        block = read_column_block(url, info, storage_options)
+        colsq = np.empty(block.n_cols)
+        row_sqnorms(block.indptr, block.data, colsq)  # on CSC arrays: Σⱼ xⱼᵢ² per column
+        return (block, colsq), block.nbytes + colsq.nbytes
+
+    # keyed by content too: a column view rebuilt at the same URL is never served stale
+    key = (url, "cols", info.name, tuple(sorted(info.crc32.items())))
+    return blocks.cached(key, read, cache_bytes)
+
+
+def _state(prev) -> dict:
+    """The state itself, or the state of a :func:`combine` / :func:`exact_rounds` result."""
+    return prev[0] if isinstance(prev, tuple) else prev
+
+
+def round_plan(seed: int, r: int, n_items: int) -> tuple[list[int], list[int]]:
+    """Round ``r``'s random order of the items (§3.2) and each item's kernel seed; a
+    function of (seed, r) only, so results do not depend on how rounds are batched."""
+    rng = np.random.default_rng([seed, r])
+    return [int(k) for k in rng.permutation(n_items)], [int(v) for v in
+                                                        rng.integers(0, 2**31, n_items)]
+
+
+def _visit(w, b, y, url, cmeta, keys, seeds, *, bias, n_features, loss, C, first, cache_bytes,
+           storage_options):
+    """Inner iterations over the items ``keys`` (column block numbers; ``len(cmeta.blocks)``
+    is the bias feature) in order, updating ``w`` and ``b``; returns (stats, feature ranges)."""
+    stats = kernel.new_stats()
+    ranges = []
+    for k in keys:
+        if k == len(cmeta.blocks):
+            kernel.pcd_bias(bias, y, 1, b, w, n_features, loss, C, first, stats)
+            ranges.append((n_features, n_features + 1))
+            continue
+        info = cmeta.blocks[k]
+        block, colsq = load_columns(url, info, cache_bytes, storage_options)
+        kernel.pcd_columns(block.indptr, block.indices, block.data, info.col_start, colsq, y, 1,
+                           b, w, loss, C, seeds[k], first, stats)
+        ranges.append((info.col_start, info.col_stop))
+    return stats, ranges
+
+
+def _labels(run, url, cmeta, storage_options):
+    return blocks.run_state(run, "y", lambda: read_labels(url, cmeta, storage_options))
+
+
+def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int, run: str, *,
+         n_items: int, storage_options: dict | None = None, **kw) -> dict:
+    """Parallel mode, one worker's share of round ``r``: the inner iterations over its items
+    ``mine`` (in the round's order) from the round's starting state, which it leaves
+    untouched; returns its Δw (per block), Δb and statistics."""
+    y = _labels(run, url, cmeta, storage_options)
+    state = _state(prev)
+    w0, b0 = state["w"], state["b"]
+    w, b = w0.copy(), b0.copy()
+    order, seeds = round_plan(seed, r, n_items)
+    stats, ranges = _visit(w, b, y, url, cmeta, [k for k in order if k in set(mine)], seeds,
+                           first=r == 1, storage_options=storage_options, **kw)
+    b -= b0
+    return {"dw": [(s, w[s:e] - w0[s:e]) for s, e in ranges], "db": b, "stats": stats}
+
+
+def _objective(w, b, loss, C):
+    return 0.5 * float(w @ w) + C * kernel.loss_sum(b, np.zeros(0), 0.0, loss)
+
+
+def exact_rounds(prev, url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: int,
+                 run: str, *, eps: float, g0: float, seconds: float, n_items: int,
+                 storage_options: dict | None = None, **kw) -> tuple[dict, list[dict]]:
+    """Exact mode: outer iterations r, r+1, … of Algorithm 1 on this worker, each visiting
+    every item in the round's random order, until the stopping rule holds (``g0`` is
+    max|∇f(0)ᵢ|, NaN before round 1 has measured it), ``max_rounds`` is reached, or
+    ``seconds`` have passed (batching rounds into one task spares a scheduler round
+    trip per outer iteration).  Returns ``(state, reports)``."""
+    start = time.perf_counter()
+    y = _labels(run, url, cmeta, storage_options)
+    state = _state(prev)
+    w, b = state["w"].copy(), state["b"].copy()
+    reports = []
+    while True:
+        order, seeds = round_plan(seed, r, n_items)
+        stats, _ = _visit(w, b, y, url, cmeta, order, seeds, first=r == 1,
+                          storage_options=storage_options, **kw)
+        f = _objective(w, b, kw["loss"], kw["C"])
+        reports.append({"f": f, "t": 1.0, "stats": stats,
+                        "elapsed": time.perf_counter() - start})
+        g0 = stats[kernel.MAX_GRAD0] if r == 1 else g0
+        r += 1
+        if (stats[kernel.MAX_GRAD] <= eps * g0 or r > max_rounds
+                or time.perf_counter() - start > seconds):
+            return {"w": w, "b": b, "f": f}, reports
+
+
+def combine(prev, parts: list[dict], *, loss: int, C: float) -> tuple[dict, list[dict]]:
+    """Parallel mode: the next state from the parts' directions, by a line search on the
+    aggregated step.
+
+    With P parts, t = 1, ½, ¼, … is tried until f(w + tΔw) < f(w), but never below
+    1/P: by convexity f(w + ΣΔwₚ/P) ≤ Σ f(w + Δwₚ)/P ≤ f(w), since every part's own
+    steps decrease f (12).  So f never increases.  Returns ``(state, [report])``.
+    """
+    state = _state(prev)
+    w, b, f0 = state["w"], state["b"], state["f"]
+    dw = np.zeros_like(w)
+    for p in parts:
+        for s, v in p["dw"]:
+            dw[s:s + len(v)] += v
+    db = parts[0]["db"]
+    for p in parts[1:]:
+        db = db + p["db"]
+    t, floor = 1.0, 1.0 / len(parts)
+    while True:
+        wt = w + t * dw
+        f = 0.5 * float(wt @ wt) + C * kernel.loss_sum(b, db, t, loss)
+        if f < f0 or t <= floor:
+            break
+        t = max(t * kernel.BETA, floor)
+    stats = np.zeros(kernel.N_STATS)
+    for p in parts:
+        s = p["stats"]
+        stats += s
+        for k in (kernel.MAX_GRAD, kernel.MAX_GRAD0):
+            stats[k] = max(stats[k] - s[k], s[k])  # a maximum, not a sum
+    return {"w": wt, "b": b + t * db, "f": f}, [{"f": f, "t": t, "stats": stats}]
+
+
+def weights(prev) -> np.ndarray:
+    return _state(prev)["w"]
+
+
+def reports(result: tuple) -> list[dict]:
+    return result[1]
