@@ -113,7 +113,7 @@ def test_c_perf_is_svmperf_scaling_and_round_limit_warns(client, a9a, a9a_store)
     assert m1.params["c_perf"] == pytest.approx(0.01 * C * n, rel=1e-12)
     np.testing.assert_allclose(m1.w, m2.w, rtol=1e-9, atol=1e-12)
     assert m1.summary["rounds"] == 4 and not m1.summary["converged"]
-    for bad, match in [(dict(loss="squared_hinge"), "hinge loss"),
+    for bad, match in [(dict(loss="squared_hinge"), r"one of \['hinge'\] with solver='cutting_plane'"),
                        (dict(c_perf=-1.0), "'c_perf' parameter"),
                        (dict(objective="rank"), "'objective' parameter")]:
         with pytest.raises(ValueError, match=match):
@@ -183,5 +183,6 @@ def test_cli_trains_and_reports_iterations(tmp_path, a9a):
     assert out["solver"] == "cutting_plane" and out["loss"] == "hinge" and out["converged"]
     assert out["C"] == pytest.approx(0.05) and out["eps"] == 1e-3
     assert "|W|" in p.stderr and "xi'" in p.stderr  # per-iteration progress
-    bad = run("train", store, tmp_path / "m2", "--solver", "cutting-plane", "-s", 1, ok=False)
+    bad = run("train", store, tmp_path / "m2", "--solver", "cutting-plane", "--loss",
+              "squared-hinge", ok=False)
     assert bad.returncode == 1 and "ERROR" in bad.stderr and "hinge" in bad.stderr
