@@ -1,4 +1,4 @@
-"""The ``distsvm`` command: ingest | info | train | predict | export | import.
+"""The ``distsvm`` command: ingest | generate | info | train | predict | export | import.
 
 Shaped like LIBLINEAR's ``train [options] data model``: ``-s``, ``-c``, ``-e``,
 ``-B``, ``-q`` mean what they mean there.  Errors are one ``ERROR: …`` line on
@@ -61,6 +61,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="number of features (default: the largest index seen)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("--serial", action="store_true", help="parse in this process, no cluster")
+    _cluster_options(p)
+    _common(p)
+
+    p = sub.add_parser("generate", help="write a synthetic text-like dataset into a store")
+    p.add_argument("store")
+    p.add_argument("--rows", type=int, required=True, metavar="N")
+    p.add_argument("--features", type=int, required=True, metavar="M")
+    p.add_argument("--nnz-per-row", type=int, required=True, metavar="K",
+                   help="mean number of distinct features per row (log-normal lengths)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of feature popularity (1)")
+    p.add_argument("--density", type=float, default=0.1,
+                   help="share of features in the ground truth's support (0.1)")
+    p.add_argument("--noise", type=float, default=0.05, help="label flip probability (0.05)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--block-rows", type=int, metavar="N", help="rows per block")
+    size.add_argument("--block-mb", type=float, metavar="MB",
+                      help="megabytes of CSR per block (default 64)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--serial", action="store_true", help="generate in this process, no cluster")
     _cluster_options(p)
     _common(p)
 
@@ -143,6 +163,25 @@ def _ingest(a, progress):
     m = d.meta
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
             "n_blocks": len(m.blocks), "classes": list(m.classes)}
+
+
+def _generate(a, progress):
+    from .generate import generate
+    from .ingest import DEFAULT_BLOCK_MB
+    from .jobs import client_for
+
+    kwargs = dict(rows=a.rows, features=a.features, nnz_per_row=a.nnz_per_row, seed=a.seed,
+                  zipf=a.zipf, density=a.density, noise=a.noise, block_rows=a.block_rows,
+                  block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
+                  overwrite=a.overwrite, progress=progress)
+    if a.serial:
+        d = generate(a.store, **kwargs)
+    else:
+        with client_for(a.scheduler, a.workers) as c:
+            d = generate(a.store, client=c, **kwargs)
+    m = d.meta
+    return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
+            "n_blocks": len(m.blocks), "class_counts": list(m.class_counts)}
 
 
 def _info(a):
@@ -241,6 +280,8 @@ def main(argv=None) -> int:
     try:
         if a.command == "ingest":
             result = _ingest(a, progress)
+        elif a.command == "generate":
+            result = _generate(a, progress)
         elif a.command == "info":
             result = _info(a)
         elif a.command == "train":
