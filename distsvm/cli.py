@@ -113,7 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-rounds", type=int, default=1000,
                    help="round limit; reaching it warns (default 1000)")
     p.add_argument("--inner-passes", type=int, default=1,
-                   help="DCD passes over a block per visit (default 1)")
+                   help="DCD passes over a block per visit (default 1); with --parallel, "
+                        "local passes per round")
+    p.add_argument("--parallel", choices=("average", "add"),
+                   help="dcd across workers as CoCoA (average, gamma=1/K) or CoCoA+ (add, "
+                        "gamma=1, sigma'=K): w broadcast once per round, only dw returned")
     alm = p.add_argument_group("SVM-ALM (--solver alm)")
     alm.add_argument("--p", type=float, help="loss exponent p >= 1 of --loss lp")
     alm.add_argument("--no-bias", action="store_true",
@@ -221,7 +225,8 @@ def _train(a, progress):
         a.eps = 0.01 if a.solver == "alm" else 0.1
     model = train(a.store, solver=a.solver, loss=loss or "squared_hinge", C=a.C, eps=a.eps,
                   bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
-                  inner_passes=a.inner_passes, gap_tol=a.gap_tol, scheduler=a.scheduler, n_workers=a.workers,
+                  inner_passes=a.inner_passes, gap_tol=a.gap_tol, parallel=a.parallel,
+                  scheduler=a.scheduler, n_workers=a.workers,
                   progress=progress, owner="distsvm train", **extra)
     save_model(model, a.model)
     s = model.summary
