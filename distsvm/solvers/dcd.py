@@ -107,6 +107,38 @@ def _seed(seed: int, round_: int, block: int) -> int:
     return int(np.random.SeedSequence([seed, round_, block]).generate_state(1)[0])
 
 
+def _round(r: int, reports: list[dict], ww: float, C: float, diag: float, n_rows: int,
+           start: float, active: int) -> dict:
+    """A round's log row from the workers' reports: P(w), D(α) = Σα − ½‖w‖² − ½ΣDᵢᵢαᵢ²,
+    the gap, the projected-gradient spread of (17), active rows and accuracy."""
+    primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
+    dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
+        - 0.5 * diag * sum(p["sum_alpha_sq"] for p in reports)
+    return {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
+            "pg_violation": max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports),
+            "active": active / max(1, n_rows),
+            "train_accuracy": sum(p["correct"] for p in reports) / max(1, n_rows),
+            "seconds": time.perf_counter() - start}
+
+
+def _certified(row: dict, gap_tol: float) -> bool:
+    """Whether the duality gap certifies P(w) to within gap_tol relative."""
+    return gap_tol > 0 and row["gap"] <= gap_tol * abs(row["primal"])
+
+
+def _round_limit(max_rounds: int, pg: float, eps: float, stacklevel: int = 3) -> None:
+    msg = (f"dcd reached the round limit ({max_rounds}) before the projected-gradient "
+           f"violation {pg:.3g} fell to eps={eps:g}; increase max_rounds or eps")
+    warnings.warn(msg, ConvergenceWarning, stacklevel=stacklevel)
+
+
+def _result(w: np.ndarray, history: list[dict], converged: bool, start: float) -> Result:
+    last = history[-1]
+    return Result(w=w, rounds=len(history), converged=converged, primal_objective=last["primal"],
+                  dual_objective=last["dual"], duality_gap=last["gap"],
+                  train_seconds=time.perf_counter() - start, history=history)
+
+
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, seed: int, inner_passes: int = 1, gap_tol: float = 0.0,
           parallel: str | None = None, progress: Progress | None = None) -> Result:
@@ -126,7 +158,6 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
-    primal = dual = np.nan
     owners = [a for a in plan.workers if plan.blocks_of(a)]
     common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=1,
                   storage_options=dataset.storage_options)
@@ -152,21 +183,14 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                       for a in owners if a != last_owner]
             (w, own), *rest = cluster.gather(client, [prev] + others, owners)
             reports = [own] + rest
-            ww = reports[0]["ww"]
-            primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
-            dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
-                - 0.5 * diag * sum(p["sum_alpha_sq"] for p in reports)
-            pg_max, pg_min = max(p["pg_max"] for p in reports), min(p["pg_min"] for p in reports)
-            pg = pg_max - pg_min
-            row = {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
-                   "pg_violation": pg,
-                   "active": sum(p["active"] for p in reports) / max(1, meta.n_rows),
-                   "train_accuracy": sum(p["correct"] for p in reports) / max(1, meta.n_rows),
-                   "seconds": time.perf_counter() - start}
+            row = _round(r, reports, reports[0]["ww"], C, diag, meta.n_rows, start,
+                         sum(p["active"] for p in reports))
             history.append(row)
             progress.round(row)
+            pg = row["pg_violation"]
+            pg_max, pg_min = max(p["pg_max"] for p in reports), min(p["pg_min"] for p in reports)
             full = all(p["full"] for p in reports)
-            if (pg <= eps and full) or (gap_tol > 0 and primal - dual <= gap_tol * abs(primal)):
+            if (pg <= eps and full) or _certified(row, gap_tol):
                 converged = True  # (17) on a pass over every row, or certified by the gap
                 break
             if pg <= eps:  # the shrunken problem is solved: reactivate every row, check again
@@ -174,14 +198,10 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             else:
                 shrink = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
         else:
-            msg = (f"dcd reached the round limit ({max_rounds}) before the projected-gradient "
-                   f"violation {pg:.3g} fell to eps={eps:g}; increase max_rounds or eps")
-            warnings.warn(msg, ConvergenceWarning, stacklevel=2)
+            _round_limit(max_rounds, pg, eps)
     finally:
         client.run(workers.blocks.drop_run, run)
-    return Result(w=w, rounds=len(history), converged=converged, primal_objective=primal,
-                  dual_objective=dual, duality_gap=primal - dual,
-                  train_seconds=time.perf_counter() - start, history=history)
+    return _result(w, history, converged, start)
 
 
 def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float,
@@ -216,29 +236,18 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                     [_seed(seed, r, b) for b in mine], run, cache_bytes=plan.cache_bytes[a],
                     workers=[a], pure=False, **common))
             results = cluster.gather(client, futures, owners)
-            reports = [rep for _, rep in results]
-            ww = float(w @ w)
-            primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
-            dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
-                - 0.5 * diag * sum(p["sum_alpha_sq"] for p in reports)
-            pg = max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports)
-            row = {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
-                   "pg_violation": pg, "active": 1.0,
-                   "train_accuracy": sum(p["correct"] for p in reports) / max(1, meta.n_rows),
-                   "seconds": time.perf_counter() - start}
+            row = _round(r, [rep for _, rep in results], float(w @ w), C, diag, meta.n_rows,
+                         start, meta.n_rows)
             history.append(row)
             progress.round(row)
-            if pg <= eps or (gap_tol > 0 and primal - dual <= gap_tol * abs(primal)):
+            pg = row["pg_violation"]
+            if pg <= eps or _certified(row, gap_tol):
                 converged = True  # (17) at the broadcast w, or certified by the gap: keep it
                 break
             if r < max_rounds:  # else return the w whose objectives were measured
                 w = w + gamma * np.sum([dw for dw, _ in results], axis=0)
         else:
-            msg = (f"dcd reached the round limit ({max_rounds}) before the projected-gradient "
-                   f"violation {pg:.3g} fell to eps={eps:g}; increase max_rounds or eps")
-            warnings.warn(msg, ConvergenceWarning, stacklevel=3)
+            _round_limit(max_rounds, pg, eps, stacklevel=4)
     finally:
         client.run(workers.blocks.drop_run, run)
-    return Result(w=w, rounds=len(history), converged=converged, primal_objective=primal,
-                  dual_objective=dual, duality_gap=primal - dual,
-                  train_seconds=time.perf_counter() - start, history=history)
+    return _result(w, history, converged, start)
