@@ -1,4 +1,5 @@
-"""The ``distsvm`` command: ingest | columnize | info | train | predict | export | import.
+"""The ``distsvm`` command: ingest | generate | columnize | info | train | predict | export |
+import.
 
 Shaped like LIBLINEAR's ``train [options] data model``: ``-s``, ``-c``, ``-e``,
 ``-B``, ``-q`` mean what they mean there.  Errors are one ``ERROR: …`` line on
@@ -47,7 +48,7 @@ def _common(p):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="distsvm", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="distsvm", description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--version", action="version", version=f"distsvm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -78,6 +79,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="megabytes of CSC per column block (default 64)")
     p.add_argument("--serial", action="store_true", help="run in this process, no cluster")
     _columnize_options(p)
+    _cluster_options(p)
+    _common(p)
+
+    p = sub.add_parser("generate", help="write a synthetic text-like dataset into a store")
+    p.add_argument("store")
+    p.add_argument("--rows", type=int, required=True, metavar="N")
+    p.add_argument("--features", type=int, required=True, metavar="M")
+    p.add_argument("--nnz-per-row", type=int, required=True, metavar="K",
+                   help="mean number of distinct features per row (log-normal lengths)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of feature popularity (1)")
+    p.add_argument("--density", type=float, default=0.1,
+                   help="share of features in the ground truth's support (0.1)")
+    p.add_argument("--noise", type=float, default=0.05, help="label flip probability (0.05)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--block-rows", type=int, metavar="N", help="rows per block")
+    size.add_argument("--block-mb", type=float, metavar="MB",
+                      help="megabytes of CSR per block (default 64)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--serial", action="store_true", help="generate in this process, no cluster")
     _cluster_options(p)
     _common(p)
 
@@ -126,7 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-rounds", type=int, default=1000,
                    help="round limit; reaching it warns (default 1000)")
     p.add_argument("--inner-passes", type=int, default=1,
-                   help="DCD passes over a block per visit (default 1)")
+                   help="DCD passes over a block per visit (default 1); with --parallel, "
+                        "local passes per round")
+    p.add_argument("--parallel", choices=("average", "add"),
+                   help="dcd across workers as CoCoA (average, gamma=1/K) or CoCoA+ (add, "
+                        "gamma=1, sigma'=K): w broadcast once per round, only dw returned")
     alm = p.add_argument_group("SVM-ALM (--solver alm)")
     alm.add_argument("--p", type=float, help="loss exponent p >= 1 of --loss lp")
     alm.add_argument("--no-bias", action="store_true",
@@ -180,6 +205,25 @@ def _ingest(a, progress):
     m = d.meta
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
             "n_blocks": len(m.blocks), "classes": list(m.classes)}
+
+
+def _generate(a, progress):
+    from .generate import generate
+    from .ingest import DEFAULT_BLOCK_MB
+    from .jobs import client_for
+
+    kwargs = dict(rows=a.rows, features=a.features, nnz_per_row=a.nnz_per_row, seed=a.seed,
+                  zipf=a.zipf, density=a.density, noise=a.noise, block_rows=a.block_rows,
+                  block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
+                  overwrite=a.overwrite, progress=progress)
+    if a.serial:
+        d = generate(a.store, **kwargs)
+    else:
+        with client_for(a.scheduler, a.workers) as c:
+            d = generate(a.store, client=c, **kwargs)
+    m = d.meta
+    return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
+            "n_blocks": len(m.blocks), "class_counts": list(m.class_counts)}
 
 
 def _build_columns(d, a, client, progress):
@@ -246,7 +290,8 @@ def _train(a, progress):
                   C=1.0 if a.C is None else a.C, eps=a.eps, objective=a.objective,
                   c_perf=a.c_perf, bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
                   inner_passes=a.inner_passes, gap_tol=a.gap_tol, pcd_mode=a.pcd_mode,
-                  scheduler=a.scheduler, n_workers=a.workers, progress=progress,
+                  parallel=a.parallel, scheduler=a.scheduler, n_workers=a.workers,
+                  progress=progress,
                   owner="distsvm train", **extra)
     save_model(model, a.model)
     s = model.summary
@@ -309,6 +354,8 @@ def main(argv=None) -> int:
             result = _ingest(a, progress)
         elif a.command == "columnize":
             result = _columnize(a, progress)
+        elif a.command == "generate":
+            result = _generate(a, progress)
         elif a.command == "info":
             result = _info(a)
         elif a.command == "train":

@@ -166,12 +166,15 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
           inner_passes: int = 1, gap_tol: float = 0.0, objective: str = "classification",
           c_perf: float | None = None, p: float | None = None, method: str = "inexact",
           mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6, pcd_mode: str = "exact",
-          scheduler: str | None = None, n_workers: int | None = None,
+          parallel: str | None = None, scheduler: str | None = None,
+          n_workers: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train") -> Model:
     """Train a binary linear classifier on a dataset (or its URL) and return the model.
 
     Training stops when LIBLINEAR's rule holds for ``eps``, or, if ``gap_tol`` > 0, when
     the duality gap certifies the primal objective to within ``gap_tol`` relative.
+    ``parallel="average"`` or ``"add"`` runs DCD as CoCoA / CoCoA+ across the workers
+    (see :mod:`distsvm.solvers.dcd`).
 
     ``solver="alm"`` (SVM-ALM, :mod:`distsvm.solvers.alm`) minimizes
     ``½‖w‖² + C Σ max(0, 1 − y(wᵀx + b))ᵖ`` with an *unregularized* intercept b
@@ -187,6 +190,11 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
                  max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
                  gap_tol=gap_tol, objective=objective, c_perf=c_perf)
+    if parallel not in (None, "average", "add"):
+        raise ValueError(f"The 'parallel' parameter of {owner} must be one of "
+                         f"[None, 'average', 'add']. Got {parallel!r} instead.")
+    if parallel is not None and solver != "dcd":
+        raise ValueError(f"The 'parallel' parameter of {owner} belongs to solver 'dcd'.")
     alm_options = dict(method=method, mu0=mu0, rho=rho, rtol=rtol)
     if solver == "alm":
         p = check_alm_params(owner, loss=loss, p=p, **alm_options)
@@ -230,7 +238,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
             result = dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                bias=float(bias), max_rounds=max_rounds, seed=seed,
                                inner_passes=inner_passes, gap_tol=float(gap_tol),
-                               progress=progress)
+                               parallel=parallel, progress=progress)
     params = {"C": float(C), "eps": float(eps), "bias": float(bias), "max_rounds": max_rounds,
               "seed": seed, "inner_passes": inner_passes, "gap_tol": float(gap_tol)}
     if solver == "cutting_plane":
@@ -238,6 +246,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                       c_perf=cutting_plane.n_loss_terms(meta.class_counts, objective) * C / 100)
     if solver == "pcd":
         params["pcd_mode"] = pcd_mode
+    if parallel is not None:
+        params["parallel"] = parallel
     if why:
         params["auto_choice"] = why
     summary = {"rounds": result.rounds, "converged": result.converged,

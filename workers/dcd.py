@@ -77,3 +77,39 @@ def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float,
             "sum_alpha_sq": sum(s["sum_alpha_sq"] for s in stats),
             "pg_max": max(s["pg_max"] for s in stats), "pg_min": min(s["pg_min"] for s in stats),
             "full": all(s["full"] for s in stats), "active": sum(s["active"] for s in stats)}
+
+
+def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
+                gamma: float, sigma: float, bias: float, n_features: int, loss: int,
+                positive: int, C: float, eps: float, n_passes: int, cache_bytes: int,
+                storage_options: dict | None = None):
+    """One round of parallel DCD (CoCoA/CoCoA+) on the blocks ``infos`` this worker owns.
+
+    First the statistics of its blocks at the broadcast ``w`` (the loss, the
+    projected gradients and Σα, Σα², see :func:`kernel.dual_stats`), then
+    ``n_passes`` local DCD passes over each block from ``w`` with the local
+    subproblem scaled by ``sigma`` (σ′), and finally each block's α moves by
+    ``gamma`` times its change, so that after the coordinator's
+    ``w += gamma·Σ Δw`` it still holds that w = Σ αᵢyᵢxᵢ.  α never leaves the
+    worker.  Returns ``(Δw, report)``.
+    """
+    u = np.array(w, dtype=np.float64)  # w₀ + σ′Δw as the local passes go
+    rows = []
+    for info in infos:
+        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+        s = blocks.run_state(run, info.name, lambda n=block.n_rows: {"alpha": np.zeros(n)})
+        rows.append(kernel.dual_stats(block.indptr, block.indices, block.data, block.y,
+                                      positive, w, bias, n_features, s["alpha"], loss, C))
+    for info, seed in zip(infos, seeds):
+        block, sqnorm = blocks.load(url, info, cache_bytes, storage_options)
+        alpha = blocks.run_state(run, info.name, dict)["alpha"]
+        old = alpha.copy()
+        state, index = kernel.new_state(block.n_rows)  # shrinking only within the round
+        kernel.dcd_passes(block.indptr, block.indices, block.data, block.y, positive, sqnorm,
+                          u, bias, n_features, alpha, index, state, loss, C, eps, n_passes,
+                          seed, sigma)
+        alpha[:] = old + gamma * (alpha - old)
+    total, correct, pg_max, pg_min, sum_a, sum_a2 = zip(*rows)
+    report = {"loss": sum(total), "correct": sum(correct), "pg_max": max(pg_max),
+              "pg_min": min(pg_min), "sum_alpha": sum(sum_a), "sum_alpha_sq": sum(sum_a2)}
+    return (u - w) / sigma, report

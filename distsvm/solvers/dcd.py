@@ -23,6 +23,31 @@ all blocks, and when the shrunken problem meets (17) every block reactivates
 all its rows.  (Per-block thresholds would shrink more aggressively than
 LIBLINEAR: a block's own extremes lie inside the global ones.)
 
+Parallel DCD (``parallel="average"`` or ``"add"``): instead of passing ``w``
+from block to block, every round the coordinator broadcasts ``w`` once
+(``client.scatter``) to the K workers that own blocks; each runs
+``inner_passes`` DCD passes (Hsieh et al. 2008, Algorithm 1) over its own
+blocks from that ``w`` with its α in its memory and returns only Δw and the
+statistics of its blocks at the broadcast ``w``; the coordinator sets
+``w += γ Σₖ Δwₖ``.  This is CoCoA (Jaggi, Smith, Takáč, Terhorst, Krishnan,
+Hofmann & Jordan, NIPS 2014, "Communication-efficient distributed dual
+coordinate ascent", Algorithm 1, with
+``LocalDualMethod`` = H passes of DCD) for "average", γ = 1/K, and CoCoA+
+(Ma, Smith, Jaggi, Jordan, Richtárik & Takáč, ICML 2015, "Adding vs.
+averaging in distributed primal-dual optimization", Algorithm 1) for "add",
+γ = 1 with the local subproblem's quadratic term scaled by σ′ = γK = K (the
+safe choice they recommend), which :func:`workers.kernels.dcd.dcd_passes` solves with Q̄ᵢᵢ = σ′‖xᵢ‖² + Dᵢᵢ.
+Each worker moves its α by γΔα, so w = Σ αᵢyᵢxᵢ holds after every round and
+the dual objective is exact.  What differs from the papers: their
+objective is λ/2‖w‖² + 1/n Σ loss (we use LIBLINEAR's ½‖w‖² + C Σ loss, an
+equivalent scaling); a "machine" is a worker with several row blocks, the
+passes visit its blocks in a random order with a random permutation inside
+each; shrinking (§3.2) works inside a round only (every round starts with all
+rows active, because the thresholds of (16) go stale when w moves by the other
+workers' updates); and the round's primal, dual, gap and projected gradients
+are those of the broadcast ``w``, measured in the same task, so stopping on
+them returns that ``w`` and discards the round's last local updates.
+
 Stopping: LIBLINEAR's rule (17): the spread of projected gradients over a
 round whose passes covered every row, max PG − min PG ≤ eps; or, with
 ``gap_tol`` > 0, a duality gap ≤ gap_tol·P(w), which bounds P(w) − P* by the
@@ -82,11 +107,47 @@ def _seed(seed: int, round_: int, block: int) -> int:
     return int(np.random.SeedSequence([seed, round_, block]).generate_state(1)[0])
 
 
+def _round(r: int, reports: list[dict], ww: float, C: float, diag: float, n_rows: int,
+           start: float, active: int) -> dict:
+    """A round's log row from the workers' reports: P(w), D(α) = Σα − ½‖w‖² − ½ΣDᵢᵢαᵢ²,
+    the gap, the projected-gradient spread of (17), active rows and accuracy."""
+    primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
+    dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
+        - 0.5 * diag * sum(p["sum_alpha_sq"] for p in reports)
+    return {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
+            "pg_violation": max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports),
+            "active": active / max(1, n_rows),
+            "train_accuracy": sum(p["correct"] for p in reports) / max(1, n_rows),
+            "seconds": time.perf_counter() - start}
+
+
+def _certified(row: dict, gap_tol: float) -> bool:
+    """Whether the duality gap certifies P(w) to within gap_tol relative."""
+    return gap_tol > 0 and row["gap"] <= gap_tol * abs(row["primal"])
+
+
+def _round_limit(max_rounds: int, pg: float, eps: float, stacklevel: int = 3) -> None:
+    msg = (f"dcd reached the round limit ({max_rounds}) before the projected-gradient "
+           f"violation {pg:.3g} fell to eps={eps:g}; increase max_rounds or eps")
+    warnings.warn(msg, ConvergenceWarning, stacklevel=stacklevel)
+
+
+def _result(w: np.ndarray, history: list[dict], converged: bool, start: float) -> Result:
+    last = history[-1]
+    return Result(w=w, rounds=len(history), converged=converged, primal_objective=last["primal"],
+                  dual_objective=last["dual"], duality_gap=last["gap"],
+                  train_seconds=time.perf_counter() - start, history=history)
+
+
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, seed: int, inner_passes: int = 1, gap_tol: float = 0.0,
-          progress: Progress | None = None) -> Result:
+          parallel: str | None = None, progress: Progress | None = None) -> Result:
     """Train by block-wise DCD on the cluster behind ``client``; see the module docstring."""
     progress = progress or Progress(quiet=True)
+    if parallel is not None:
+        return _solve_parallel(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
+                               max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
+                               gap_tol=gap_tol, parallel=parallel, progress=progress)
     code = losses.code(loss)
     meta = dataset.meta
     dim = meta.n_features + (1 if bias >= 0 else 0)
@@ -97,7 +158,6 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
-    primal = dual = np.nan
     owners = [a for a in plan.workers if plan.blocks_of(a)]
     common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=1,
                   storage_options=dataset.storage_options)
@@ -123,21 +183,14 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                       for a in owners if a != last_owner]
             (w, own), *rest = cluster.gather(client, [prev] + others, owners)
             reports = [own] + rest
-            ww = reports[0]["ww"]
-            primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
-            dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
-                - 0.5 * diag * sum(p["sum_alpha_sq"] for p in reports)
-            pg_max, pg_min = max(p["pg_max"] for p in reports), min(p["pg_min"] for p in reports)
-            pg = pg_max - pg_min
-            row = {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
-                   "pg_violation": pg,
-                   "active": sum(p["active"] for p in reports) / max(1, meta.n_rows),
-                   "train_accuracy": sum(p["correct"] for p in reports) / max(1, meta.n_rows),
-                   "seconds": time.perf_counter() - start}
+            row = _round(r, reports, reports[0]["ww"], C, diag, meta.n_rows, start,
+                         sum(p["active"] for p in reports))
             history.append(row)
             progress.round(row)
+            pg = row["pg_violation"]
+            pg_max, pg_min = max(p["pg_max"] for p in reports), min(p["pg_min"] for p in reports)
             full = all(p["full"] for p in reports)
-            if (pg <= eps and full) or (gap_tol > 0 and primal - dual <= gap_tol * abs(primal)):
+            if (pg <= eps and full) or _certified(row, gap_tol):
                 converged = True  # (17) on a pass over every row, or certified by the gap
                 break
             if pg <= eps:  # the shrunken problem is solved: reactivate every row, check again
@@ -145,11 +198,56 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             else:
                 shrink = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
         else:
-            msg = (f"dcd reached the round limit ({max_rounds}) before the projected-gradient "
-                   f"violation {pg:.3g} fell to eps={eps:g}; increase max_rounds or eps")
-            warnings.warn(msg, ConvergenceWarning, stacklevel=2)
+            _round_limit(max_rounds, pg, eps)
     finally:
         client.run(workers.blocks.drop_run, run)
-    return Result(w=w, rounds=len(history), converged=converged, primal_objective=primal,
-                  dual_objective=dual, duality_gap=primal - dual,
-                  train_seconds=time.perf_counter() - start, history=history)
+    return _result(w, history, converged, start)
+
+
+def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float,
+                    eps: float, bias: float, max_rounds: int, seed: int, inner_passes: int,
+                    gap_tol: float, parallel: str, progress: Progress) -> Result:
+    """Parallel DCD, CoCoA (``average``) or CoCoA+ (``add``); see the module docstring."""
+    code = losses.code(loss)
+    meta = dataset.meta
+    dim = meta.n_features + (1 if bias >= 0 else 0)
+    diag = 0.0 if code == losses.HINGE else 0.5 / C
+    owners = [a for a in plan.workers if plan.blocks_of(a)]
+    K = len(owners)
+    gamma, sigma = (1.0 / K, 1.0) if parallel == "average" else (1.0, float(K))
+    run = uuid.uuid4().hex
+    rng = np.random.default_rng(seed)
+    w = np.zeros(dim)
+    history: list[dict] = []
+    start = time.perf_counter()
+    converged = False
+    common = dict(gamma=gamma, sigma=sigma, bias=bias, n_features=meta.n_features, loss=code,
+                  positive=1, C=C, eps=eps, n_passes=inner_passes,
+                  storage_options=dataset.storage_options)
+    try:
+        for r in range(1, max_rounds + 1):
+            order = [int(b) for b in rng.permutation(len(meta.blocks))]
+            shared = client.scatter(w, workers=owners, broadcast=True)
+            futures = []
+            for a in owners:
+                mine = [b for b in order if plan.owners[b] == a]
+                futures.append(client.submit(
+                    workers.dcd.local_round, shared, dataset.url, [meta.blocks[b] for b in mine],
+                    [_seed(seed, r, b) for b in mine], run, cache_bytes=plan.cache_bytes[a],
+                    workers=[a], pure=False, **common))
+            results = cluster.gather(client, futures, owners)
+            row = _round(r, [rep for _, rep in results], float(w @ w), C, diag, meta.n_rows,
+                         start, meta.n_rows)
+            history.append(row)
+            progress.round(row)
+            pg = row["pg_violation"]
+            if pg <= eps or _certified(row, gap_tol):
+                converged = True  # (17) at the broadcast w, or certified by the gap: keep it
+                break
+            if r < max_rounds:  # else return the w whose objectives were measured
+                w = w + gamma * np.sum([dw for dw, _ in results], axis=0)
+        else:
+            _round_limit(max_rounds, pg, eps, stacklevel=4)
+    finally:
+        client.run(workers.blocks.drop_run, run)
+    return _result(w, history, converged, start)

@@ -36,7 +36,7 @@ def new_state(n_rows):
 
 @numba.njit(cache=True, nogil=True)
 def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
-               alpha, index, state, loss, C, eps, n_passes, seed):
+               alpha, index, state, loss, C, eps, n_passes, seed, sigma=1.0):
     """Run up to ``n_passes`` outer iterations of DCD with shrinking on one block.
 
     Updates ``w``, ``alpha``, ``index`` (the permutation buffer whose first
@@ -44,6 +44,11 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
     Returns ``(pg_max, pg_min, full, converged, sum_alpha, sum_alpha_sq)``:
     the projected-gradient extremes of the last pass, whether that pass covered
     every row, whether (17) held on a full pass, and Σα, Σα² of the block.
+
+    ``sigma`` > 1 solves CoCoA+'s local subproblem (Ma et al., ICML 2015) with
+    σ′ = sigma instead: ``w`` then holds w₀ + σ′·Δw of this block's updates, so
+    the gradient (12) is taken at that point, the quadratic term of (9) is
+    Q̄ᵢᵢ = σ′(‖xᵢ‖² + bias²) + Dᵢᵢ, and the update (13) adds σ′·Δαᵢyᵢxᵢ.
     """
     np.random.seed(seed)
     if loss == HINGE:
@@ -87,13 +92,13 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
             pg_max_new = max(pg_max_new, PG)
             pg_min_new = min(pg_min_new, PG)
             if abs(PG) > 1.0e-12:
-                qd = sqnorm[i] + bias_sq + diag
+                qd = sigma * (sqnorm[i] + bias_sq) + diag
                 old = alpha[i]
                 if qd > 0.0:
                     alpha[i] = min(max(old - G / qd, 0.0), upper)  # (9)
                 else:  # xᵢ = 0 in L1-SVM without bias: 1/Q̄ᵢᵢ = ∞ (§2), G = −1 sends αᵢ to U
                     alpha[i] = upper if G < 0.0 else 0.0
-                d = (alpha[i] - old) * yi
+                d = sigma * (alpha[i] - old) * yi
                 for k in range(indptr[i], indptr[i + 1]):  # (13)
                     w[indices[k]] += d * data[k]
                 if bias >= 0.0:
@@ -118,3 +123,38 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
         sum_alpha += alpha[i]
         sum_alpha_sq += alpha[i] * alpha[i]
     return pg_max_new, pg_min_new, full, converged, sum_alpha, sum_alpha_sq
+
+
+@numba.njit(cache=True, nogil=True)
+def dual_stats(indptr, indices, data, y, positive, w, bias, n_features, alpha, loss, C):
+    """Statistics of one block at ``w`` for the given ``alpha``, in one pass over its rows.
+
+    Returns ``(Σ loss, rows with yᵢwᵀxᵢ > 0, max PG, min PG, Σα, Σα²)``: the
+    primal loss, and the projected-gradient extremes of (17) and the sums the
+    dual objective needs, which are exact when w = Σ αᵢyᵢxᵢ.
+    """
+    if loss == HINGE:
+        diag, upper = 0.0, C
+    else:
+        diag, upper = 0.5 / C, np.inf
+    total, correct = 0.0, 0
+    pg_max, pg_min, sum_alpha, sum_alpha_sq = 0.0, 0.0, 0.0, 0.0
+    for i in range(len(alpha)):
+        yi = 1.0 if y[i] == positive else -1.0
+        m = yi * row_dot(indptr, indices, data, i, w, bias, n_features)
+        if m > 0.0:
+            correct += 1
+        if m < 1.0:
+            total += 1.0 - m if loss == HINGE else (1.0 - m) * (1.0 - m)
+        G = m - 1.0 + diag * alpha[i]  # (12)
+        if alpha[i] == 0.0:
+            PG = min(G, 0.0)
+        elif alpha[i] == upper:
+            PG = max(G, 0.0)
+        else:
+            PG = G
+        pg_max = max(pg_max, PG)
+        pg_min = min(pg_min, PG)
+        sum_alpha += alpha[i]
+        sum_alpha_sq += alpha[i] * alpha[i]
+    return total, correct, pg_max, pg_min, sum_alpha, sum_alpha_sq
