@@ -39,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bench_dcd import LADDER, PeakRSS, primal  # noqa: E402
+from bench_dcd import liblinear_run as liblinear  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "datasets"
@@ -58,16 +59,6 @@ def load(name, max_rows):
         X, y = X[idx], y[idx]
     return X.astype(np.float64).tocsr(), y
 
-
-def liblinear(X, y, s, eps):
-    from liblinear.liblinearutil import parameter, problem, train
-
-    prob = problem(y, X)
-    t = time.perf_counter()
-    m = train(prob, parameter(f"-s {s} -c 1 -e {eps} -q"))
-    dt = time.perf_counter() - t
-    w = np.array([m.w[i] for i in range(X.shape[1])])
-    return (w if m.get_labels()[0] == np.max(y) else -w), dt
 
 
 def first_within(history, key, target, setup):

@@ -103,7 +103,7 @@ def compare(name, X, y, tmp, client, max_rounds, log):
     Xd = X.astype(np.float64).tocsr()
     s = np.where(y == np.max(y), 1.0, -1.0)
     store = ingest((X, y), f"{tmp}/{name}.zarr")
-    w_ll, _ = liblinear_run(Xd, y, "hinge", 1e-4)
+    w_ll, _ = liblinear_run(Xd, y, 3, 1e-4)
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -112,7 +112,7 @@ def compare(name, X, y, tmp, client, max_rounds, log):
     f_star = min(primal(w_ll, Xd, s, "hinge"), dcd.summary["primal_objective"])
     target = 1.01 * f_star
     for eps in LADDER:
-        w, t_ll = liblinear_run(Xd, y, "hinge", eps)
+        w, t_ll = liblinear_run(Xd, y, 3, eps)
         if primal(w, Xd, s, "hinge") <= target:
             break
 

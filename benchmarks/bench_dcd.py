@@ -25,6 +25,7 @@ the work (LIBLINEAR: a child process that loads and trains; distsvm: the worker)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import lzma
 import os
@@ -74,12 +75,14 @@ def primal(w, X, s, loss, C=1.0):
     return 0.5 * float(w @ w) + C * float(np.sum(xi if loss == "hinge" else xi * xi))
 
 
-def liblinear_run(X, y, loss, eps):
+def liblinear_run(X, y, s, eps):
+    """LIBLINEAR ``-s s -c 1 -e eps``: its weights (positive class = the larger label, as
+    distsvm) and the training time, problem construction excluded."""
     from liblinear.liblinearutil import parameter, problem, train
 
     prob = problem(y, X)
     t = time.perf_counter()
-    m = train(prob, parameter(f"-s {LOSSES[loss]} -c 1 -e {eps} -q"))
+    m = train(prob, parameter(f"-s {s} -c 1 -e {eps} -q"))
     dt = time.perf_counter() - t
     w = np.array([m.w[i] for i in range(X.shape[1])])
     return (w if m.get_labels()[0] == np.max(y) else -w), dt
@@ -138,7 +141,7 @@ def bench_dataset(name, tmp, client, repeats, losses, log):
     res["losses"] = {}
     for loss in losses:
         # optimum: the better of two tight runs
-        w_ll, _ = liblinear_run(X, y, loss, 1e-4)
+        w_ll, _ = liblinear_run(X, y, LOSSES[loss], 1e-4)
         tight = train(store, loss=loss, eps=1e-9, gap_tol=1e-4, max_rounds=1000, client=one)
         f_star = min(primal(w_ll, X, s, loss), tight.summary["primal_objective"])
         lower = tight.summary["dual_objective"]  # weak duality: f* >= this
@@ -147,7 +150,7 @@ def bench_dataset(name, tmp, client, repeats, losses, log):
         ll_times = []
         for _ in range(repeats):
             for eps in LADDER:
-                w, dt = liblinear_run(X, y, loss, eps)
+                w, dt = liblinear_run(X, y, LOSSES[loss], eps)
                 if primal(w, X, s, loss) <= target:
                     ll_times.append(dt)
                     break
@@ -199,6 +202,22 @@ def table(results):
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def clusters():
+    """A temporary directory and two local clusters: {"one": 1 worker, "two": 2 workers}."""
+    from distributed import Client, LocalCluster
+
+    kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
+    with tempfile.TemporaryDirectory(prefix="distsvm-bench-") as tmp, \
+            LocalCluster(n_workers=2, **kw) as c2, Client(c2) as two, \
+            LocalCluster(n_workers=1, **kw) as c1, Client(c1) as one:
+        yield tmp, {"one": one, "two": two}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", nargs="+", default=["a9a", "pypi-summaries"])
@@ -206,17 +225,10 @@ def main():
     p.add_argument("--losses", nargs="+", choices=list(LOSSES), default=list(LOSSES))
     p.add_argument("--json", help="also write the results here")
     a = p.parse_args()
-    from distributed import Client, LocalCluster
-
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     results = []
-    kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
-    with tempfile.TemporaryDirectory(prefix="distsvm-bench-") as tmp, \
-            LocalCluster(n_workers=2, **kw) as c2, Client(c2) as two, \
-            LocalCluster(n_workers=1, **kw) as c1, Client(c1) as one:
+    with clusters() as (tmp, client):
         for name in a.datasets:
-            results.append(bench_dataset(name, tmp, {"one": one, "two": two}, a.repeats,
-                                         a.losses, log))
+            results.append(bench_dataset(name, tmp, client, a.repeats, a.losses, log))
     print(table(results))
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(results, indent=1))

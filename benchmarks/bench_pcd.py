@@ -29,14 +29,13 @@ import os
 import pathlib
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from bench_dcd import LADDER, SHARED, PeakRSS  # noqa: E402
+from bench_dcd import LADDER, SHARED, PeakRSS, clusters, liblinear_run, log  # noqa: E402
 
 LIBLINEAR = {"squared_hinge": 2, "logistic": 0}
 
@@ -48,16 +47,6 @@ def primal(w, X, s, loss, C=1.0):
     xi = np.maximum(0.0, 1.0 - m)
     return 0.5 * float(w @ w) + C * float(np.sum(xi * xi))
 
-
-def liblinear_run(X, y, loss, eps):
-    from liblinear.liblinearutil import parameter, problem, train
-
-    prob = problem(y, X)
-    t = time.perf_counter()
-    m = train(prob, parameter(f"-s {LIBLINEAR[loss]} -c 1 -e {eps} -q"))
-    dt = time.perf_counter() - t
-    w = np.array([m.w[i] for i in range(X.shape[1])])
-    return (w if m.get_labels()[0] == np.max(y) else -w), dt
 
 
 def time_to(store, client, target, pids, **kw):
@@ -108,7 +97,7 @@ def bench_dataset(name, tmp, clients, repeats, tight_rounds, max_rounds, log):
     pids1 = list(clients["one"].run(os.getpid).values())
     res["losses"] = {}
     for loss in LIBLINEAR:
-        w_ll, _ = liblinear_run(X, y, loss, 1e-4)
+        w_ll, _ = liblinear_run(X, y, LIBLINEAR[loss], 1e-4)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a round limit is fine: f* takes the better run
             tight = train(store, solver="pcd", loss=loss, eps=1e-5, max_rounds=tight_rounds,
@@ -118,7 +107,7 @@ def bench_dataset(name, tmp, clients, repeats, tight_rounds, max_rounds, log):
         ll = []
         for _ in range(repeats):
             for eps in LADDER:
-                w, dt = liblinear_run(X, y, loss, eps)
+                w, dt = liblinear_run(X, y, LIBLINEAR[loss], eps)
                 if primal(w, X, s, loss) <= target:
                     ll.append(dt)
                     break
@@ -181,17 +170,11 @@ def main():
                    help="round limit of the timed distsvm runs (default 300)")
     p.add_argument("--json", help="also write the results here")
     a = p.parse_args()
-    from distributed import Client, LocalCluster
-
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     results = []
-    kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
-    with tempfile.TemporaryDirectory(prefix="distsvm-bench-") as tmp, \
-            LocalCluster(n_workers=2, **kw) as c2, Client(c2) as two, \
-            LocalCluster(n_workers=1, **kw) as c1, Client(c1) as one:
+    with clusters() as (tmp, client):
         for name in a.datasets:
-            results.append(bench_dataset(name, tmp, {"one": one, "two": two}, a.repeats,
-                                         a.tight_rounds, a.max_rounds, log))
+            results.append(bench_dataset(name, tmp, client, a.repeats, a.tight_rounds,
+                                         a.max_rounds, log))
     print(table(results))
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(results, indent=1))

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import lzma
 import os
-import pathlib
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from .conftest import DATA, liblinear_optimum, load_xy, primal_objective
+from .conftest import DATA, liblinear_optimum, load_xy
 
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
