@@ -110,22 +110,27 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
 
 
 def gather(client: Client, futures: list, workers) -> list:
-    """``client.gather(futures)`` for tasks pinned to ``workers``; raises ClusterError if
-    one of those workers leaves the cluster before the results arrive."""
-    from distributed import wait
+    """The results of ``futures``, tasks pinned to ``workers``; raises ClusterError if one
+    of those workers leaves the cluster before every result has arrived.
 
-    while True:
-        try:
-            wait(futures, timeout=POLL_SECONDS)
-        except TimeoutError:
-            alive = client.scheduler_info(n_workers=-1)["workers"]
-            gone = sorted(set(workers) - set(alive))
-            if gone:
-                for f in futures:
-                    f.cancel()
-                raise ClusterError(
-                    f"worker {', '.join(gone)} left the Dask cluster during the job (killed, "
-                    "or restarted by its nanny, e.g. over its memory limit); the solver state "
-                    "of its blocks is lost: run the job again") from None
-            continue
-        return client.gather(futures)
+    Each result is fetched with a timeout: a finished task whose worker then dies goes back
+    to waiting for that worker, so neither ``wait`` nor a plain ``gather`` may be trusted to
+    return.
+    """
+    results = []
+    for f in futures:
+        while True:
+            try:
+                results.append(f.result(timeout=POLL_SECONDS))
+                break
+            except TimeoutError:
+                alive = client.scheduler_info(n_workers=-1)["workers"]
+                gone = sorted(set(workers) - set(alive))
+                if gone:
+                    for g in futures:
+                        g.cancel()
+                    raise ClusterError(
+                        f"worker {', '.join(gone)} left the Dask cluster during the job "
+                        "(killed, or restarted by its nanny, e.g. over its memory limit); the "
+                        "solver state of its blocks is lost: run the job again") from None
+    return results
