@@ -38,7 +38,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from bench_dcd import LADDER, PeakRSS, primal  # noqa: E402
+from bench_dcd import PeakRSS, liblinear_time_to, primal  # noqa: E402
 from bench_dcd import liblinear_run as liblinear  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -110,11 +110,9 @@ def bench_dataset(name, X, y, tmp, client, alm_iters, log):
         row["alm_worker_peak_mb"] = alm_peak / 2**20
         row["dcd_worker_peak_mb"] = dcd_peak / 2**20
         for s_ in LIBLINEAR_S[loss]:
-            for eps in LADDER:
-                w, dt = liblinear(X, y, s_, eps)
-                if primal(w, X, s, loss) <= target:
-                    row[f"liblinear_s{s_}_s"], row[f"liblinear_s{s_}_eps"] = dt, eps
-                    break
+            dt, eps = liblinear_time_to(X, y, s_, target, lambda w: primal(w, X, s, loss))
+            if dt is not None:
+                row[f"liblinear_s{s_}_s"], row[f"liblinear_s{s_}_eps"] = dt, eps
         res["losses"][loss] = row
         log(f"{name} {loss}: {row}")
     return res

@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from bench_dcd import LADDER, SHARED, liblinear_run, primal  # noqa: E402
+from bench_dcd import SHARED, liblinear_run, liblinear_time_to, primal  # noqa: E402
 
 EPS = 1e-3
 
@@ -111,10 +111,7 @@ def compare(name, X, y, tmp, client, max_rounds, log):
     dcd_wall = time.perf_counter() - t
     f_star = min(primal(w_ll, Xd, s, "hinge"), dcd.summary["primal_objective"])
     target = 1.01 * f_star
-    for eps in LADDER:
-        w, t_ll = liblinear_run(Xd, y, 3, eps)
-        if primal(w, Xd, s, "hinge") <= target:
-            break
+    t_ll, eps = liblinear_time_to(Xd, y, 3, target, lambda w: primal(w, Xd, s, "hinge"))
 
     def time_to(model, wall):
         h = model.summary["history"]

@@ -35,7 +35,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from bench_dcd import LADDER, SHARED, PeakRSS, clusters, liblinear_run, log  # noqa: E402
+from bench_dcd import SHARED, PeakRSS, clusters, liblinear_run, liblinear_time_to, log  # noqa: E402,E501
 
 LIBLINEAR = {"squared_hinge": 2, "logistic": 0}
 
@@ -104,14 +104,10 @@ def bench_dataset(name, tmp, clients, repeats, tight_rounds, max_rounds, log):
                           client=clients["one"])
         f_star = min(primal(w_ll, X, s, loss), tight.summary["primal_objective"])
         target = 1.01 * f_star
-        ll = []
-        for _ in range(repeats):
-            for eps in LADDER:
-                w, dt = liblinear_run(X, y, LIBLINEAR[loss], eps)
-                if primal(w, X, s, loss) <= target:
-                    ll.append(dt)
-                    break
-        row = {"f_star": f_star, "liblinear_s": statistics.median(ll), "liblinear_eps": eps}
+        ll = [liblinear_time_to(X, y, LIBLINEAR[loss], target, lambda w: primal(w, X, s, loss))
+              for _ in range(repeats)]
+        row = {"f_star": f_star, "liblinear_s": statistics.median(t for t, _ in ll),
+               "liblinear_eps": ll[-1][1]}
         runs = {"pcd_exact": ("one", pids1, dict(solver="pcd", pcd_mode="exact")),
                 "pcd_parallel": ("two", pids2, dict(solver="pcd", pcd_mode="parallel"))}
         if loss == "squared_hinge":
