@@ -121,6 +121,15 @@ def _round(r: int, reports: list[dict], ww: float, C: float, diag: float, n_rows
             "seconds": time.perf_counter() - start}
 
 
+def _problem(loss: str, C: float, bias: float, meta, plan: WorkerPlan):
+    """What both coordinators derive from the parameters: the loss code, the dimension of w,
+    the dual's Dᵢᵢ of (4) and the workers that own blocks."""
+    code = losses.code(loss)
+    dim = meta.n_features + (1 if bias >= 0 else 0)
+    diag = 0.0 if code == losses.HINGE else 0.5 / C
+    return code, dim, diag, [a for a in plan.workers if plan.blocks_of(a)]
+
+
 def _certified(row: dict, gap_tol: float) -> bool:
     """Whether the duality gap certifies P(w) to within gap_tol relative."""
     return gap_tol > 0 and row["gap"] <= gap_tol * abs(row["primal"])
@@ -148,17 +157,14 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
         return _solve_parallel(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
                                max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
                                gap_tol=gap_tol, parallel=parallel, progress=progress)
-    code = losses.code(loss)
     meta = dataset.meta
-    dim = meta.n_features + (1 if bias >= 0 else 0)
-    diag = 0.0 if code == losses.HINGE else 0.5 / C
+    code, dim, diag, owners = _problem(loss, C, bias, meta, plan)
     run = uuid.uuid4().hex
     rng = np.random.default_rng(seed)
     prev = np.zeros(dim)
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
-    owners = [a for a in plan.workers if plan.blocks_of(a)]
     common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=1,
                   storage_options=dataset.storage_options)
     shrink = None  # (M̄, m̄) of (16) from the previous round over all blocks; None: unshrink
@@ -208,11 +214,8 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                     eps: float, bias: float, max_rounds: int, seed: int, inner_passes: int,
                     gap_tol: float, parallel: str, progress: Progress) -> Result:
     """Parallel DCD, CoCoA (``average``) or CoCoA+ (``add``); see the module docstring."""
-    code = losses.code(loss)
     meta = dataset.meta
-    dim = meta.n_features + (1 if bias >= 0 else 0)
-    diag = 0.0 if code == losses.HINGE else 0.5 / C
-    owners = [a for a in plan.workers if plan.blocks_of(a)]
+    code, dim, diag, owners = _problem(loss, C, bias, meta, plan)
     K = len(owners)
     gamma, sigma = (1.0 / K, 1.0) if parallel == "average" else (1.0, float(K))
     run = uuid.uuid4().hex
