@@ -19,7 +19,7 @@ from storage import generate as gen
 from storage import ingest as ing
 from storage.errors import InputDataError
 
-from .ingest import DEFAULT_BLOCK_MB, _Runner
+from .ingest import DEFAULT_BLOCK_MB, staging
 from .progress import Progress
 
 
@@ -55,9 +55,7 @@ def generate(store: str, *, rows: int, features: int, nnz_per_row: int, seed: in
     start = time.perf_counter()
     n_blocks = ing.n_blocks_for(rows, rows * nnz_per_row, 4, block_rows, block_mb)
     edges = [(b * rows) // n_blocks for b in range(n_blocks + 1)]
-    stage = ds.prepare(store, overwrite, storage_options)
-    run = _Runner(client)
-    try:
+    with staging(store, overwrite, storage_options, client) as (stage, run):
         for b in range(n_blocks):
             run.submit(gen.write_block, stage, b, edges[b + 1] - edges[b], n_features=features,
                        nnz_per_row=nnz_per_row, zipf=zipf, density=density, noise=noise,
@@ -76,11 +74,6 @@ def generate(store: str, *, rows: int, features: int, nnz_per_row: int, seed: in
                     "seed": seed, "zipf": zipf, "density": density, "noise": noise,
                     "block_rows": block_rows, "block_mb": block_mb})
         dataset = ds.commit(stage, store, meta, overwrite, storage_options)
-    except BaseException:
-        if client is not None:
-            client.cancel(run.pending)
-        ds.abort(stage, store, storage_options)
-        raise
     progress.note(f"generate: wrote {store}: {rows} rows, {meta.nnz} non-zeros, {n_blocks} "
                   f"blocks in {time.perf_counter() - start:.1f}s")
     return dataset

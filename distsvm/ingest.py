@@ -11,6 +11,7 @@ and a failure or an interrupt removes everything written.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -54,6 +55,22 @@ class _Runner:
         return out
 
 
+@contextlib.contextmanager
+def staging(store: str, overwrite: bool, storage_options: dict | None, client):
+    """Yield ``(stage, runner)`` for writing a new dataset at ``store``; on any failure
+    cancel the runner's pending tasks and remove the staging group, so that nothing a later
+    command could take for a whole store is left behind."""
+    stage = ds.prepare(store, overwrite, storage_options)
+    run = _Runner(client)
+    try:
+        yield stage, run
+    except BaseException:
+        if client is not None:
+            client.cancel(run.pending)
+        ds.abort(stage, store, storage_options)
+        raise
+
+
 def ingest(source, store: str, *, client=None, dtype: str = "float32", index_base: int = 1,
            shuffle: bool = True, seed: int = 0, block_rows: int | None = None,
            block_mb: float | None = DEFAULT_BLOCK_MB, n_features: int | None = None,
@@ -75,9 +92,7 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     if is_text and not os.path.exists(source):
         raise FileNotFoundError(f"{source}: no such file")
     start = time.perf_counter()
-    stage = ds.prepare(store, overwrite, storage_options)
-    try:
-        run = _Runner(client)
+    with staging(store, overwrite, storage_options, client) as (stage, run):
         common = dict(shuffle=shuffle, seed=seed, storage_options=storage_options)
         if not is_text:
             X, y = _check_arrays(*source)
@@ -122,11 +137,6 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
             source={"input": where, "index_base": index_base, "shuffle": shuffle, "seed": seed,
                     "block_rows": block_rows, "block_mb": block_mb})
         dataset = ds.commit(stage, store, meta, overwrite, storage_options)
-    except BaseException:
-        if client is not None:
-            client.cancel(run.pending)
-        ds.abort(stage, store, storage_options)
-        raise
     progress.note(f"ingest: wrote {store}: {n_blocks} blocks in {time.perf_counter() - start:.1f}s")
     return dataset
 
