@@ -35,12 +35,11 @@ def _visit(w, url, info, run, seed, *, bias, n_features, loss, C, eps, n_passes,
         state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = np.inf, -np.inf
     else:
         state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = shrink
-    pg_max, pg_min, full, converged, sum_a, sum_a2 = kernel.dcd_passes(
+    pg_max, pg_min, full, _, sum_a, sum_a2 = kernel.dcd_passes(
         block.indptr, block.indices, block.data, block.y, positive, sqnorm, w, bias,
-        n_features, s["alpha"], s["index"], s["state"], loss, C, eps, n_passes, seed)
-    s["stats"] = {"pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
-                  "converged": bool(converged), "sum_alpha": sum_a, "sum_alpha_sq": sum_a2,
-                  "active": int(s["state"][kernel.ACTIVE])}
+        n_features, s["alpha"], s["index"], state, loss, C, eps, n_passes, seed)
+    s["stats"] = {"pg_max": pg_max, "pg_min": pg_min, "full": bool(full), "sum_alpha": sum_a,
+                  "sum_alpha_sq": sum_a2, "active": int(state[kernel.ACTIVE])}
 
 
 def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
