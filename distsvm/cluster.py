@@ -3,8 +3,11 @@
 The embedded cluster binds to 127.0.0.1 only, with one thread per worker
 process (the kernels are single-threaded and release the GIL).  Tasks that
 hold per-block state are pinned to the block's owner; :func:`gather` makes sure
-a job whose owner has left the cluster fails instead of waiting forever (Dask
-keeps a task pinned to a departed worker pending, distributed issue #7346).
+a job whose owner has left the cluster gets a :class:`WorkerLost` error instead of
+waiting forever (Dask keeps a task pinned to a departed worker pending, distributed
+issue #7346).  A solver that can rebuild the lost state catches it, waits for the
+round's other tasks to stop (:func:`settle`), moves the lost blocks to the remaining
+workers (:func:`replan`) and carries on; the others let it fail the job.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import time
 
 import numpy as np
 import psutil
@@ -109,9 +113,26 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
     return WorkerPlan(tuple(addrs[b % len(addrs)] for b in range(n_blocks)), cache)
 
 
+class WorkerLost(ClusterError):
+    """Workers ``gone`` left the cluster while a job's tasks on them were pending."""
+
+    def __init__(self, gone: list[str]):
+        super().__init__(
+            f"worker {', '.join(gone)} left the Dask cluster during the job (killed, or "
+            "restarted by its nanny, e.g. over its memory limit); the solver state of its "
+            "blocks is lost: run the job again")
+        self.gone = gone
+
+
+def alive(client: Client) -> set[str]:
+    """Addresses of the workers the scheduler knows now."""
+    return set(client.scheduler_info(n_workers=-1)["workers"])
+
+
 def gather(client: Client, futures: list, workers) -> list:
-    """The results of ``futures``, tasks pinned to ``workers``; raises ClusterError if one
-    of those workers leaves the cluster before every result has arrived.
+    """The results of ``futures``, tasks pinned to ``workers``; raises :class:`WorkerLost`
+    (a ClusterError) if one of those workers leaves the cluster before every result has
+    arrived.
 
     Each result is fetched with a timeout: a finished task whose worker then dies goes back
     to waiting for that worker, so neither ``wait`` nor a plain ``gather`` may be trusted to
@@ -124,13 +145,55 @@ def gather(client: Client, futures: list, workers) -> list:
                 results.append(f.result(timeout=POLL_SECONDS))
                 break
             except TimeoutError:
-                alive = client.scheduler_info(n_workers=-1)["workers"]
-                gone = sorted(set(workers) - set(alive))
+                gone = sorted(set(workers) - alive(client))
                 if gone:
-                    for g in futures:
-                        g.cancel()
-                    raise ClusterError(
-                        f"worker {', '.join(gone)} left the Dask cluster during the job "
-                        "(killed, or restarted by its nanny, e.g. over its memory limit); the "
-                        "solver state of its blocks is lost: run the job again") from None
+                    client.cancel(futures)
+                    raise WorkerLost(gone) from None
     return results
+
+
+def scatter(client: Client, data, workers: list[str]):
+    """``client.scatter(data)`` to every one of ``workers``; :class:`WorkerLost` if one has
+    left the cluster (the scheduler refuses a departed address)."""
+    try:
+        return client.scatter(data, workers=workers, broadcast=True)
+    except Exception:
+        gone = sorted(set(workers) - alive(client))
+        if gone:
+            raise WorkerLost(gone) from None
+        raise
+
+
+def _running(keys: set, dask_worker=None) -> bool:
+    """On a worker: whether one of ``keys`` is running in a thread (a cancelled task runs
+    on to its end: Dask cannot interrupt it)."""
+    return any(ts.key in keys for ts in dask_worker.state.all_running_tasks)
+
+
+def settle(client: Client, futures: list, workers) -> None:
+    """Cancel ``futures`` and wait until none of them runs on any of ``workers`` still
+    alive, so that the state their tasks change is at rest."""
+    client.cancel(futures)
+    keys = {f.key for f in futures}
+    while keys:
+        live = sorted(set(workers) & alive(client))
+        try:
+            if not any(client.run(_running, keys, workers=live).values()):
+                return
+        except Exception:  # a worker left while we asked: ask the others again
+            pass
+        time.sleep(0.05)
+
+
+def replan(plan: WorkerPlan, gone) -> WorkerPlan:
+    """``plan`` without the workers ``gone``: each keeps its blocks, and the blocks of the
+    departed ones go round-robin (in block order) to the others; ClusterError if none is left."""
+    left = [a for a in plan.workers if a not in set(gone)]
+    if not left:
+        raise ClusterError(f"every worker of the job left the Dask cluster "
+                           f"(last: {', '.join(sorted(gone))}); nothing is left to train on")
+    owners = list(plan.owners)
+    lost = [b for b, a in enumerate(owners) if a not in left]
+    for k, b in enumerate(lost):
+        owners[b] = left[k % len(left)]
+    return WorkerPlan(tuple(owners), {a: plan.cache_bytes[a] for a in left})

@@ -2,7 +2,9 @@
 
 A block's α, shrinking state and last visit's statistics stay in the memory
 of the worker that owns the block (:func:`workers.blocks.run_state`); only
-``w`` travels, from task to task.
+``w`` travels, from task to task.  Each block also keeps a copy of its α from
+the start of the current round (``tag``), so that after a worker loss the
+coordinator can roll the survivors back to it (:func:`restore`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,14 @@ from . import blocks
 from .kernels import dcd as kernel
 
 
+def _checkpoint(s: dict, tag: int) -> None:
+    """Before a block's first change in round ``tag``, keep its α as the round found it."""
+    if s.get("tag") != tag:
+        s["tag"], s["saved"] = tag, s["alpha"].copy()
+
+
 def _visit(w, url, info, run, seed, *, bias, n_features, loss, C, eps, n_passes, positive,
-           shrink, cache_bytes, storage_options):
+           shrink, cache_bytes, storage_options, tag=0):
     """DCD passes on one block, updating ``w`` in place; the block's statistics are kept.
 
     ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all blocks by the
@@ -28,7 +36,10 @@ def _visit(w, url, info, run, seed, *, bias, n_features, loss, C, eps, n_passes,
         state, index = kernel.new_state(block.n_rows)
         return {"alpha": np.zeros(block.n_rows), "index": index, "state": state, "stats": None}
 
-    s = blocks.run_state(run, info.name, fresh)
+    s = blocks.run_state(run, info.name, dict)
+    if "state" not in s:  # new, or only α kept by restore()
+        s.update({**fresh(), **s})
+    _checkpoint(s, tag)
     state = s["state"]
     if shrink is None:
         state[kernel.ACTIVE] = block.n_rows
@@ -81,7 +92,7 @@ def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float,
 def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
                 gamma: float, sigma: float, bias: float, n_features: int, loss: int,
                 positive: int, C: float, eps: float, n_passes: int, cache_bytes: int,
-                storage_options: dict | None = None):
+                storage_options: dict | None = None, tag: int = 0):
     """One round of parallel DCD (CoCoA/CoCoA+) on the blocks ``infos`` this worker owns.
 
     First the statistics of its blocks at the broadcast ``w`` (the loss, the
@@ -96,12 +107,15 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
     rows = []
     for info in infos:
         block, _ = blocks.load(url, info, cache_bytes, storage_options)
-        s = blocks.run_state(run, info.name, lambda n=block.n_rows: {"alpha": np.zeros(n)})
+        s = blocks.run_state(run, info.name, dict)
+        s.setdefault("alpha", np.zeros(block.n_rows))
         rows.append(kernel.dual_stats(block.indptr, block.indices, block.data, block.y,
                                       positive, w, bias, n_features, s["alpha"], loss, C))
     for info, seed in zip(infos, seeds):
         block, sqnorm = blocks.load(url, info, cache_bytes, storage_options)
-        alpha = blocks.run_state(run, info.name, dict)["alpha"]
+        s = blocks.run_state(run, info.name, dict)
+        _checkpoint(s, tag)
+        alpha = s["alpha"]
         old = alpha.copy()
         state, index = kernel.new_state(block.n_rows)  # shrinking only within the round
         kernel.dcd_passes(block.indptr, block.indices, block.data, block.y, positive, sqnorm,
@@ -112,3 +126,33 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
     report = {"loss": sum(total), "correct": sum(correct), "pg_max": max(pg_max),
               "pg_min": min(pg_min), "sum_alpha": sum(sum_a), "sum_alpha_sq": sum(sum_a2)}
     return (u - w) / sigma, report
+
+
+def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, bias: float,
+            n_features: int, positive: int, cache_bytes: int,
+            storage_options: dict | None = None) -> np.ndarray:
+    """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
+    round ``tag`` and return their part of w, Σ_b X_bᵀ(α_b∘y_b) (13).
+
+    A block changed in round ``tag`` gets back the α it had before; its other state
+    (shrinking, statistics) is dropped and rebuilt at its next visit.  A block this
+    worker has no state for (never visited here) has α = 0 and adds nothing.  Idempotent:
+    a second loss during the recovery may run it again.
+    """
+    out = np.zeros(n_features + (1 if bias >= 0 else 0))
+    for info in infos:
+        s = blocks.run_state(run, info.name, dict)
+        if "alpha" not in s:
+            continue
+        if s.get("tag") == tag:
+            s["alpha"][:] = s["saved"]
+        alpha = s["alpha"]
+        s.clear()
+        s.update(alpha=alpha, tag=tag, saved=alpha.copy())
+        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+        v = alpha * np.where(block.y == positive, 1.0, -1.0)
+        out += np.bincount(block.indices, weights=block.data * np.repeat(v, np.diff(block.indptr)),
+                           minlength=len(out))
+        if bias >= 0:
+            out[-1] += bias * v.sum()
+    return out

@@ -48,6 +48,30 @@ workers' updates); and the round's primal, dual, gap and projected gradients
 are those of the broadcast ``w``, measured in the same task, so stopping on
 them returns that ``w`` and discards the round's last local updates.
 
+Worker faults: a block's α lives only in its owner's memory, so when an owner
+leaves the cluster (killed, or restarted by its nanny) α of its blocks is lost.
+:func:`distsvm.cluster.gather` notices within two seconds instead of waiting on
+tasks pinned to the departed address, and the coordinator then (:func:`_recover`)
+cancels the round's tasks and waits for the survivors' running ones to end;
+gives the lost blocks to the surviving workers of the job, round-robin (a
+worker that joins later, such as the nanny's replacement, is not used); sets
+the lost blocks' α to 0 — a feasible dual point, the start of the
+"resetting those blocks" option of the issue — and rolls every surviving
+block's α back to the start of the round (each visit keeps a copy of the α it
+found at its block's first change in a round, :func:`workers.dcd.restore`);
+sums w = Σ_b X_bᵀ(α_b∘y_b) of (13) from the survivors' blocks, one task per
+survivor; and runs the round again, with the same block order and seeds, from
+that w (the parallel modes with γ and σ′ for the new K).  So w = Σ αᵢyᵢxᵢ holds
+again, the dual objective stays exact and the gap stays a certificate; what is
+lost is the progress on the lost blocks' dual variables.  Rolling back to the
+round's start, rather than keeping whatever the interrupted round's tasks had
+done, makes the result depend only on the round in which the loss is noticed
+and on which worker left, not on timing inside the round.  Only when no
+worker of the job is left does the job fail, with ClusterError.  In the
+sequential mode each round starts from the gathered w rather than from the
+previous round's last task: a loss between rounds must not make Dask re-run a
+stateful task of an earlier round to recompute its lost result.
+
 Stopping: LIBLINEAR's rule (17): the spread of projected gradients over a
 round whose passes covered every row, max PG − min PG ≤ eps; or, with
 ``gap_tol`` > 0, a duality gap ≤ gap_tol·P(w), which bounds P(w) − P* by the
@@ -127,7 +151,41 @@ def _problem(loss: str, C: float, bias: float, meta, plan: WorkerPlan):
     code = losses.code(loss)
     dim = meta.n_features + (1 if bias >= 0 else 0)
     diag = 0.0 if code == losses.HINGE else 0.5 / C
-    return code, dim, diag, [a for a in plan.workers if plan.blocks_of(a)]
+    return code, dim, diag, _owners(plan)
+
+
+def _owners(plan: WorkerPlan) -> list[str]:
+    return [a for a in plan.workers if plan.blocks_of(a)]
+
+
+def _recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], futures: list,
+             run: str, r: int, bias: float, progress: Progress) -> tuple[WorkerPlan, np.ndarray]:
+    """After workers ``gone`` left during round ``r``: the plan without them and the w to
+    retry the round from (see "Worker faults" in the module docstring).
+
+    The round's tasks are cancelled and the survivors' running ones waited for; the lost
+    blocks go to the survivors with α = 0; every surviving block's α goes back to the start
+    of round r, and w = Σ_b X_bᵀ(α_b∘y_b) (13) is summed from the survivors' parts.  A loss
+    during the recovery starts it again; ClusterError when no worker is left.
+    """
+    meta = dataset.meta
+    while True:
+        cluster.settle(client, futures, plan.workers)
+        held = {a: [meta.blocks[b] for b in plan.blocks_of(a)] for a in plan.workers}
+        n_lost = sum(a in gone for a in plan.owners)
+        plan = cluster.replan(plan, gone)
+        progress.note(f"round {r}: worker {', '.join(gone)} left the cluster; its "
+                      f"{n_lost} blocks restart from alpha = 0 on the other "
+                      f"{len(plan.workers)} worker(s), and round {r} is run again")
+        futures = [client.submit(workers.dcd.restore, dataset.url, held[a], run, r, bias=bias,
+                                 n_features=meta.n_features, positive=1,
+                                 cache_bytes=plan.cache_bytes[a],
+                                 storage_options=dataset.storage_options, workers=[a], pure=False)
+                   for a in plan.workers]
+        try:
+            return plan, np.sum(cluster.gather(client, futures, plan.workers), axis=0)
+        except cluster.WorkerLost as again:
+            gone = again.gone
 
 
 def _certified(row: dict, gap_tol: float) -> bool:
@@ -171,23 +229,35 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     try:
         for r in range(1, max_rounds + 1):
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
-            segments = _segments(order, plan.owners)
-            for k, (a, blocks) in enumerate(segments):
-                last = k == len(segments) - 1
-                prev = client.submit(
-                    workers.dcd.segment, prev, dataset.url, [meta.blocks[b] for b in blocks],
-                    [_seed(seed, r, b) for b in blocks], run,
-                    report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
-                    C=C, eps=eps, n_passes=inner_passes, shrink=shrink,
-                    cache_bytes=plan.cache_bytes[a],
-                    workers=[a], pure=False, **common)
-            last_owner = segments[-1][0]
-            others = [client.submit(workers.dcd.report, prev, dataset.url,
-                                    [meta.blocks[b] for b in plan.blocks_of(a)], run,
-                                    cache_bytes=plan.cache_bytes[a], workers=[a], pure=False,
-                                    **common)
-                      for a in owners if a != last_owner]
-            (w, own), *rest = cluster.gather(client, [prev] + others, owners)
+            while True:
+                segments = _segments(order, plan.owners)
+                futures, owners = [], _owners(plan)
+                try:
+                    for k, (a, blocks) in enumerate(segments):
+                        last = k == len(segments) - 1
+                        prev = client.submit(
+                            workers.dcd.segment, prev, dataset.url,
+                            [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks],
+                            run, report_infos=[meta.blocks[b] for b in plan.blocks_of(a)]
+                            if last else None, C=C, eps=eps, n_passes=inner_passes,
+                            shrink=shrink, cache_bytes=plan.cache_bytes[a], tag=r,
+                            workers=[a], pure=False, **common)
+                        futures.append(prev)
+                    last_owner = segments[-1][0]
+                    futures += [client.submit(workers.dcd.report, prev, dataset.url,
+                                              [meta.blocks[b] for b in plan.blocks_of(a)], run,
+                                              cache_bytes=plan.cache_bytes[a], workers=[a],
+                                              pure=False, **common)
+                                for a in owners if a != last_owner]
+                    (w, own), *rest = cluster.gather(client, [prev] + futures[len(segments):],
+                                                     owners)
+                    break
+                except cluster.WorkerLost as lost:
+                    plan, prev = _recover(client, dataset, plan, lost.gone, futures, run, r,
+                                          bias, progress)
+                    shrink = None
+            prev = w  # the next round starts from the gathered w, not from a future: a
+            # worker lost between rounds then cannot make Dask re-run an old segment
             reports = [own] + rest
             row = _round(r, reports, reports[0]["ww"], C, diag, meta.n_rows, start,
                          sum(p["active"] for p in reports))
@@ -216,29 +286,37 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
     """Parallel DCD, CoCoA (``average``) or CoCoA+ (``add``); see the module docstring."""
     meta = dataset.meta
     code, dim, diag, owners = _problem(loss, C, bias, meta, plan)
-    K = len(owners)
-    gamma, sigma = (1.0 / K, 1.0) if parallel == "average" else (1.0, float(K))
     run = uuid.uuid4().hex
     rng = np.random.default_rng(seed)
     w = np.zeros(dim)
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
-    common = dict(gamma=gamma, sigma=sigma, bias=bias, n_features=meta.n_features, loss=code,
+    common = dict(bias=bias, n_features=meta.n_features, loss=code,
                   positive=1, C=C, eps=eps, n_passes=inner_passes,
                   storage_options=dataset.storage_options)
     try:
         for r in range(1, max_rounds + 1):
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
-            shared = client.scatter(w, workers=owners, broadcast=True)
-            futures = []
-            for a in owners:
-                mine = [b for b in order if plan.owners[b] == a]
-                futures.append(client.submit(
-                    workers.dcd.local_round, shared, dataset.url, [meta.blocks[b] for b in mine],
-                    [_seed(seed, r, b) for b in mine], run, cache_bytes=plan.cache_bytes[a],
-                    workers=[a], pure=False, **common))
-            results = cluster.gather(client, futures, owners)
+            while True:
+                owners = _owners(plan)
+                K = len(owners)
+                gamma, sigma = (1.0 / K, 1.0) if parallel == "average" else (1.0, float(K))
+                futures = []
+                try:
+                    shared = cluster.scatter(client, w, owners)
+                    for a in owners:
+                        mine = [b for b in order if plan.owners[b] == a]
+                        futures.append(client.submit(
+                            workers.dcd.local_round, shared, dataset.url,
+                            [meta.blocks[b] for b in mine], [_seed(seed, r, b) for b in mine],
+                            run, gamma=gamma, sigma=sigma, cache_bytes=plan.cache_bytes[a],
+                            tag=r, workers=[a], pure=False, **common))
+                    results = cluster.gather(client, futures, owners)
+                    break
+                except cluster.WorkerLost as lost:
+                    plan, w = _recover(client, dataset, plan, lost.gone, futures, run, r, bias,
+                                       progress)
             row = _round(r, [rep for _, rep in results], float(w @ w), C, diag, meta.n_rows,
                          start, meta.n_rows)
             history.append(row)
