@@ -152,18 +152,6 @@ def gather(client: Client, futures: list, workers) -> list:
     return results
 
 
-def scatter(client: Client, data, workers: list[str]):
-    """``client.scatter(data)`` to every one of ``workers``; :class:`WorkerLost` if one has
-    left the cluster (the scheduler refuses a departed address)."""
-    try:
-        return client.scatter(data, workers=workers, broadcast=True)
-    except Exception:
-        gone = sorted(set(workers) - alive(client))
-        if gone:
-            raise WorkerLost(gone) from None
-        raise
-
-
 def _running(keys: set, dask_worker=None) -> bool:
     """On a worker: whether one of ``keys`` is running in a thread (a cancelled task runs
     on to its end: Dask cannot interrupt it)."""

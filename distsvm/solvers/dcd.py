@@ -24,8 +24,9 @@ all its rows.  (Per-block thresholds would shrink more aggressively than
 LIBLINEAR: a block's own extremes lie inside the global ones.)
 
 Parallel DCD (``parallel="average"`` or ``"add"``): instead of passing ``w``
-from block to block, every round the coordinator broadcasts ``w`` once
-(``client.scatter``) to the K workers that own blocks; each runs
+from block to block, every round the coordinator sends ``w`` with the task of
+each of the K workers that own blocks (not ``client.scatter(broadcast=True)``:
+Dask's replication to a worker that has just died never returns); each runs
 ``inner_passes`` DCD passes (Hsieh et al. 2008, Algorithm 1) over its own
 blocks from that ``w`` with its α in its memory and returns only Δw and the
 statistics of its blocks at the broadcast ``w``; the coordinator sets
@@ -304,11 +305,10 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                 gamma, sigma = (1.0 / K, 1.0) if parallel == "average" else (1.0, float(K))
                 futures = []
                 try:
-                    shared = cluster.scatter(client, w, owners)
                     for a in owners:
                         mine = [b for b in order if plan.owners[b] == a]
                         futures.append(client.submit(
-                            workers.dcd.local_round, shared, dataset.url,
+                            workers.dcd.local_round, w, dataset.url,
                             [meta.blocks[b] for b in mine], [_seed(seed, r, b) for b in mine],
                             run, gamma=gamma, sigma=sigma, cache_bytes=plan.cache_bytes[a],
                             tag=r, workers=[a], pure=False, **common))
