@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import lzma
 import pathlib
 
@@ -29,12 +30,19 @@ def load_xy(path, n_features=None):
     return X.astype(np.float32).tocsr(), y
 
 
-@pytest.fixture(scope="session")
-def client():
+@contextlib.contextmanager
+def local_client(n_workers: int):
+    """A Client of a fresh LocalCluster of ``n_workers`` single-threaded worker processes."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as c:
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                      host="127.0.0.1", dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def client():
+    with local_client(2) as c:
         yield c
 
 

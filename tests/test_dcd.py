@@ -13,7 +13,8 @@ from distsvm.jobs import train
 from workers.kernels import dcd as kernel
 from workers.kernels.linear import row_sqnorms
 
-from .conftest import liblinear_optimum, load_xy, primal_objective, shared_dataset
+from .conftest import (liblinear_optimum, load_xy, local_client, primal_objective,
+                       shared_dataset)
 
 LOSSES = ["hinge", "squared_hinge"]
 
@@ -70,10 +71,7 @@ def small(a9a):
 
 @pytest.fixture(scope="module")
 def one_worker():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as c:
+    with local_client(1) as c:
         yield c
 
 

@@ -1,5 +1,6 @@
-"""Parallel DCD (CoCoA averaging, CoCoA+ adding): LIBLINEAR's optimum on a9a through the
-duality-gap certificate, w = Σ αᵢyᵢxᵢ after combining, and determinism."""
+"""Parallel DCD (CoCoA averaging, CoCoA+ adding) on 2- and 3-worker clusters: LIBLINEAR's
+optimum on a9a (and ../shared datasets) through the duality-gap certificate, w = Σ αᵢyᵢxᵢ
+after combining, and determinism.  (Lost workers: tests/test_dcd_faults.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from distsvm.jobs import train
 from distsvm.model import load_model
 from workers import losses
 
-from .conftest import liblinear_optimum, primal_objective
+from .conftest import liblinear_optimum, load_xy, local_client, primal_objective, shared_dataset
 
 C = 0.03  # a9a's dual converges slowly at C = 1; this keeps each run to a few seconds
 GAP = 1e-3
@@ -23,17 +24,29 @@ GAP = 1e-3
 
 @pytest.fixture(scope="module")
 def a9a_blocks(tmp_path_factory, a9a):
-    """a9a in 8 blocks, so each of the 2 workers owns 4."""
+    """a9a in 8 blocks, so each of 2 workers owns 4 (of 3 workers: 3, 3 and 2)."""
     return ingest(a9a, str(tmp_path_factory.mktemp("par") / "a9a.zarr"), block_rows=4096)
 
 
+@pytest.fixture(scope="module")
+def three():
+    """A 3-worker cluster (the session's ``client`` has 2)."""
+    with local_client(3) as c:
+        yield c
+
+
+def _cluster(request, n_workers):
+    return request.getfixturevalue({2: "client", 3: "three"}[n_workers])
+
+
+@pytest.mark.parametrize("n_workers", [2, 3])
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
 @pytest.mark.parametrize("parallel", ["average", "add"])
-def test_reaches_liblinear_optimum(client, a9a, a9a_blocks, parallel, loss):
+def test_reaches_liblinear_optimum(request, a9a, a9a_blocks, parallel, loss, n_workers):
     X, y = a9a
     _, p_ref = liblinear_optimum(X, y, loss, C=C)
     model = train(a9a_blocks, loss=loss, C=C, eps=1e-9, gap_tol=GAP, max_rounds=1000,
-                  parallel=parallel, client=client)
+                  parallel=parallel, client=_cluster(request, n_workers))
     s = model.summary
     assert s["converged"] and 0 <= s["duality_gap"] <= GAP * s["primal_objective"]
     p = primal_objective(model.w, X, y, loss, C=C)
@@ -86,6 +99,32 @@ def test_same_seed_same_w_and_cli(client, a9a_blocks, tmp_path):
                  "--scheduler", client.scheduler.address, "-s", "3", "-c", str(C), "-e", "1e-9",
                  "--gap-tol", str(GAP), "--inner-passes", "2", "--seed", "3", "-q"]) == 0
     np.testing.assert_array_equal(load_model(str(tmp_path / "m")).w, a.w)
+
+
+@pytest.mark.parametrize("parallel", ["average", "add"])
+def test_three_workers_same_seed_same_w(three, a9a_blocks, parallel):
+    kw = dict(loss="hinge", C=C, eps=1e-9, max_rounds=15, seed=5, parallel=parallel,
+              client=three)
+    with pytest.warns(Warning, match="round limit"):
+        a, b = train(a9a_blocks, **kw), train(a9a_blocks, **kw)
+    np.testing.assert_array_equal(a.w, b.w)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["w8a", "phishing", "a9a"])
+def test_shared_datasets_two_and_three_workers(request, tmp_path, name):
+    """Each dataset in 6 blocks; each combination of mode, loss and worker count once over
+    the three datasets (two per dataset), to keep the time down."""
+    X, y = load_xy(shared_dataset(name))
+    store = ingest((X, y), str(tmp_path / f"{name}.zarr"), block_rows=-(-X.shape[0] // 6))
+    for n_workers, parallel, loss in [(2, "average", "squared_hinge"), (3, "add", "hinge"),
+                                      (2, "add", "squared_hinge"), (3, "average", "hinge")]:
+        _, p_ref = liblinear_optimum(X, y, loss, C=C)
+        model = train(store, loss=loss, C=C, eps=1e-9, gap_tol=GAP, max_rounds=2000,
+                      parallel=parallel, client=_cluster(request, n_workers))
+        p = primal_objective(model.w, X, y, loss, C=C)
+        assert model.summary["converged"], (name, parallel, loss)
+        assert p_ref * (1 - 1e-9) <= p <= p_ref * (1 + GAP), (name, parallel, loss, p, p_ref)
 
 
 def test_bad_parallel_is_refused(a9a_blocks):
