@@ -168,8 +168,10 @@ def settle(client: Client, futures: list, workers) -> None:
         try:
             if not any(client.run(_running, keys, workers=live).values()):
                 return
-        except Exception:  # a worker left while we asked: ask the others again
-            pass
+        except Exception:
+            if not set(live) - alive(client):
+                raise
+            continue  # a worker left while we asked: ask the others
         time.sleep(0.05)
 
 
