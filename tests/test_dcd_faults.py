@@ -11,10 +11,13 @@ import time
 import numpy as np
 import pytest
 
+import workers.blocks
+import workers.dcd
 from distsvm.errors import ClusterError
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.progress import Progress
+from workers import losses
 
 from .conftest import local_client, primal_objective
 
@@ -114,3 +117,33 @@ def test_losing_every_worker_fails_promptly(small_store):
             train(small_store, eps=1e-12, max_rounds=100_000, client=c,
                   progress=Killer(c, 3, 0))
         assert time.perf_counter() - start < 30
+
+
+def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(small_store):
+    """In this process: two rounds of workers.dcd.local_round on all blocks (with a bias
+    feature), then restore for round 2 gives back round 1's α and w = Σ αᵢyᵢxᵢ, and again
+    the same when repeated (a loss during the recovery)."""
+    d = small_store
+    infos, run = list(d.meta.blocks), "test-restore"
+    kw = dict(bias=1.0, n_features=d.meta.n_features, positive=1, cache_bytes=0)
+    step = dict(gamma=1.0, sigma=1.0, loss=losses.SQUARED_HINGE, C=FAULT_C, eps=1e-9,
+                n_passes=1, **kw)
+    w = np.zeros(d.meta.n_features + 1)
+    try:
+        for tag in (1, 2):
+            dw, _ = workers.dcd.local_round(w, d.url, infos, list(range(len(infos))), run,
+                                            tag=tag, **step)
+            if tag == 1:
+                w1 = w + dw
+                alpha1 = [workers.blocks.run_state(run, i.name, dict)["alpha"].copy()
+                          for i in infos]
+            w = w + dw
+        assert np.abs(w - w1).max() > 1e-3  # round 2 moved w and α
+        for _ in range(2):
+            rebuilt = workers.dcd.restore(d.url, infos, run, 2, **kw)
+            np.testing.assert_allclose(rebuilt, w1, rtol=1e-9, atol=1e-10)
+            for info, a1 in zip(infos, alpha1):
+                alpha = workers.blocks.run_state(run, info.name, dict)["alpha"]
+                np.testing.assert_array_equal(alpha, a1)
+    finally:
+        workers.blocks.drop_run(run)

@@ -108,7 +108,8 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
     for info in infos:
         block, _ = blocks.load(url, info, cache_bytes, storage_options)
         s = blocks.run_state(run, info.name, dict)
-        s.setdefault("alpha", np.zeros(block.n_rows))
+        if "alpha" not in s:
+            s["alpha"] = np.zeros(block.n_rows)
         rows.append(kernel.dual_stats(block.indptr, block.indices, block.data, block.y,
                                       positive, w, bias, n_features, s["alpha"], loss, C))
     for info, seed in zip(infos, seeds):
