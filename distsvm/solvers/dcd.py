@@ -26,7 +26,8 @@ LIBLINEAR: a block's own extremes lie inside the global ones.)
 Parallel DCD (``parallel="average"`` or ``"add"``): instead of passing ``w``
 from block to block, every round the coordinator sends ``w`` with the task of
 each of the K workers that own blocks (not ``client.scatter(broadcast=True)``:
-Dask's replication to a worker that has just died never returns); each runs
+with distributed 2026.8, replicating to a worker that had just been killed
+retried its address every 30 s and the scatter did not return); each runs
 ``inner_passes`` DCD passes (Hsieh et al. 2008, Algorithm 1) over its own
 blocks from that ``w`` with its α in its memory and returns only Δw and the
 statistics of its blocks at the broadcast ``w``; the coordinator sets
