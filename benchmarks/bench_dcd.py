@@ -75,14 +75,14 @@ def primal(w, X, s, loss, C=1.0):
     return 0.5 * float(w @ w) + C * float(np.sum(xi if loss == "hinge" else xi * xi))
 
 
-def liblinear_run(X, y, s, eps):
-    """LIBLINEAR ``-s s -c 1 -e eps``: its weights (positive class = the larger label, as
+def liblinear_run(X, y, s, eps, C=1.0):
+    """LIBLINEAR ``-s s -c C -e eps``: its weights (positive class = the larger label, as
     distsvm) and the training time, problem construction excluded."""
     from liblinear.liblinearutil import parameter, problem, train
 
     prob = problem(y, X)
     t = time.perf_counter()
-    m = train(prob, parameter(f"-s {s} -c 1 -e {eps} -q"))
+    m = train(prob, parameter(f"-s {s} -c {C} -e {eps} -q"))
     dt = time.perf_counter() - t
     w = np.array([m.w[i] for i in range(X.shape[1])])
     return (w if m.get_labels()[0] == np.max(y) else -w), dt
