@@ -26,6 +26,9 @@ import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_dcd import gap_plot  # noqa: E402
 
 
 def simulate(X, s, sqnorm, K, mode, loss, C, f_star, max_rounds, passes, seed):
@@ -100,29 +103,10 @@ def main():
                 cells.append(f"{len(gaps):6d}" if gaps[-1] <= 0.01 else f"{'>' + str(len(gaps)):>6s}")
             print(f"{loss:14s} {mode:8s} " + " ".join(cells), flush=True)
     if a.png:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(len(a.losses), len(a.modes), figsize=(5 * len(a.modes),
-                                 3.6 * len(a.losses)), squeeze=False, sharey=True)
-        for i, loss in enumerate(a.losses):
-            for j, mode in enumerate(a.modes):
-                ax = axes[i][j]
-                for k in a.k:
-                    g = np.maximum(curves[loss, mode, k], 1e-6)
-                    ax.semilogy(np.arange(1, len(g) + 1), g, label=f"K={k}")
-                ax.axhline(0.01, color="grey", lw=0.8, ls="--")
-                ax.set_title(f"{a.data}, {loss}, {mode}")
-                ax.set_xlabel("round")
-                ax.set_ylabel("(P(w) − f*) / f*")
-                ax.legend(fontsize=7)
-        fig.tight_layout()
-        pathlib.Path(a.png).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(a.png, dpi=110)
-        print(f"plot: {a.png}")
-
+        gap_plot({f"{a.data}, {loss}, {mode}": {f"K={k}": (np.arange(1, len(g) + 1), g)
+                                                for (lo, mo, k), g in curves.items()
+                                                if (lo, mo) == (loss, mode)}
+                  for loss in a.losses for mode in a.modes}, "round", a.png)
 
 if __name__ == "__main__":
     main()

@@ -219,6 +219,30 @@ def clusters():
         yield tmp, {"one": one, "two": two}
 
 
+def gap_plot(panels, xlabel, png):
+    """Save ``panels`` — {title: {label: (x, relative gaps)}} — side by side as a PNG, the
+    relative primal gap (P(w) − f*)/f* on a log scale, with the 1% line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.8), squeeze=False,
+                             sharey=True)
+    for ax, (title, curves) in zip(axes[0], panels.items()):
+        for label, (x, g) in curves.items():
+            ax.semilogy(x, np.maximum(g, 1e-6), "o--" if len(x) < 4 else ".-", label=label, ms=4)
+        ax.axhline(0.01, color="grey", lw=0.8, ls=":")
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("(P(w) − f*) / f*")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    pathlib.Path(png).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    print(f"plot: {png}")
+
+
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
 

@@ -39,7 +39,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_dcd import LADDER, LOSSES, liblinear_run, primal  # noqa: E402
+from bench_dcd import LADDER, LOSSES, gap_plot, liblinear_run, primal  # noqa: E402
 
 MULTICORE_CHILD = """
 import json, sys, time, numpy as np, scipy.sparse as sp
@@ -163,33 +163,9 @@ def main():
                 print(f"{loss:14s} {(name + ' ' + note).strip():22s} {str(rounds or '–'):>10s} "
                       f"{sec:8.3f} {sec / ll:10.2f} {sec / mc:10.2f}", flush=True)
     if a.png:
-        plot(curves, a.losses, a.data, a.png)
-
-
-def plot(curves, losses, data, png):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(losses), figsize=(5.5 * len(losses), 3.8), squeeze=False)
-    for ax, loss in zip(axes[0], losses):
-        for (lo, name), pts in curves.items():
-            if lo != loss:
-                continue
-            t, g = zip(*pts)
-            style = "o--" if not name.startswith("distsvm") else ".-"
-            ax.semilogy(t, np.maximum(g, 1e-6), style, label=name, ms=4)
-        ax.axhline(0.01, color="grey", lw=0.8, ls=":")
-        ax.set_title(f"{data}, {loss}")
-        ax.set_xlabel("seconds")
-        ax.set_ylabel("(P(w) − f*) / f*")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    pathlib.Path(png).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110)
-    print(f"plot: {png}")
-
+        gap_plot({f"{a.data}, {loss}": {name: tuple(zip(*pts)) for (lo, name), pts in
+                                        curves.items() if lo == loss} for loss in a.losses},
+                 "seconds", a.png)
 
 if __name__ == "__main__":
     main()
