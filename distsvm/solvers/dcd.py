@@ -191,12 +191,13 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             reports = [own] + rest
             row = _round(r, reports, reports[0]["ww"], C, diag, meta.n_rows, start,
                          sum(p["active"] for p in reports))
+            row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
             history.append(row)
             progress.round(row)
             pg = row["pg_violation"]
             pg_max, pg_min = max(p["pg_max"] for p in reports), min(p["pg_min"] for p in reports)
             full = all(p["full"] for p in reports)
-            if (pg <= eps and full) or _certified(row, gap_tol):
+            if (pg <= eps and full) or (_certified(row, gap_tol) and not row["stale_blocks"]):
                 converged = True  # (17) on a pass over every row, or certified by the gap
                 break
             if pg <= eps:  # the shrunken problem is solved: reactivate every row, check again
