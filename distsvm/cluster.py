@@ -22,7 +22,8 @@ from .errors import ClusterError
 # Share of a worker's memory limit that its process may reach with cached blocks, below Dask's
 # pause threshold (0.8): the rest is for one block in flight and the kernels' buffers.
 CACHE_FRACTION = 0.6
-IN_FLIGHT = 3  # a block being read takes up to ~3x its size (compressed + decoded + derived)
+IN_FLIGHT = 4  # the block being solved, plus the next one being read (prefetch, workers.blocks.stream),
+# which takes up to ~3x its size (compressed + decoded + derived)
 POLL_SECONDS = 2.0
 
 
@@ -89,7 +90,7 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
 
     A worker's cache gets ``CACHE_FRACTION`` of its memory limit, less what the
     process uses once the kernels are loaded and a block of ``dataset`` has been
-    read, less room for its largest block in flight.
+    read, less room for its largest block being solved and the next one in flight.
     """
     info = client.scheduler_info(n_workers=-1)["workers"]
     if not info:
