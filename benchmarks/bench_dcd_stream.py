@@ -1,0 +1,107 @@
+"""Benchmark: out-of-core DCD epochs with and without prefetch, vs the store's read rates.
+
+Run from the repository root (needs the `bench` extra):
+
+    python benchmarks/bench_dcd_stream.py --rows 1500000 --memory-mb 320 --rounds 3
+
+Generates a synthetic store (`distsvm generate`, 8 MB blocks) in a temporary directory on
+a 2-worker cluster, then trains on one worker whose memory limit leaves no block cache, so
+every block is read from the store at every use.  Measured in the same run, in this order:
+
+* raw read: every file of the store's row blocks read sequentially (bytes on disk / s; the
+  files are in the page cache once generated, so this is a memory-speed upper bound);
+* decode: :func:`storage.read_row_block` of every block in this process, one after the
+  other (decompression and CRC checks: block bytes in memory / s);
+* epochs: ``--rounds`` rounds of parallel DCD with K = 1 (one read of each block per
+  round) and of the default sequential block DCD (two reads per round: the visit and the
+  loss at the round's final w), each with prefetch on and off; an epoch's time is the
+  median of the differences of the rounds' logged times (round 1 is dropped: it includes
+  the plan's warm-up).  Rate = block bytes in memory / epoch time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _raw_read(path: str) -> tuple[int, float]:
+    """Bytes of every file under the store's rows/ and the seconds to read them."""
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(path, "rows"))
+                   for f in fs)
+    start, n = time.perf_counter(), 0
+    for f in files:
+        with open(f, "rb") as fh:
+            n += len(fh.read())
+    return n, time.perf_counter() - start
+
+
+def _decode(store) -> float:
+    from storage import read_row_block
+
+    start = time.perf_counter()
+    for info in store.meta.blocks:
+        read_row_block(store.url, info, store.storage_options)
+    return time.perf_counter() - start
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_500_000)
+    ap.add_argument("--features", type=int, default=200_000)
+    ap.add_argument("--nnz-per-row", type=int, default=100)
+    ap.add_argument("--memory-mb", type=int, default=320)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+
+    from distributed import Client, LocalCluster
+
+    import workers.blocks
+    from distsvm.errors import ConvergenceWarning
+    from distsvm.generate import generate
+    from distsvm.jobs import train
+
+    warnings.simplefilter("ignore", ConvergenceWarning)  # a fixed number of rounds is the point
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        with LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            store = generate(f"{tmp}/s.zarr", rows=a.rows, features=a.features,
+                             nnz_per_row=a.nnz_per_row, seed=1, block_mb=8, client=client)
+        mem = sum(b.nnz * 8 + b.n_rows * 20 for b in store.meta.blocks)
+        disk, raw_s = _raw_read(store.url)
+        dec_s = _decode(store)
+        print(f"store: {a.rows} rows, {store.meta.nnz} non-zeros, {store.n_blocks} blocks, "
+              f"{mem / 2**30:.2f} GiB in memory, {disk / 2**30:.2f} GiB on disk; worker "
+              f"memory limit {a.memory_mb} MiB")
+        print(f"raw read {disk / raw_s / 1e6:8.0f} MB/s on disk ({raw_s:.2f}s)   "
+              f"decode {mem / dec_s / 1e6:8.0f} MB/s in memory ({dec_s:.2f}s)")
+        print(f"{'mode':12s} {'prefetch':>8s} {'epoch s':>8s} {'MB/s':>8s} {'vs decode':>9s}")
+        with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
+                          dashboard_address=None, memory_limit=a.memory_mb * 2**20) as cluster, \
+                Client(cluster) as client:
+            for parallel in ("average", None):
+                for on in (True, False):
+                    client.run(workers.blocks.set_prefetch, on)
+                    m = train(store, loss="hinge", C=0.1, eps=1e-12, max_rounds=a.rounds + 1,
+                              parallel=parallel, client=client)
+                    t = [h["seconds"] for h in m.summary["history"]]
+                    epoch = float(np.median(np.diff(t)))
+                    reads = 1 if parallel else 2
+                    print(f"{parallel or 'sequential':12s} {'on' if on else 'off':>8s} "
+                          f"{epoch:8.2f} {reads * mem / epoch / 1e6:8.0f} "
+                          f"{reads * dec_s / epoch:9.2f}")
+
+
+if __name__ == "__main__":
+    main()
