@@ -51,6 +51,16 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
         yield c
 
 
+def workers_info(client: Client) -> dict:
+    """The scheduler's current workers, {address: info}, asked for now.
+
+    Not ``client.scheduler_info(n_workers=-1)["workers"]``: that returns the client's
+    cached copy, which its periodic refresh (every 2 s, without per-worker details) may
+    replace between the fetch and the return, and then lists no workers at all.
+    """
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkerPlan:
     """Which worker owns which block, and each worker's block-cache budget in bytes."""
@@ -92,7 +102,7 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
     process uses once the kernels are loaded and a block of ``dataset`` has been
     read, less room for its largest block being solved and the next one in flight.
     """
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    info = workers_info(client)
     if not info:
         raise ClusterError("the Dask cluster has no workers")
     addrs = sorted(info)[: n_workers or None]
@@ -125,7 +135,7 @@ def gather(client: Client, futures: list, workers) -> list:
                 results.append(f.result(timeout=POLL_SECONDS))
                 break
             except TimeoutError:
-                alive = client.scheduler_info(n_workers=-1)["workers"]
+                alive = workers_info(client)
                 gone = sorted(set(workers) - set(alive))
                 if gone:
                     for g in futures:

@@ -114,13 +114,14 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
                 storage_options: dict | None = None):
     """One round of parallel DCD (CoCoA/CoCoA+) on the blocks ``infos`` this worker owns.
 
-    First the statistics of its blocks at the broadcast ``w`` (the loss, the
-    projected gradients and Σα, Σα², see :func:`kernel.dual_stats`), then
-    ``n_passes`` local DCD passes over each block from ``w`` with the local
-    subproblem scaled by ``sigma`` (σ′), and finally each block's α moves by
-    ``gamma`` times its change, so that after the coordinator's
-    ``w += gamma·Σ Δw`` it still holds that w = Σ αᵢyᵢxᵢ.  α never leaves the
-    worker.  Returns ``(Δw, report)``.
+    For each block in turn, streamed with prefetch (:func:`blocks.stream`):
+    its statistics at the broadcast ``w`` (the loss, the projected gradients
+    and Σα, Σα², see :func:`kernel.dual_stats`; its α has not moved yet this
+    round, so one read serves both), then ``n_passes`` local DCD passes from
+    the running ``w₀ + σ′Δw`` with the local subproblem scaled by ``sigma``
+    (σ′), and finally its α moves by ``gamma`` times its change, so that after
+    the coordinator's ``w += gamma·Σ Δw`` it still holds that w = Σ αᵢyᵢxᵢ.
+    α never leaves the worker.  Returns ``(Δw, report)``.
     """
     u = np.array(w, dtype=np.float64)  # w₀ + σ′Δw as the local passes go
     rows = []
