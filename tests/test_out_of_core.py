@@ -123,3 +123,25 @@ def test_fully_shrunk_block_is_not_read(client, a9a, tmp_path):
     R = result.rounds
     assert [reads[b.name] for b in store.meta.blocks[:3]] == [2 * R] * 3  # visit + loss
     assert reads[store.meta.blocks[3].name] == 2 * (R - sum(stale))
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_stream_yields_each_block_in_order_read_once(a9a, tmp_path, prefetch):
+    X, y = a9a
+    store = ingest((X[:4000], y[:4000]), str(tmp_path / "s.zarr"), block_rows=1000)
+    before = workers.blocks.read_counts()
+    workers.blocks.set_prefetch(prefetch)
+    try:
+        got = list(workers.blocks.stream(store.url, list(store.meta.blocks), 0))
+    finally:
+        workers.blocks.set_prefetch(True)
+    assert len(got) == store.n_blocks == 4
+    for i, (block, sqnorm) in enumerate(got):
+        ref = store.read_block(i)
+        for k in ("indptr", "indices", "data", "y"):
+            np.testing.assert_array_equal(getattr(block, k), getattr(ref, k))
+        np.testing.assert_allclose(sqnorm, np.add.reduceat(ref.data.astype(np.float64) ** 2,
+                                                          ref.indptr[:-1]))
+    after = workers.blocks.read_counts()
+    assert [after[store.url, b.name] - before.get((store.url, b.name), 0)
+            for b in store.meta.blocks] == [1] * 4
