@@ -12,6 +12,10 @@ every block is read from the store at every use.  Measured in the same run, in t
   files are in the page cache once generated, so this is a memory-speed upper bound);
 * decode: :func:`storage.read_row_block` of every block in this process, one after the
   other (decompression and CRC checks: block bytes in memory / s);
+* in process: one pass of the parallel mode's worker task over every block, prefetch on
+  and off (best of ``--repeat``), and the CPU seconds of reading alone and of computing
+  alone (blocks cached): with both cores free, prefetch brings the pass from their sum
+  towards their maximum;
 * epochs: ``--rounds`` rounds of parallel DCD with K = 1 (one read of each block per
   round) and of the default sequential block DCD (two reads per round: the visit and the
   loss at the round's final w), with prefetch on and off alternately, ``--repeat`` times
@@ -56,6 +60,45 @@ def _decode(store) -> float:
     return time.perf_counter() - start
 
 
+def _in_process(store, repeat: int) -> None:
+    """One parallel-mode pass over every block in this process, nothing cached, prefetch on
+    and off alternately (best of ``repeat``); and the CPU seconds of its two parts alone."""
+    import workers.blocks
+    import workers.dcd
+    from workers import losses
+
+    infos = list(store.meta.blocks)
+    w = np.zeros(store.meta.n_features)
+
+    def one_pass(cache_bytes):
+        workers.dcd.local_round(w, store.url, infos, list(range(len(infos))), "bench", gamma=1.0,
+                                sigma=1.0, bias=-1.0, n_features=store.meta.n_features,
+                                loss=losses.HINGE, positive=1, C=0.1, eps=0.1, n_passes=1,
+                                cache_bytes=cache_bytes, storage_options=store.storage_options)
+
+    wall = {True: [], False: []}
+    for on in (True, False) * repeat:
+        workers.blocks.set_prefetch(on)
+        start = time.perf_counter()
+        one_pass(0)
+        wall[on].append(time.perf_counter() - start)
+    workers.blocks.set_prefetch(True)
+    cpu = time.process_time()
+    for info in infos:
+        workers.blocks.load(store.url, info, 0, store.storage_options)
+    read_cpu = time.process_time() - cpu
+    cpu = time.process_time()
+    one_pass(2**62)  # blocks kept in this process's cache: computing only, from round 2 on
+    one_pass(2**62)
+    cpu_compute = (time.process_time() - cpu) / 2
+    workers.blocks.clear_cache()
+    workers.blocks.drop_run("bench")
+    print(f"in-process pass (local_round, no cache): prefetch on {min(wall[True]):.2f}s, "
+          f"off {min(wall[False]):.2f}s; CPU: read+decode {read_cpu:.2f}s, "
+          f"compute {cpu_compute:.2f}s (ideal overlap: {max(read_cpu, cpu_compute):.2f}s)",
+          flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -88,6 +131,7 @@ def main():
               f"memory limit {a.memory_mb} MiB")
         print(f"raw read {disk / raw_s / 1e6:8.0f} MB/s on disk ({raw_s:.2f}s)   "
               f"decode {mem / dec_s / 1e6:8.0f} MB/s in memory ({dec_s:.2f}s)")
+        _in_process(store, a.repeat)
         print(f"{'mode':12s} {'prefetch':>8s} {'epoch s':>8s} {'MB/s':>8s} {'vs decode':>9s}")
         with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
                           dashboard_address=None, memory_limit=a.memory_mb * 2**20) as cluster, \
