@@ -20,10 +20,11 @@ from distributed import Client, LocalCluster
 from .errors import ClusterError
 
 # Share of a worker's memory limit that its process may reach with cached blocks, below Dask's
-# pause threshold (0.8): the rest is for one block in flight and the kernels' buffers.
+# pause threshold (0.8): the rest is for the blocks in flight and the kernels' buffers.
 CACHE_FRACTION = 0.6
-IN_FLIGHT = 4  # the block being solved, plus the next one being read (prefetch, workers.blocks.stream),
-# which takes up to ~3x its size (compressed + decoded + derived)
+# Largest blocks in flight: the one being solved, and the next one being read (prefetch,
+# workers.blocks.stream), which takes up to ~3x its size (compressed + decoded + derived).
+IN_FLIGHT = 4
 POLL_SECONDS = 2.0
 
 

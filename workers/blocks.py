@@ -135,5 +135,5 @@ def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_fea
     return out, block.y
 
 
-__all__ = ["RowBlock", "load", "stream", "cached", "cached_bytes", "read_counts", "set_prefetch", "run_state",
-           "drop_run", "clear_cache", "block_decisions"]
+__all__ = ["RowBlock", "load", "stream", "cached", "cached_bytes", "read_counts", "set_prefetch",
+           "run_state", "drop_run", "clear_cache", "block_decisions"]
