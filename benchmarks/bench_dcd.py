@@ -75,14 +75,14 @@ def primal(w, X, s, loss, C=1.0):
     return 0.5 * float(w @ w) + C * float(np.sum(xi if loss == "hinge" else xi * xi))
 
 
-def liblinear_run(X, y, s, eps):
-    """LIBLINEAR ``-s s -c 1 -e eps``: its weights (positive class = the larger label, as
+def liblinear_run(X, y, s, eps, C=1.0):
+    """LIBLINEAR ``-s s -c C -e eps``: its weights (positive class = the larger label, as
     distsvm) and the training time, problem construction excluded."""
     from liblinear.liblinearutil import parameter, problem, train
 
     prob = problem(y, X)
     t = time.perf_counter()
-    m = train(prob, parameter(f"-s {s} -c 1 -e {eps} -q"))
+    m = train(prob, parameter(f"-s {s} -c {C} -e {eps} -q"))
     dt = time.perf_counter() - t
     w = np.array([m.w[i] for i in range(X.shape[1])])
     return (w if m.get_labels()[0] == np.max(y) else -w), dt
@@ -217,6 +217,30 @@ def clusters():
             LocalCluster(n_workers=2, **kw) as c2, Client(c2) as two, \
             LocalCluster(n_workers=1, **kw) as c1, Client(c1) as one:
         yield tmp, {"one": one, "two": two}
+
+
+def gap_plot(panels, xlabel, png):
+    """Save ``panels`` — {title: {label: (x, relative gaps)}} — side by side as a PNG, the
+    relative primal gap (P(w) − f*)/f* on a log scale, with the 1% line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.8), squeeze=False,
+                             sharey=True)
+    for ax, (title, curves) in zip(axes[0], panels.items()):
+        for label, (x, g) in curves.items():
+            ax.semilogy(x, np.maximum(g, 1e-6), "o--" if len(x) < 4 else ".-", label=label, ms=4)
+        ax.axhline(0.01, color="grey", lw=0.8, ls=":")
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("(P(w) − f*) / f*")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    pathlib.Path(png).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    print(f"plot: {png}")
 
 
 def log(msg):

@@ -24,9 +24,11 @@ from distributed import Client, LocalCluster
 from .errors import ClusterError
 
 # Share of a worker's memory limit that its process may reach with cached blocks, below Dask's
-# pause threshold (0.8): the rest is for one block in flight and the kernels' buffers.
+# pause threshold (0.8): the rest is for the blocks in flight and the kernels' buffers.
 CACHE_FRACTION = 0.6
-IN_FLIGHT = 3  # a block being read takes up to ~3x its size (compressed + decoded + derived)
+# Largest blocks in flight: the one being solved, and the next one being read (prefetch,
+# workers.blocks.stream), which takes up to ~3x its size (compressed + decoded + derived).
+IN_FLIGHT = 4
 POLL_SECONDS = 2.0
 
 
@@ -52,6 +54,16 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
                       dashboard_address=None, memory_limit=memory_limit,
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as c:
         yield c
+
+
+def workers_info(client: Client) -> dict:
+    """The scheduler's current workers, {address: info}, asked for now.
+
+    Not ``client.scheduler_info(n_workers=-1)["workers"]``: that returns the client's
+    cached copy, which its periodic refresh (every 2 s, without per-worker details) may
+    replace between the fetch and the return, and then lists no workers at all.
+    """
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,9 +105,9 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
 
     A worker's cache gets ``CACHE_FRACTION`` of its memory limit, less what the
     process uses once the kernels are loaded and a block of ``dataset`` has been
-    read, less room for its largest block in flight.
+    read, less room for its largest block being solved and the next one in flight.
     """
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    info = workers_info(client)
     if not info:
         raise ClusterError("the Dask cluster has no workers")
     addrs = sorted(info)[: n_workers or None]
@@ -126,7 +138,7 @@ class WorkerLost(ClusterError):
 
 def alive(client: Client) -> set[str]:
     """Addresses of the workers the scheduler knows now."""
-    return set(client.scheduler_info(n_workers=-1)["workers"])
+    return set(workers_info(client))
 
 
 def gather(client: Client, futures: list, workers) -> list:

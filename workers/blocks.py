@@ -3,24 +3,30 @@
 Nothing here talks to Dask: the coordinator decides which worker runs which
 block and passes the cache budget in; these are plain process-level tables.
 Blocks not in the cache are re-read from the store, so a worker's memory is
-bounded by its cache budget plus one block, whatever the dataset's size.
+bounded by its cache budget plus two blocks, whatever the dataset's size: the
+one being solved and, with :func:`stream`, the next one being read and
+decompressed by a background thread meanwhile (prefetch; the kernels and the
+zstd decoder release the GIL, so reading overlaps computing).
 """
 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import threading
 
 import numpy as np
 
 from storage import BlockInfo, RowBlock, read_row_block
 
-from .kernels.linear import decision_values, loss_sum, row_sqnorms
+from .kernels.linear import decision_values, row_sqnorms
 
 _lock = threading.Lock()
 _cache: collections.OrderedDict = collections.OrderedDict()  # key -> (entry, nbytes)
 _cache_bytes = 0
 _runs: dict[str, dict] = {}  # run id -> {block name: solver state}
+_reads: collections.Counter = collections.Counter()  # (url, block name) -> reads from the store
+PREFETCH = True  # benchmarks measure without it: client.run(set_prefetch, False)
 
 
 def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | None = None):
@@ -31,12 +37,35 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
     """
     def read():
         block = read_row_block(url, info, storage_options)
+        with _lock:
+            _reads[url, info.name] += 1
         sqnorm = np.empty(block.n_rows)
         row_sqnorms(block.indptr, block.data, sqnorm)
         return (block, sqnorm), block.nbytes + sqnorm.nbytes
 
     # keyed by content too, so a store overwritten at the same URL is never served stale
     return cached((url, info.name, tuple(sorted(info.crc32.items()))), read, cache_bytes)
+
+
+def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
+           storage_options: dict | None = None):
+    """Yield :func:`load`'s ``(block, sqnorm)`` for ``infos`` in order, with prefetch: while
+    the caller works on one block, a background thread loads the next (from the cache, or
+    read and decompressed from the store), so at most one block is in flight beyond the
+    current one."""
+    if not PREFETCH:
+        yield from (load(url, info, cache_bytes, storage_options) for info in infos)
+        return
+    if not infos:
+        return
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="distsvm-prefetch") as pool:
+        ahead = pool.submit(load, url, infos[0], cache_bytes, storage_options)
+        for k in range(len(infos)):
+            current = ahead.result()
+            if k + 1 < len(infos):
+                ahead = pool.submit(load, url, infos[k + 1], cache_bytes, storage_options)
+            yield current
+            del current  # the caller's reference is the only one while the next is read
 
 
 def cached(key, read, cache_bytes: int):
@@ -62,6 +91,18 @@ def cached_bytes() -> int:
     return _cache_bytes
 
 
+def set_prefetch(on: bool) -> None:
+    """Turn :func:`stream`'s prefetch on or off in this process (benchmarks)."""
+    global PREFETCH
+    PREFETCH = bool(on)
+
+
+def read_counts() -> dict:
+    """How many times this process has read each block from the store: {(url, name): n}."""
+    with _lock:
+        return dict(_reads)
+
+
 def run_state(run: str, name: str, make):
     """The state of block ``name`` in run ``run``, created by ``make()`` on first use."""
     with _lock:
@@ -85,21 +126,6 @@ def clear_cache() -> None:
         _cache_bytes = 0
 
 
-def block_loss(url: str, infos: list[BlockInfo], w: np.ndarray, bias: float, n_features: int,
-               loss: int, positive: int, cache_bytes: int,
-               storage_options: dict | None = None) -> tuple[float, int, int]:
-    """Σ loss and the number of correctly classified rows over some blocks: (loss, correct, rows)."""
-    total, correct, rows = 0.0, 0, 0
-    for info in infos:
-        block, _ = load(url, info, cache_bytes, storage_options)
-        t, c = loss_sum(block.indptr, block.indices, block.data, block.y, positive, w, bias,
-                        n_features, loss)
-        total += t
-        correct += c
-        rows += block.n_rows
-    return total, correct, rows
-
-
 def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_features: int,
                     cache_bytes: int, storage_options: dict | None = None):
     """Decision values wᵀxᵢ of one block and its class indices: (float64 array, int32 array)."""
@@ -109,5 +135,5 @@ def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_fea
     return out, block.y
 
 
-__all__ = ["RowBlock", "load", "cached", "cached_bytes", "run_state", "drop_run", "clear_cache",
-           "block_loss", "block_decisions"]
+__all__ = ["RowBlock", "load", "stream", "cached", "cached_bytes", "read_counts", "set_prefetch",
+           "run_state", "drop_run", "clear_cache", "block_decisions"]

@@ -15,6 +15,19 @@ from storage import BlockInfo
 
 from . import blocks
 from .kernels import dcd as kernel
+from .kernels.linear import loss_sum
+
+
+def _state(run: str, info: BlockInfo) -> dict:
+    """The block's α, shrinking state and last visit's statistics, made on first use."""
+    def fresh():
+        state, index = kernel.new_state(info.n_rows)
+        return {"alpha": np.zeros(info.n_rows), "index": index, "state": state, "stats": None}
+
+    s = blocks.run_state(run, info.name, dict)
+    if "state" not in s:  # new, or only α kept by restore()
+        s.update({**fresh(), **s})
+    return s
 
 
 def _checkpoint(s: dict, tag: int) -> None:
@@ -23,23 +36,13 @@ def _checkpoint(s: dict, tag: int) -> None:
         s["tag"], s["saved"] = tag, s["alpha"].copy()
 
 
-def _visit(w, url, info, run, seed, *, bias, n_features, loss, C, eps, n_passes, positive,
-           shrink, cache_bytes, storage_options, tag=0):
+def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, C, eps, n_passes, positive,
+           shrink):
     """DCD passes on one block, updating ``w`` in place; the block's statistics are kept.
 
     ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all blocks by the
     coordinator, or None to reactivate every row of the block first.
     """
-    block, sqnorm = blocks.load(url, info, cache_bytes, storage_options)
-
-    def fresh():
-        state, index = kernel.new_state(block.n_rows)
-        return {"alpha": np.zeros(block.n_rows), "index": index, "state": state, "stats": None}
-
-    s = blocks.run_state(run, info.name, dict)
-    if "state" not in s:  # new, or only α kept by restore()
-        s.update({**fresh(), **s})
-    _checkpoint(s, tag)
     state = s["state"]
     if shrink is None:
         state[kernel.ACTIVE] = block.n_rows
@@ -48,28 +51,44 @@ def _visit(w, url, info, run, seed, *, bias, n_features, loss, C, eps, n_passes,
         state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = shrink
     pg_max, pg_min, full, _, sum_a, sum_a2 = kernel.dcd_passes(
         block.indptr, block.indices, block.data, block.y, positive, sqnorm, w, bias,
-        n_features, s["alpha"], s["index"], state, loss, C, eps, n_passes, seed)
-    s["stats"] = {"pg_max": pg_max, "pg_min": pg_min, "full": bool(full), "sum_alpha": sum_a,
-                  "sum_alpha_sq": sum_a2, "active": int(state[kernel.ACTIVE])}
+        n_features, s["alpha"], s["index"], state, loss, C, eps, n_passes, seed, 1.0, False)
+    s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
+                  "sum_alpha": sum_a, "sum_alpha_sq": sum_a2, "active": int(state[kernel.ACTIVE]),
+                  "skipped": False}
 
 
 def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
-            report_infos: list[BlockInfo] | None = None, **kw):
+            report_infos: list[BlockInfo] | None = None, shrink=None, cache_bytes: int,
+            storage_options: dict | None = None, tag: int = 0, **kw):
     """Visit ``infos`` in order (consecutive blocks of a round owned by this worker).
 
     ``prev`` is the initial ``w`` or the previous segment's ``(w, report)``; the
     coordinator chains the segments of a round, so ``w`` moves from worker to
-    worker without passing through it.  Returns ``(w, report)``, where report
-    covers ``report_infos`` (see :func:`report`) if given, else None.
+    worker without passing through it.  The blocks are streamed with prefetch
+    (:func:`blocks.stream`), except those whose rows are all shrunk while the
+    round keeps shrinking (``shrink`` given): such a visit would do nothing, so
+    the block is not read and keeps its statistics, its projected gradients
+    leaving (16)–(17) as shrunken rows do in LIBLINEAR.  Returns ``(w, report)``,
+    where report covers ``report_infos`` (see :func:`report`) if given, else None.
     """
     w = np.array(prev[0] if isinstance(prev, tuple) else prev, dtype=np.float64)  # own copy
-    for info, seed in zip(infos, seeds):
-        _visit(w, url, info, run, seed, **kw)
+    states = [_state(run, info) for info in infos]
+    skip = [shrink is not None and s["state"][kernel.ACTIVE] == 0 for s in states]
+    loaded = blocks.stream(url, [info for info, k in zip(infos, skip) if not k], cache_bytes,
+                           storage_options)
+    for s, k, seed in zip(states, skip, seeds):
+        if k:
+            s["stats"].update(pg_max=-np.inf, pg_min=np.inf, full=False, skipped=True)
+        else:
+            block, sqnorm = next(loaded)
+            _checkpoint(s, tag)
+            _visit(w, block, sqnorm, s, seed, shrink=shrink, **kw)
+            del block, sqnorm
     out = None
     if report_infos:
         out = report(w, url, report_infos, run, bias=kw["bias"], n_features=kw["n_features"],
-                     loss=kw["loss"], positive=kw["positive"], cache_bytes=kw["cache_bytes"],
-                     storage_options=kw["storage_options"])
+                     loss=kw["loss"], positive=kw["positive"], cache_bytes=cache_bytes,
+                     storage_options=storage_options)
     return w, out
 
 
@@ -77,16 +96,28 @@ def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float,
            n_features: int, loss: int, positive: int, cache_bytes: int,
            storage_options: dict | None = None) -> dict:
     """End of a round on one worker: the loss of its blocks at the round's final ``w`` and
-    the statistics of their last visits, summed — all the coordinator needs, in one reply."""
+    the statistics of their last visits, summed — all the coordinator needs, in one reply.
+
+    A block skipped this round (all rows shrunk) is not read: its loss and
+    correct count are those last measured, ``stale`` counts such blocks, and
+    the round's primal objective is then not exact.
+    """
     w = prev[0] if isinstance(prev, tuple) else prev
-    total, correct, _ = blocks.block_loss(url, infos, w, bias, n_features, loss, positive,
-                                          cache_bytes, storage_options)
     stats = [blocks.run_state(run, info.name, dict)["stats"] for info in infos]
-    return {"loss": total, "correct": correct, "ww": float(w @ w),
-            "sum_alpha": sum(s["sum_alpha"] for s in stats),
+    fresh = [info for info, s in zip(infos, stats) if not s["skipped"]]
+    measured = blocks.stream(url, fresh, cache_bytes, storage_options)
+    for s in stats:
+        if not s["skipped"]:
+            block, _ = next(measured)
+            s["loss"], s["correct"] = loss_sum(block.indptr, block.indices, block.data, block.y,
+                                               positive, w, bias, n_features, loss)
+            del block
+    return {"loss": sum(s["loss"] for s in stats), "correct": sum(s["correct"] for s in stats),
+            "ww": float(w @ w), "sum_alpha": sum(s["sum_alpha"] for s in stats),
             "sum_alpha_sq": sum(s["sum_alpha_sq"] for s in stats),
             "pg_max": max(s["pg_max"] for s in stats), "pg_min": min(s["pg_min"] for s in stats),
-            "full": all(s["full"] for s in stats), "active": sum(s["active"] for s in stats)}
+            "full": all(s["full"] for s in stats), "active": sum(s["active"] for s in stats),
+            "stale": sum(s["skipped"] for s in stats)}
 
 
 def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
@@ -95,34 +126,35 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
                 storage_options: dict | None = None, tag: int = 0):
     """One round of parallel DCD (CoCoA/CoCoA+) on the blocks ``infos`` this worker owns.
 
-    First the statistics of its blocks at the broadcast ``w`` (the loss, the
-    projected gradients and Σα, Σα², see :func:`kernel.dual_stats`), then
-    ``n_passes`` local DCD passes over each block from ``w`` with the local
-    subproblem scaled by ``sigma`` (σ′), and finally each block's α moves by
-    ``gamma`` times its change, so that after the coordinator's
-    ``w += gamma·Σ Δw`` it still holds that w = Σ αᵢyᵢxᵢ.  α never leaves the
-    worker.  Returns ``(Δw, report)``.
+    For each block in turn, streamed with prefetch (:func:`blocks.stream`):
+    its statistics at the broadcast ``w`` (the loss, the projected gradients
+    and Σα, Σα², see :func:`kernel.dual_stats`; its α has not moved yet this
+    round, so one read serves both), then ``n_passes`` local DCD passes from
+    the running ``w₀ + σ′Δw`` with the local subproblem scaled by ``sigma``
+    (σ′), and finally its α moves by ``gamma`` times its change, so that after
+    the coordinator's ``w += gamma·Σ Δw`` it still holds that w = Σ αᵢyᵢxᵢ.
+    α never leaves the worker.  Returns ``(Δw, report)``.
     """
     u = np.array(w, dtype=np.float64)  # w₀ + σ′Δw as the local passes go
     rows = []
-    for info in infos:
-        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+    loaded = blocks.stream(url, infos, cache_bytes, storage_options)
+    for info, seed in zip(infos, seeds):
+        block, sqnorm = next(loaded)
         s = blocks.run_state(run, info.name, dict)
         if "alpha" not in s:
             s["alpha"] = np.zeros(block.n_rows)
-        rows.append(kernel.dual_stats(block.indptr, block.indices, block.data, block.y,
-                                      positive, w, bias, n_features, s["alpha"], loss, C))
-    for info, seed in zip(infos, seeds):
-        block, sqnorm = blocks.load(url, info, cache_bytes, storage_options)
-        s = blocks.run_state(run, info.name, dict)
         _checkpoint(s, tag)
         alpha = s["alpha"]
+        # at the broadcast w, before this block's α moves: one read per block and round
+        rows.append(kernel.dual_stats(block.indptr, block.indices, block.data, block.y,
+                                      positive, w, bias, n_features, alpha, loss, C))
         old = alpha.copy()
         state, index = kernel.new_state(block.n_rows)  # shrinking only within the round
         kernel.dcd_passes(block.indptr, block.indices, block.data, block.y, positive, sqnorm,
                           u, bias, n_features, alpha, index, state, loss, C, eps, n_passes,
                           seed, sigma)
         alpha[:] = old + gamma * (alpha - old)
+        del block, sqnorm  # before the next one arrives: two blocks at most in memory
     total, correct, pg_max, pg_min, sum_a, sum_a2 = zip(*rows)
     report = {"loss": sum(total), "correct": sum(correct), "pg_max": max(pg_max),
               "pg_min": min(pg_min), "sum_alpha": sum(sum_a), "sum_alpha_sq": sum(sum_a2)}

@@ -21,7 +21,10 @@ Shrinking (§3.2) is global, as in LIBLINEAR: the thresholds M̄, m̄ of (16) ar
 the extremes of the projected gradients over the previous round's visits of
 all blocks, and when the shrunken problem meets (17) every block reactivates
 all its rows.  (Per-block thresholds would shrink more aggressively than
-LIBLINEAR: a block's own extremes lie inside the global ones.)
+LIBLINEAR: a block's own extremes lie inside the global ones.)  A block whose
+rows are all shrunk is not read until then (:func:`workers.dcd.segment`); its
+loss is the one last measured, so a round with such blocks (``stale_blocks``)
+has an inexact primal objective and cannot stop on the gap certificate.
 
 Parallel DCD (``parallel="average"`` or ``"add"``): instead of passing ``w``
 from block to block, every round the coordinator sends ``w`` with the task of
@@ -45,8 +48,9 @@ objective is λ/2‖w‖² + 1/n Σ loss (we use LIBLINEAR's ½‖w‖² + C Σ 
 equivalent scaling); a "machine" is a worker with several row blocks, the
 passes visit its blocks in a random order with a random permutation inside
 each; shrinking (§3.2) works inside a round only (every round starts with all
-rows active, because the thresholds of (16) go stale when w moves by the other
-workers' updates); and the round's primal, dual, gap and projected gradients
+rows active: the thresholds of (16) go stale when w moves by the other
+workers' updates, and every block is read each round anyway for the
+statistics at the broadcast w); and the round's primal, dual, gap and projected gradients
 are those of the broadcast ``w``, measured in the same task, so stopping on
 them returns that ``w`` and discards the round's last local updates.
 
@@ -263,12 +267,13 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             reports = [own] + rest
             row = _round(r, reports, reports[0]["ww"], C, diag, meta.n_rows, start,
                          sum(p["active"] for p in reports))
+            row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
             history.append(row)
             progress.round(row)
             pg = row["pg_violation"]
             pg_max, pg_min = max(p["pg_max"] for p in reports), min(p["pg_min"] for p in reports)
             full = all(p["full"] for p in reports)
-            if (pg <= eps and full) or _certified(row, gap_tol):
+            if (pg <= eps and full) or (_certified(row, gap_tol) and not row["stale_blocks"]):
                 converged = True  # (17) on a pass over every row, or certified by the gap
                 break
             if pg <= eps:  # the shrunken problem is solved: reactivate every row, check again

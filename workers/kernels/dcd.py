@@ -36,7 +36,7 @@ def new_state(n_rows):
 
 @numba.njit(cache=True, nogil=True)
 def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
-               alpha, index, state, loss, C, eps, n_passes, seed, sigma=1.0):
+               alpha, index, state, loss, C, eps, n_passes, seed, sigma=1.0, unshrink=True):
     """Run up to ``n_passes`` outer iterations of DCD with shrinking on one block.
 
     Updates ``w``, ``alpha``, ``index`` (the permutation buffer whose first
@@ -44,6 +44,12 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
     Returns ``(pg_max, pg_min, full, converged, sum_alpha, sum_alpha_sq)``:
     the projected-gradient extremes of the last pass, whether that pass covered
     every row, whether (17) held on a full pass, and Σα, Σα² of the block.
+
+    When a pass meets (17) on a shrunken active set, the block reactivates all
+    its rows for the next pass if ``unshrink``, as LIBLINEAR does for the whole
+    problem; otherwise the call stops there and leaves the rows shrunk — even
+    all of them — for the caller to reactivate (the sequential block mode does
+    it for all blocks at once, on (17) over all of them).
 
     ``sigma`` > 1 solves CoCoA+'s local subproblem (Ma et al., ICML 2015) with
     σ′ = sigma instead: ``w`` then holds w₀ + σ′·Δw of this block's updates, so
@@ -109,6 +115,8 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
         if pg_max_new - pg_min_new <= eps:  # (17)
             if full:
                 converged = True
+                break
+            if not unshrink:
                 break
             state[ACTIVE] = n  # solved the shrunken problem: unshrink and re-check on all rows
             state[PG_MAX_OLD], state[PG_MIN_OLD] = np.inf, -np.inf
