@@ -20,4 +20,6 @@ class Progress:
         rel = row["gap"] / abs(row["primal"]) if row["primal"] else float("nan")
         self.note(f"round {row['round']:4d}  primal {row['primal']:.8e}  dual {row['dual']:.8e}  "
                   f"gap {row['gap']:.2e} ({rel:.1e} rel)  pg {row['pg_violation']:.2e}  "
-                  f"active {100 * row['active']:5.1f}%  {row['seconds']:.2f}s")
+                  f"active {100 * row['active']:5.1f}%  "
+                  + (f"read {row['bytes_read'] / 2**20:.0f} MiB  " if "bytes_read" in row else "")
+                  + f"{row['seconds']:.2f}s")

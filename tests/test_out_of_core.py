@@ -94,6 +94,10 @@ def test_store_8x_memory_trains_in_bounded_memory(client, tmp_path):
     assert cached < data_bytes / 8  # the blocks stream from the store...
     first = store.meta.blocks[0].name  # read once more by cluster.plan's warm-up
     assert reads == {b.name: s["rounds"] + (b.name == first) for b in store.meta.blocks}
+    # each round's log shows the bytes it read: every block once (round 1: and the warm-up's)
+    block_bytes = [b.nnz * 8 + b.n_rows * 12 + 8 for b in store.meta.blocks]  # CSR + labels
+    assert [h["bytes_read"] for h in s["history"]] == \
+        [sum(block_bytes) + block_bytes[0]] + [sum(block_bytes)] * (s["rounds"] - 1)
     assert rss.peak < 0.8 * MEMORY_LIMIT, f"peak RSS {rss.peak / 2**20:.0f} MiB"
 
 

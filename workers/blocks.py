@@ -26,6 +26,7 @@ _cache: collections.OrderedDict = collections.OrderedDict()  # key -> (entry, nb
 _cache_bytes = 0
 _runs: dict[str, dict] = {}  # run id -> {block name: solver state}
 _reads: collections.Counter = collections.Counter()  # (url, block name) -> reads from the store
+_bytes_read = 0  # bytes of blocks read from the store since the last take_bytes_read()
 PREFETCH = True  # benchmarks measure without it: client.run(set_prefetch, False)
 
 
@@ -36,9 +37,11 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
     are evicted to make room.
     """
     def read():
+        global _bytes_read
         block = read_row_block(url, info, storage_options)
         with _lock:
             _reads[url, info.name] += 1
+            _bytes_read += block.nbytes
         sqnorm = np.empty(block.n_rows)
         row_sqnorms(block.indptr, block.data, sqnorm)
         return (block, sqnorm), block.nbytes + sqnorm.nbytes
@@ -103,6 +106,15 @@ def read_counts() -> dict:
         return dict(_reads)
 
 
+def take_bytes_read() -> int:
+    """Bytes of blocks (decoded) this process has read from the store since the last call;
+    a solver's per-round report takes it, so the round's log shows what was read."""
+    global _bytes_read
+    with _lock:
+        n, _bytes_read = _bytes_read, 0
+    return n
+
+
 def run_state(run: str, name: str, make):
     """The state of block ``name`` in run ``run``, created by ``make()`` on first use."""
     with _lock:
@@ -136,4 +148,4 @@ def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_fea
 
 
 __all__ = ["RowBlock", "load", "stream", "cached", "cached_bytes", "read_counts", "set_prefetch",
-           "run_state", "drop_run", "clear_cache", "block_decisions"]
+           "take_bytes_read", "run_state", "drop_run", "clear_cache", "block_decisions"]

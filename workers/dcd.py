@@ -117,7 +117,7 @@ def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float,
             "sum_alpha_sq": sum(s["sum_alpha_sq"] for s in stats),
             "pg_max": max(s["pg_max"] for s in stats), "pg_min": min(s["pg_min"] for s in stats),
             "full": all(s["full"] for s in stats), "active": sum(s["active"] for s in stats),
-            "stale": sum(s["skipped"] for s in stats)}
+            "stale": sum(s["skipped"] for s in stats), "bytes_read": blocks.take_bytes_read()}
 
 
 def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
@@ -157,7 +157,8 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
         del block, sqnorm  # before the next one arrives: two blocks at most in memory
     total, correct, pg_max, pg_min, sum_a, sum_a2 = zip(*rows)
     report = {"loss": sum(total), "correct": sum(correct), "pg_max": max(pg_max),
-              "pg_min": min(pg_min), "sum_alpha": sum(sum_a), "sum_alpha_sq": sum(sum_a2)}
+              "pg_min": min(pg_min), "sum_alpha": sum(sum_a), "sum_alpha_sq": sum(sum_a2),
+              "bytes_read": blocks.take_bytes_read()}
     return (u - w) / sigma, report
 
 

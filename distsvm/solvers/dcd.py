@@ -140,7 +140,8 @@ def _seed(seed: int, round_: int, block: int) -> int:
 def _round(r: int, reports: list[dict], ww: float, C: float, diag: float, n_rows: int,
            start: float, active: int) -> dict:
     """A round's log row from the workers' reports: P(w), D(α) = Σα − ½‖w‖² − ½ΣDᵢᵢαᵢ²,
-    the gap, the projected-gradient spread of (17), active rows and accuracy."""
+    the gap, the projected-gradient spread of (17), active rows, accuracy and the bytes of
+    blocks the workers read from the store since their previous report."""
     primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
     dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
         - 0.5 * diag * sum(p["sum_alpha_sq"] for p in reports)
@@ -148,6 +149,7 @@ def _round(r: int, reports: list[dict], ww: float, C: float, diag: float, n_rows
             "pg_violation": max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports),
             "active": active / max(1, n_rows),
             "train_accuracy": sum(p["correct"] for p in reports) / max(1, n_rows),
+            "bytes_read": sum(p["bytes_read"] for p in reports),
             "seconds": time.perf_counter() - start}
 
 
