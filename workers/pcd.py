@@ -1,10 +1,11 @@
 """The per-worker tasks of primal coordinate descent over column blocks.
 
 The solver's state is ``{"w", "b", "f"}``: the weights, bⱼ(w) = 1 − yⱼwᵀxⱼ for
-every row (length l) and f(w).  It lives in a Dask future that the coordinator
-threads from task to task: in exact mode :func:`exact_rounds` makes the next
-state from the last; in parallel mode :func:`part` tasks read it (and copy what
-they change) and :func:`combine` makes the next one.  The labels ``cols/y`` are read
+every row (length l) and f(w).  In exact mode it stays on the one worker for the
+whole run (:func:`workers.blocks.run_state`) and :func:`exact_rounds` updates it in
+place; in parallel mode it lives in a Dask future that the coordinator threads from
+task to task: :func:`part` tasks read it (and copy what they change) and
+:func:`combine` makes the next one.  The labels ``cols/y`` are read
 once per worker and run (:func:`workers.blocks.run_state`); column blocks come
 through the worker's block cache.
 """
@@ -43,7 +44,7 @@ def load_columns(url: str, info: ColumnInfo, cache_bytes: int,
 
 
 def _state(prev) -> dict:
-    """The state itself, or the state of a :func:`combine` / :func:`exact_rounds` result."""
+    """The state itself, or the state of a :func:`combine` result."""
     return prev[0] if isinstance(prev, tuple) else prev
 
 
@@ -98,31 +99,38 @@ def _objective(w, b, loss, C):
     return 0.5 * float(w @ w) + C * kernel.loss_sum(b, np.zeros(0), 0.0, loss)
 
 
-def exact_rounds(prev, url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: int,
-                 run: str, *, eps: float, g0: float, seconds: float, n_items: int,
-                 storage_options: dict | None = None, **kw) -> tuple[dict, list[dict]]:
+def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: int, run: str, *,
+                 eps: float, g0: float, seconds: float, n_items: int, bias: float,
+                 n_features: int, loss: int, C: float, storage_options: dict | None = None,
+                 **kw) -> dict:
     """Exact mode: outer iterations r, r+1, … of Algorithm 1 on this worker, each visiting
     every item in the round's random order, until the stopping rule holds (``g0`` is
     max|∇f(0)ᵢ|, NaN before round 1 has measured it), ``max_rounds`` is reached, or
     ``seconds`` have passed (batching rounds into one task spares a scheduler round
-    trip per outer iteration).  Returns ``(state, reports)``."""
+    trip per outer iteration).
+
+    The state stays on this worker for the whole run (:func:`workers.blocks.run_state`,
+    made by :func:`initial` in round 1) and is updated in place, so only the reports travel.
+    Returns ``{"reports": [one per round], "w": w when the run stopped, else None}``.
+    """
     start = time.perf_counter()
     y = _labels(run, url, cmeta, storage_options)
-    state = _state(prev)
-    w, b = state["w"].copy(), state["b"].copy()
+    dim = n_features + (1 if bias >= 0 else 0)
+    state = blocks.run_state(run, "state", lambda: initial(cmeta.n_rows, dim, loss, C))
+    w, b = state["w"], state["b"]
     reports = []
     while True:
         order, seeds = round_plan(seed, r, n_items)
-        stats, _ = _visit(w, b, y, url, cmeta, order, seeds, first=r == 1,
-                          storage_options=storage_options, **kw)
-        f = _objective(w, b, kw["loss"], kw["C"])
-        reports.append({"f": f, "t": 1.0, "stats": stats,
+        stats, _ = _visit(w, b, y, url, cmeta, order, seeds, bias=bias, n_features=n_features,
+                          loss=loss, C=C, first=r == 1, storage_options=storage_options, **kw)
+        state["f"] = _objective(w, b, loss, C)
+        reports.append({"f": state["f"], "t": 1.0, "stats": stats,
                         "elapsed": time.perf_counter() - start})
         g0 = stats[kernel.MAX_GRAD0] if r == 1 else g0
         r += 1
-        if (stats[kernel.MAX_GRAD] <= eps * g0 or r > max_rounds
-                or time.perf_counter() - start > seconds):
-            return {"w": w, "b": b, "f": f}, reports
+        done = stats[kernel.MAX_GRAD] <= eps * g0 or r > max_rounds
+        if done or time.perf_counter() - start > seconds:
+            return {"reports": reports, "w": w.copy() if done else None}
 
 
 def combine(prev, parts: list[dict], *, loss: int, C: float) -> tuple[dict, list[dict]]:
