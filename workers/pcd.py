@@ -13,6 +13,7 @@ through the worker's block cache.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -56,19 +57,43 @@ def round_plan(seed: int, r: int, n_items: int) -> tuple[list[int], list[int]]:
                                                         rng.integers(0, 2**31, n_items)]
 
 
-def _visit(w, b, y, url, cmeta, keys, seeds, *, bias, n_features, loss, C, first, cache_bytes,
+_prefetch: ThreadPoolExecutor | None = None
+
+
+def _reader() -> ThreadPoolExecutor:
+    """This process's one reading thread (a worker runs one task at a time)."""
+    global _prefetch
+    if _prefetch is None:
+        _prefetch = ThreadPoolExecutor(1, thread_name_prefix="pcd-read")
+    return _prefetch
+
+
+def _visit(w, b, run, url, cmeta, keys, seeds, *, bias, n_features, loss, C, first, cache_bytes,
            storage_options):
     """Inner iterations over the items ``keys`` (column block numbers; ``len(cmeta.blocks)``
-    is the bias feature) in order, updating ``w`` and ``b``; returns (stats, feature ranges)."""
+    is the bias feature) in order, updating ``w`` and ``b``; returns (stats, feature ranges).
+
+    Column blocks stream through one reading thread: the next item's block is read (or taken
+    from the cache) while the kernel, which releases the GIL, works on the current one, and
+    the first while the labels are read; so at most two blocks are in flight."""
+    def load(k):
+        if k == len(cmeta.blocks):
+            return None
+        return load_columns(url, cmeta.blocks[k], cache_bytes, storage_options)
+
     stats = kernel.new_stats()
     ranges = []
-    for k in keys:
-        if k == len(cmeta.blocks):
+    ahead = _reader().submit(load, keys[0]) if keys else None
+    y = _labels(run, url, cmeta, storage_options)
+    for i, k in enumerate(keys):
+        loaded = ahead.result()
+        ahead = _reader().submit(load, keys[i + 1]) if i + 1 < len(keys) else None
+        if loaded is None:
             kernel.pcd_bias(bias, y, 1, b, w, n_features, loss, C, first, stats)
             ranges.append((n_features, n_features + 1))
             continue
         info = cmeta.blocks[k]
-        block, colsq = load_columns(url, info, cache_bytes, storage_options)
+        block, colsq = loaded
         kernel.pcd_columns(block.indptr, block.indices, block.data, info.col_start, colsq, y, 1,
                            b, w, loss, C, seeds[k], first, stats)
         ranges.append((info.col_start, info.col_stop))
@@ -84,12 +109,11 @@ def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int,
     """Parallel mode, one worker's share of round ``r``: the inner iterations over its items
     ``mine`` (in the round's order) from the round's starting state, which it leaves
     untouched; returns its Δw (per block), Δb and statistics."""
-    y = _labels(run, url, cmeta, storage_options)
     state = _state(prev)
     w0, b0 = state["w"], state["b"]
     w, b = w0.copy(), b0.copy()
     order, seeds = round_plan(seed, r, n_items)
-    stats, ranges = _visit(w, b, y, url, cmeta, [k for k in order if k in set(mine)], seeds,
+    stats, ranges = _visit(w, b, run, url, cmeta, [k for k in order if k in set(mine)], seeds,
                            first=r == 1, storage_options=storage_options, **kw)
     b -= b0
     return {"dw": [(s, w[s:e] - w0[s:e]) for s, e in ranges], "db": b, "stats": stats}
@@ -114,14 +138,13 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
     Returns ``{"reports": [one per round], "w": w when the run stopped, else None}``.
     """
     start = time.perf_counter()
-    y = _labels(run, url, cmeta, storage_options)
     dim = n_features + (1 if bias >= 0 else 0)
     state = blocks.run_state(run, "state", lambda: initial(cmeta.n_rows, dim, loss, C))
     w, b = state["w"], state["b"]
     reports = []
     while True:
         order, seeds = round_plan(seed, r, n_items)
-        stats, _ = _visit(w, b, y, url, cmeta, order, seeds, bias=bias, n_features=n_features,
+        stats, _ = _visit(w, b, run, url, cmeta, order, seeds, bias=bias, n_features=n_features,
                           loss=loss, C=C, first=r == 1, storage_options=storage_options, **kw)
         state["f"] = _objective(w, b, loss, C)
         reports.append({"f": state["f"], "t": 1.0, "stats": stats,
