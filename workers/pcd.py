@@ -138,8 +138,12 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
     Returns ``{"reports": [one per round], "w": w when the run stopped, else None}``.
     """
     start = time.perf_counter()
-    dim = n_features + (1 if bias >= 0 else 0)
-    state = blocks.run_state(run, "state", lambda: initial(cmeta.n_rows, dim, loss, C))
+    def fresh():
+        if r > 1:  # never restart silently from w = 0 in the middle of a run
+            raise RuntimeError(f"pcd run {run}: round {r} on a worker that has no state of it")
+        return initial(cmeta.n_rows, n_features + (1 if bias >= 0 else 0), loss, C)
+
+    state = blocks.run_state(run, "state", fresh)
     w, b = state["w"], state["b"]
     reports = []
     while True:
