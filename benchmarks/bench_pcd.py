@@ -66,7 +66,7 @@ def time_to(store, client, target, pids, **kw):
     return hit["seconds"] + setup, hit["round"], rss.peak
 
 
-def bench_dataset(name, tmp, clients, repeats, tight_rounds, max_rounds, log):
+def bench_dataset(name, tmp, clients, repeats, tight_rounds, max_rounds, losses, log):
     from sklearn.datasets import load_svmlight_file
 
     from distsvm.columns import columnize
@@ -96,7 +96,7 @@ def bench_dataset(name, tmp, clients, repeats, tight_rounds, max_rounds, log):
     log(f"{name}: transpose {res['transpose']}")
     pids1 = list(clients["one"].run(os.getpid).values())
     res["losses"] = {}
-    for loss in LIBLINEAR:
+    for loss in losses:
         w_ll, _ = liblinear_run(X, y, LIBLINEAR[loss], 1e-4)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a round limit is fine: f* takes the better run
@@ -164,13 +164,14 @@ def main():
                    help="round limit of the tight pcd run that helps fix f* (default 2000)")
     p.add_argument("--max-rounds", type=int, default=300,
                    help="round limit of the timed distsvm runs (default 300)")
+    p.add_argument("--losses", nargs="+", choices=list(LIBLINEAR), default=list(LIBLINEAR))
     p.add_argument("--json", help="also write the results here")
     a = p.parse_args()
     results = []
     with clusters() as (tmp, client):
         for name in a.datasets:
             results.append(bench_dataset(name, tmp, client, a.repeats, a.tight_rounds,
-                                         a.max_rounds, log))
+                                         a.max_rounds, a.losses, log))
     print(table(results))
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(results, indent=1))

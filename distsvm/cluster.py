@@ -81,15 +81,21 @@ class WorkerPlan:
         return [b for b, w in enumerate(self.owners) if w == worker]
 
 
+_warmed = False  # on a worker: whether _warm_rss has read a block in this process
+
+
 def _warm_rss(url: str | None, block, storage_options) -> int:
     """On a worker: load the kernels and read one block without caching it (the
     libraries and the store reader's machinery are most of a worker's footprint),
-    then return the process's resident memory."""
+    then return the process's resident memory.  The block is read once per worker
+    process: once the machinery is loaded, reading another adds nothing that stays."""
+    global _warmed
     import workers.blocks
     import workers.dcd  # noqa: F401
 
-    if url is not None:
+    if url is not None and not _warmed:
         workers.blocks.load(url, block, 0, storage_options)
+        _warmed = True
     return psutil.Process().memory_info().rss
 
 

@@ -182,21 +182,51 @@ def test_bias_matches_liblinear(client, a9a, a9a_store):
     assert abs(p - p_ref) <= 1e-3 * p_ref
 
 
+# eps per (dataset, loss, mode) that reaches LIBLINEAR's optimum to 1e-3 relative with a
+# margin (measured; runs are deterministic).  phishing's 68 correlated binary features take CD
+# hundreds of rounds (docs/solvers/pcd.md), parallel mode's Jacobi steps across the two
+# workers' blocks the most, so its column view has just 2 blocks, one per worker.
+SHARED_EPS = {("w8a", "squared_hinge", "exact"): 1e-4, ("w8a", "squared_hinge", "parallel"): 1e-4,
+              ("w8a", "logistic", "exact"): 1e-4, ("w8a", "logistic", "parallel"): 1e-4,
+              ("phishing", "squared_hinge", "exact"): 5e-4,
+              ("phishing", "squared_hinge", "parallel"): 2e-4,
+              ("phishing", "logistic", "exact"): 1e-3, ("phishing", "logistic", "parallel"): 5e-4}
+SHARED_BLOCK_MB = {"w8a": 0.5, "phishing": 2.0}
+
+
+@pytest.fixture(scope="module")
+def shared_problem(tmp_path_factory):
+    """``get(name, loss)``: (X, y, store with a column view, LIBLINEAR's optimum), each built
+    once per module; skips when ../shared/datasets is absent."""
+    data, optima = {}, {}
+
+    def get(name, loss):
+        if name not in data:
+            X, y = load_xy(shared_dataset(name))
+            store = ingest((X, y), str(tmp_path_factory.mktemp("pcd") / f"{name}.zarr"))
+            columnize(store, memory_mb=256, block_mb=SHARED_BLOCK_MB[name])
+            data[name] = X, y, store
+        X, y, store = data[name]
+        if (name, loss) not in optima:
+            optima[name, loss] = liblinear_optimum(X, y, loss)[1]
+        return X, y, store, optima[name, loss]
+
+    return get
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", ["exact", "parallel"])
+@pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize("name", ["w8a", "phishing"])
-def test_shared_datasets_match_liblinear(client, tmp_path, name):
-    X, y = load_xy(shared_dataset(name))
-    store = ingest((X, y), str(tmp_path / f"{name}.zarr"))
-    columnize(store, memory_mb=256, block_mb=0.5)
-    # phishing's correlated features take CD hundreds of rounds (docs/solvers/pcd.md): one run
-    runs = {"w8a": (("squared_hinge", "exact"), ("logistic", "parallel")),
-            "phishing": (("squared_hinge", "exact"),)}[name]
-    for loss, mode in runs:
-        _, p_ref = liblinear_optimum(X, y, loss)
-        model = train(store, solver="pcd", loss=loss, eps=1e-4, max_rounds=1000, pcd_mode=mode,
-                      client=client)
-        p = primal_objective(model.w, X, y, loss)
-        assert abs(p - p_ref) <= 1e-3 * p_ref, (name, loss, p, p_ref)
+def test_shared_datasets_match_liblinear(client, shared_problem, name, loss, mode):
+    X, y, store, p_ref = shared_problem(name, loss)
+    model = train(store, solver="pcd", loss=loss, eps=SHARED_EPS[name, loss, mode],
+                  max_rounds=1000, pcd_mode=mode, client=client)
+    assert model.summary["converged"]
+    p = primal_objective(model.w, X, y, loss)
+    assert abs(p - p_ref) <= 1e-3 * p_ref, (p, p_ref)
+    f = [row["primal"] for row in model.summary["history"]]
+    assert all(b <= a for a, b in zip(f, f[1:]))
 
 
 def test_round_limit_warns_and_seed_is_deterministic(client, a9a_store):

@@ -1,10 +1,11 @@
 """The per-worker tasks of primal coordinate descent over column blocks.
 
 The solver's state is ``{"w", "b", "f"}``: the weights, bⱼ(w) = 1 − yⱼwᵀxⱼ for
-every row (length l) and f(w).  It lives in a Dask future that the coordinator
-threads from task to task: in exact mode :func:`exact_rounds` makes the next
-state from the last; in parallel mode :func:`part` tasks read it (and copy what
-they change) and :func:`combine` makes the next one.  The labels ``cols/y`` are read
+every row (length l) and f(w).  In exact mode it stays on the one worker for the
+whole run (:func:`workers.blocks.run_state`) and :func:`exact_rounds` updates it in
+place; in parallel mode it lives in a Dask future that the coordinator threads from
+task to task: :func:`part` tasks read it (and copy what they change) and
+:func:`combine` makes the next one.  The labels ``cols/y`` are read
 once per worker and run (:func:`workers.blocks.run_state`); column blocks come
 through the worker's block cache.
 """
@@ -12,6 +13,7 @@ through the worker's block cache.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -43,7 +45,7 @@ def load_columns(url: str, info: ColumnInfo, cache_bytes: int,
 
 
 def _state(prev) -> dict:
-    """The state itself, or the state of a :func:`combine` / :func:`exact_rounds` result."""
+    """The state itself, or the state of a :func:`combine` result."""
     return prev[0] if isinstance(prev, tuple) else prev
 
 
@@ -55,19 +57,43 @@ def round_plan(seed: int, r: int, n_items: int) -> tuple[list[int], list[int]]:
                                                         rng.integers(0, 2**31, n_items)]
 
 
-def _visit(w, b, y, url, cmeta, keys, seeds, *, bias, n_features, loss, C, first, cache_bytes,
+_prefetch: ThreadPoolExecutor | None = None
+
+
+def _reader() -> ThreadPoolExecutor:
+    """This process's one reading thread (a worker runs one task at a time)."""
+    global _prefetch
+    if _prefetch is None:
+        _prefetch = ThreadPoolExecutor(1, thread_name_prefix="pcd-read")
+    return _prefetch
+
+
+def _visit(w, b, run, url, cmeta, keys, seeds, *, bias, n_features, loss, C, first, cache_bytes,
            storage_options):
     """Inner iterations over the items ``keys`` (column block numbers; ``len(cmeta.blocks)``
-    is the bias feature) in order, updating ``w`` and ``b``; returns (stats, feature ranges)."""
+    is the bias feature) in order, updating ``w`` and ``b``; returns (stats, feature ranges).
+
+    Column blocks stream through one reading thread: the next item's block is read (or taken
+    from the cache) while the kernel, which releases the GIL, works on the current one, and
+    the first while the labels are read; so at most two blocks are in flight."""
+    def load(k):
+        if k == len(cmeta.blocks):
+            return None
+        return load_columns(url, cmeta.blocks[k], cache_bytes, storage_options)
+
     stats = kernel.new_stats()
     ranges = []
-    for k in keys:
-        if k == len(cmeta.blocks):
+    ahead = _reader().submit(load, keys[0]) if keys else None
+    y = _labels(run, url, cmeta, storage_options)
+    for i, k in enumerate(keys):
+        loaded = ahead.result()
+        ahead = _reader().submit(load, keys[i + 1]) if i + 1 < len(keys) else None
+        if loaded is None:
             kernel.pcd_bias(bias, y, 1, b, w, n_features, loss, C, first, stats)
             ranges.append((n_features, n_features + 1))
             continue
         info = cmeta.blocks[k]
-        block, colsq = load_columns(url, info, cache_bytes, storage_options)
+        block, colsq = loaded
         kernel.pcd_columns(block.indptr, block.indices, block.data, info.col_start, colsq, y, 1,
                            b, w, loss, C, seeds[k], first, stats)
         ranges.append((info.col_start, info.col_stop))
@@ -83,12 +109,11 @@ def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int,
     """Parallel mode, one worker's share of round ``r``: the inner iterations over its items
     ``mine`` (in the round's order) from the round's starting state, which it leaves
     untouched; returns its Δw (per block), Δb and statistics."""
-    y = _labels(run, url, cmeta, storage_options)
     state = _state(prev)
     w0, b0 = state["w"], state["b"]
     w, b = w0.copy(), b0.copy()
     order, seeds = round_plan(seed, r, n_items)
-    stats, ranges = _visit(w, b, y, url, cmeta, [k for k in order if k in set(mine)], seeds,
+    stats, ranges = _visit(w, b, run, url, cmeta, [k for k in order if k in set(mine)], seeds,
                            first=r == 1, storage_options=storage_options, **kw)
     b -= b0
     return {"dw": [(s, w[s:e] - w0[s:e]) for s, e in ranges], "db": b, "stats": stats}
@@ -98,31 +123,41 @@ def _objective(w, b, loss, C):
     return 0.5 * float(w @ w) + C * kernel.loss_sum(b, np.zeros(0), 0.0, loss)
 
 
-def exact_rounds(prev, url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: int,
-                 run: str, *, eps: float, g0: float, seconds: float, n_items: int,
-                 storage_options: dict | None = None, **kw) -> tuple[dict, list[dict]]:
+def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: int, run: str, *,
+                 eps: float, g0: float, seconds: float, n_items: int, bias: float,
+                 n_features: int, loss: int, C: float, storage_options: dict | None = None,
+                 **kw) -> dict:
     """Exact mode: outer iterations r, r+1, … of Algorithm 1 on this worker, each visiting
     every item in the round's random order, until the stopping rule holds (``g0`` is
     max|∇f(0)ᵢ|, NaN before round 1 has measured it), ``max_rounds`` is reached, or
     ``seconds`` have passed (batching rounds into one task spares a scheduler round
-    trip per outer iteration).  Returns ``(state, reports)``."""
+    trip per outer iteration).
+
+    The state stays on this worker for the whole run (:func:`workers.blocks.run_state`,
+    made by :func:`initial` in round 1) and is updated in place, so only the reports travel.
+    Returns ``{"reports": [one per round], "w": w when the run stopped, else None}``.
+    """
     start = time.perf_counter()
-    y = _labels(run, url, cmeta, storage_options)
-    state = _state(prev)
-    w, b = state["w"].copy(), state["b"].copy()
+    def fresh():
+        if r > 1:  # never restart silently from w = 0 in the middle of a run
+            raise RuntimeError(f"pcd run {run}: round {r} on a worker that has no state of it")
+        return initial(cmeta.n_rows, n_features + (1 if bias >= 0 else 0), loss, C)
+
+    state = blocks.run_state(run, "state", fresh)
+    w, b = state["w"], state["b"]
     reports = []
     while True:
         order, seeds = round_plan(seed, r, n_items)
-        stats, _ = _visit(w, b, y, url, cmeta, order, seeds, first=r == 1,
-                          storage_options=storage_options, **kw)
-        f = _objective(w, b, kw["loss"], kw["C"])
-        reports.append({"f": f, "t": 1.0, "stats": stats,
+        stats, _ = _visit(w, b, run, url, cmeta, order, seeds, bias=bias, n_features=n_features,
+                          loss=loss, C=C, first=r == 1, storage_options=storage_options, **kw)
+        state["f"] = _objective(w, b, loss, C)
+        reports.append({"f": state["f"], "t": 1.0, "stats": stats,
                         "elapsed": time.perf_counter() - start})
         g0 = stats[kernel.MAX_GRAD0] if r == 1 else g0
         r += 1
-        if (stats[kernel.MAX_GRAD] <= eps * g0 or r > max_rounds
-                or time.perf_counter() - start > seconds):
-            return {"w": w, "b": b, "f": f}, reports
+        done = stats[kernel.MAX_GRAD] <= eps * g0 or r > max_rounds
+        if done or time.perf_counter() - start > seconds:
+            return {"reports": reports, "w": w.copy() if done else None}
 
 
 def combine(prev, parts: list[dict], *, loss: int, C: float) -> tuple[dict, list[dict]]:

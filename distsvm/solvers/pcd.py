@@ -26,9 +26,11 @@ Distribution (what differs from the paper):
 
 Exact mode batches outer iterations: one task runs rounds for up to
 ``BATCH_SECONDS`` (or until it stops) and reports each round, sparing a
-scheduler round trip per outer iteration; a round's logged time is when the
-coordinator received the batch less the worker time spent on the batch's later
-rounds (so every latency is charged to the round).
+scheduler round trip per outer iteration.  Its state (w, b) stays on the worker
+for the whole run, so a batch is one task, and w comes back with the last one.
+A round's logged time is when the coordinator received the batch less the
+worker time spent on the batch's later rounds (so every latency is charged to
+the round).
 Parallel mode submits round r + 1 before it reads round r's report.
 
 Stopping (§5.3): the largest |D′ᵢ(0)| seen in an outer iteration, relative to
@@ -52,6 +54,7 @@ from storage.columns import read_columns_meta
 from workers import losses
 from workers.kernels import pcd as kernel
 
+from .. import cluster
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
@@ -79,13 +82,13 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     run = uuid.uuid4().hex
     common = dict(bias=bias, n_features=meta.n_features, loss=code, C=C, n_items=n_items,
                   storage_options=dataset.storage_options)
-    state = client.submit(workers.pcd.initial, meta.n_rows, dim, code, C, workers=addrs[:1],
-                          pure=False)
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
     g0 = gnorm0 = f = np.nan
+    w = None
     r = 1
+
     def parallel_round(prev, r):
         parts = [client.submit(workers.pcd.part, prev, dataset.url, cmeta,
                                [k for k in range(n_items) if owners[k] == a], r, seed, run,
@@ -95,20 +98,25 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
         return client.submit(workers.pcd.combine, prev, parts, loss=code, C=C,
                              workers=addrs[:1], pure=False)
 
+    if mode == "parallel":
+        state = client.submit(workers.pcd.initial, meta.n_rows, dim, code, C,
+                              workers=addrs[:1], pure=False)
     ahead = None
     try:
         while r <= max_rounds and not converged:
-            if mode == "exact":
-                state = client.submit(
-                    workers.pcd.exact_rounds, state, dataset.url, cmeta, r, max_rounds, seed,
-                    run, eps=eps, g0=g0, seconds=BATCH_SECONDS,
+            if mode == "exact":  # the state stays on the worker: only reports come back
+                batch = client.submit(
+                    workers.pcd.exact_rounds, dataset.url, cmeta, r, max_rounds, seed, run,
+                    eps=eps, g0=g0, seconds=BATCH_SECONDS,
                     cache_bytes=plan.cache_bytes[addrs[0]], workers=addrs[:1], pure=False,
                     **common)
+                out = cluster.gather(client, [batch], addrs[:1])[0]
+                reps, w = out["reports"], out["w"]
             else:  # round r + 1 is submitted before round r's report is read, hiding latency
                 state = ahead or parallel_round(state, r)
                 ahead = parallel_round(state, r + 1) if r < max_rounds else None
-            reps = client.submit(workers.pcd.reports, state, workers=addrs[:1],
-                                 pure=False).result()
+                reps = cluster.gather(client, [client.submit(
+                    workers.pcd.reports, state, workers=addrs[:1], pure=False)], addrs[:1])[0]
             received = time.perf_counter() - start
             for rep in reps:
                 s = rep["stats"]
@@ -133,7 +141,9 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             warnings.warn(f"pcd reached the round limit ({max_rounds}) before max|D'ᵢ(0)| fell "
                           f"to eps={eps:g} of its value at w = 0 ({history[-1]['max_grad']:.3g});"
                           " increase max_rounds or eps", ConvergenceWarning, stacklevel=2)
-        w = client.submit(workers.pcd.weights, state, workers=addrs[:1], pure=False).result()
+        if mode == "parallel":
+            w = client.submit(workers.pcd.weights, state, workers=addrs[:1],
+                              pure=False).result()
     finally:
         if ahead is not None:
             client.cancel(ahead)
