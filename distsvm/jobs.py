@@ -169,7 +169,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
           parallel: str | None = None, scheduler: str | None = None,
           n_workers: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train") -> Model:
-    """Train a binary linear classifier on a dataset (or its URL) and return the model.
+    """Train a binary linear classifier (or a ranking model) on a dataset (or its URL) and
+    return the model.
 
     Training stops when LIBLINEAR's rule holds for ``eps``, or, if ``gap_tol`` > 0, when
     the duality gap certifies the primal objective to within ``gap_tol`` relative.
