@@ -18,7 +18,7 @@ from distsvm.model import ModelFormatError, export_liblinear, load_model, save_m
 from distsvm.solvers import cutting_plane
 from workers.kernels import cutting_plane as kernel
 
-from .conftest import DATA, liblinear_optimum, load_xy, primal_objective, shared_dataset
+from .conftest import liblinear_optimum, load_xy, primal_objective, shared_dataset
 from .test_cli import run
 
 C = 0.01  # C_OP = 0.01·n; iterations grow as √C_OP (the paper's §4.1 used 0.05·n on Adult)
