@@ -304,15 +304,9 @@ def test_cli_ranking_round_trip(client, tmp_path, a9a):
     """train --objective ordinal on 4,000 rows of age quintiles, predict 2,000 held-out rows
     (on the session cluster, --scheduler): the printed metrics, --output's ranks equal the
     saved model's, export refuses."""
-    from sklearn.datasets import dump_svmlight_file
-
     X, r = age_ranks(a9a[0][:6000])
-    dump_svmlight_file(X[:4000], r[:4000], str(tmp_path / "age.svm"), zero_based=False)
-    dump_svmlight_file(X[4000:], r[4000:], str(tmp_path / "age.t.svm"), zero_based=False)
-    run("ingest", tmp_path / "age.svm", tmp_path / "age.zarr", "-q", "--serial",
-        "--block-rows", 1500)
-    run("ingest", tmp_path / "age.t.svm", tmp_path / "age.t.zarr", "-q", "--serial",
-        "--no-shuffle")
+    ingest((X[:4000], r[:4000]), str(tmp_path / "age.zarr"), block_rows=1500)
+    ingest((X[4000:], r[4000:]), str(tmp_path / "age.t.zarr"), shuffle=False)
     model, cluster_ = tmp_path / "age.model", ("--scheduler", client.scheduler.address)
     p = run("train", tmp_path / "age.zarr", model, "--solver", "cutting-plane", "--objective",
             "ordinal", "--c-perf", 0.1, "--json", *cluster_)
