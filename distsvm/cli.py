@@ -116,8 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "blocks; cutting-plane = Joachims 2006 (hinge loss only); alm = SVM-ALM "
                         "primal solver; auto = primal when rows far outnumber features")
     p.add_argument("--objective", choices=("classification", "ordinal"), default="classification",
-                   help="cutting-plane only: ordinal = pairwise ranking of the labels' order "
-                        "(ROC area for two labels)")
+                   help="cutting-plane only: ordinal = a ranking model of the labels' order "
+                        "(R >= 2 ordered ranks; ROC area for two labels)")
     p.add_argument("--loss", choices=("hinge", "squared-hinge", "logistic", "lp"),
                    help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default), "
                         "logistic = logistic regression (pcd), lp = max(0, 1 - m)^p (alm)")
@@ -171,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="predict a store with a model and report accuracy")
     p.add_argument("store")
     p.add_argument("model", help="a distsvm model or a LIBLINEAR text model")
-    p.add_argument("--output", metavar="FILE", help="write one predicted label per line")
+    p.add_argument("--output", metavar="FILE",
+                   help="write one predicted label (a ranking model: rank) per line")
     _cluster_options(p)
     _common(p)
 
@@ -305,9 +306,12 @@ def _train(a, progress):
             *(("grad_norm", "passes") if alm else ("dual_objective", "duality_gap")),
             "train_seconds", "n_rows", "n_features")
     bias = {"p": model.params["p"], "intercept": model.bias >= 0} if alm else {"bias": model.bias}
+    ranking = ({"ranks": list(model.classes), "thresholds": list(model.thresholds),
+                **{k: s[k] for k in s if k.startswith("train_") and k != "train_seconds"}}
+               if model.is_ranking else {})
     return {"solver": model.solver, "loss": model.loss, "C": model.params["C"],
             "eps": model.params["eps"], **bias, "model": a.model,
-            **{k: (None if s[k] != s[k] else s[k]) for k in keys}}
+            **{k: (None if s[k] != s[k] else s[k]) for k in keys}, **ranking}
 
 
 def _alm_options(a) -> dict:
@@ -327,8 +331,14 @@ def _predict(a, progress):
     model = load_model(a.model)
     result = predict(a.store, model, scheduler=a.scheduler, n_workers=a.workers,
                      output=a.output)
-    print(f"Accuracy = {100 * result['accuracy']:.4f}% ({round(result['accuracy'] * result['n_rows'])}"
-          f"/{result['n_rows']})", file=sys.stderr if a.json else sys.stdout)
+    where = sys.stderr if a.json else sys.stdout
+    what = "Rank accuracy" if model.is_ranking else "Accuracy"
+    print(f"{what} = {100 * result['accuracy']:.4f}% ({round(result['accuracy'] * result['n_rows'])}"
+          f"/{result['n_rows']})", file=where)
+    if model.is_ranking:
+        print(f"Mean absolute rank error = {result['mean_abs_rank_error']:.4f}\n"
+              f"Pairwise ordering accuracy = {100 * result['pairwise_accuracy']:.4f}% "
+              f"({result['n_pairs']} pairs of different rank)", file=where)
     return result
 
 

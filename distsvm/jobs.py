@@ -169,7 +169,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
           parallel: str | None = None, scheduler: str | None = None,
           n_workers: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train") -> Model:
-    """Train a binary linear classifier on a dataset (or its URL) and return the model.
+    """Train a binary linear classifier (or a ranking model) on a dataset (or its URL) and
+    return the model.
 
     Training stops when LIBLINEAR's rule holds for ``eps``, or, if ``gap_tol`` > 0, when
     the duality gap certifies the primal objective to within ``gap_tol`` relative.
@@ -184,7 +185,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
 
     ``eps`` defaults to :data:`DEFAULT_EPS` of the solver.  ``objective`` and ``c_perf``
     (SVMperf's C, replacing ``C``) are for the cutting-plane solver; see
-    :mod:`distsvm.solvers.cutting_plane` for their meaning.
+    :mod:`distsvm.solvers.cutting_plane` for their meaning.  ``objective="ordinal"`` takes
+    a store whose R ≥ 2 labels are ordered ranks and returns a ranking model (its
+    thresholds fitted by :func:`distsvm.solvers.cutting_plane.fit_thresholds`).
     """
     eps = DEFAULT_EPS[solver] if solver in DEFAULT_EPS and eps is None else eps
     check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
@@ -206,9 +209,11 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                          f"{list(pcd.MODES)}. Got {pcd_mode!r} instead.")
     dataset = as_dataset(data)
     meta = dataset.meta
-    if len(meta.classes) != 2:
+    if len(meta.classes) != 2 and objective != "ordinal":
         raise ValueError(f"{dataset.url}: {len(meta.classes)} classes; this version trains "
-                         "binary classifiers only (labels must take exactly two values)")
+                         "binary classifiers only (labels must take exactly two values), "
+                         "or, with solver cutting_plane and objective 'ordinal', a ranking "
+                         "model of ordered labels")
     if c_perf is not None:
         C = cutting_plane.c_from_c_perf(c_perf, meta.class_counts, objective)
     progress = progress or Progress(quiet=True)
@@ -234,6 +239,14 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
             result = cutting_plane.solve(c, dataset, plan, C=float(C), eps=float(eps),
                                          bias=float(bias), max_rounds=max_rounds,
                                          objective=objective, progress=progress)
+            if objective == "ordinal":
+                thresholds, ranking = cutting_plane.fit_thresholds(c, dataset, plan, result.w,
+                                                                   float(bias))
+                progress.note(f"train: {len(meta.classes)} ranks, thresholds "
+                              f"{' '.join(f'{t:.6g}' for t in thresholds)}; training rank "
+                              f"accuracy {ranking['rank_accuracy']:.4f}, mean absolute rank "
+                              f"error {ranking['mean_abs_rank_error']:.4f}, pairwise "
+                              f"accuracy {ranking['pairwise_accuracy']:.4f}")
         else:
             result = dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                bias=float(bias), max_rounds=max_rounds, seed=seed,
@@ -256,8 +269,12 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                "train_seconds": result.train_seconds, "n_rows": meta.n_rows,
                "n_features": meta.n_features, "dataset": dataset.url,
                "history": result.history}
+    ranked = solver == "cutting_plane" and objective == "ordinal"
+    if ranked:
+        summary.update({f"train_{k}": v for k, v in ranking.items()})
     return Model(w=result.w, bias=float(bias), classes=meta.classes, solver=solver, loss=loss,
-                 params=params, summary=summary, n_features=meta.n_features)
+                 params=params, summary=summary, n_features=meta.n_features,
+                 thresholds=tuple(float(t) for t in thresholds) if ranked else None)
 
 
 def _alm_model(result, dataset, loss, C, eps, p, max_rounds) -> Model:
@@ -292,6 +309,10 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     """Predict every row of a dataset; return accuracy and row count, optionally write labels.
 
     ``output`` (a path) receives one predicted label per line in the store's row order.
+    For a ranking model the labels are ranks, "accuracy" is the rank accuracy, and the
+    result adds the mean absolute rank error and the pairwise ordering accuracy
+    (:func:`distsvm.solvers.cutting_plane.ranking_metrics`; the scores of every row are
+    then held on the coordinator, 12 bytes a row).
     """
     dataset = as_dataset(data)
     meta = dataset.meta
@@ -299,6 +320,13 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     truth_values = np.asarray(meta.classes)
     classes = np.asarray(model.classes)
     correct = 0
+    if model.is_ranking:
+        unknown = sorted(set(meta.classes) - set(model.classes))
+        if unknown:
+            raise ValueError(f"{dataset.url}: labels {unknown} are not ranks of the model "
+                             f"(its ranks: {list(model.classes)})")
+        true_rank = np.searchsorted(classes, truth_values)  # store class index -> model rank
+        scores, ranks = [], []
     with client_for(scheduler, n_workers, client) as c:
         plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
         wf = c.scatter(w, broadcast=True, hash=False)
@@ -310,8 +338,20 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
             for f in futures:  # in block order; each block's result is released once used
                 [(dv, y)] = cluster.gather(c, [f], plan.workers)
                 f.release()
-                pred = classes[(dv > 0).astype(np.int64)]
+                if model.is_ranking:
+                    pred = classes[model.ranks_of(dv)]
+                    scores.append(dv)
+                    ranks.append(true_rank[y])
+                else:
+                    pred = classes[(dv > 0).astype(np.int64)]
                 correct += int(np.sum(pred == truth_values[y]))
                 if out is not None:
                     out.writelines(f"{p:g}\n" for p in pred)
-    return {"accuracy": correct / max(1, meta.n_rows), "n_rows": meta.n_rows}
+    result = {"accuracy": correct / max(1, meta.n_rows), "n_rows": meta.n_rows}
+    if model.is_ranking:
+        metrics = cutting_plane.ranking_metrics(
+            np.concatenate(scores) if scores else np.zeros(0),
+            np.concatenate(ranks) if ranks else np.zeros(0, np.int64),
+            np.asarray(model.thresholds), len(classes))
+        result.update(ranks=list(model.classes), **metrics)
+    return result

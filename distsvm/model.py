@@ -8,6 +8,11 @@ Conventions (LIBLINEAR's, with scikit-learn's label order):
 * ``classes`` are the original label values, sorted; a binary decision value
   > 0 predicts ``classes[1]``.  LIBLINEAR predicts its ``label[0]`` for > 0, so
   the text format is written and read with the labels in that order.
+* A *ranking* model (ordinal regression, the cutting-plane solver's ``objective="ordinal"``)
+  has ``thresholds`` θ₁ ≤ … ≤ θ_{R−1}: ``classes`` are its R ranks in increasing order, ``w``
+  is one vector (n_features [+1],) whatever R, and a row with score s = wᵀx gets the rank
+  ``classes[#{k : s > θ_k}]``.  Its file is format version 2 (classifiers stay version 1),
+  so a reader that predates ranking models refuses it instead of misreading it.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from . import __version__
 
 FORMAT_NAME = "distsvm-model"
 FORMAT_VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+RANKING_FORMAT_VERSION = 2  # a ranking model's file: version 1's fields plus "thresholds"
+SUPPORTED_VERSIONS = (1, 2)
 
 # (solver, loss) -> LIBLINEAR solver_type name, and back.
 _LIBLINEAR_NAMES = {
@@ -48,7 +54,7 @@ class ModelFormatError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Model:
-    """A trained linear classifier."""
+    """A trained linear classifier, or a ranking model if ``thresholds`` is not None."""
 
     w: np.ndarray
     bias: float
@@ -58,6 +64,11 @@ class Model:
     params: dict
     summary: dict
     n_features: int
+    thresholds: tuple[float, ...] | None = None
+
+    @property
+    def is_ranking(self) -> bool:
+        return self.thresholds is not None
 
     @property
     def coef_(self) -> np.ndarray:
@@ -79,15 +90,22 @@ class Model:
     def predict(self, X) -> np.ndarray:
         dv = self.decision_function(X)
         classes = np.asarray(self.classes)
+        if self.is_ranking:
+            return classes[self.ranks_of(dv)]
         if dv.ndim == 1:
             return classes[(dv > 0).astype(np.int64)]
         return classes[np.argmax(dv, axis=1)]
+
+    def ranks_of(self, scores) -> np.ndarray:
+        """A ranking model's rank indices (into ``classes``) of scores: #{k : s > θ_k}."""
+        return np.searchsorted(np.asarray(self.thresholds), scores, side="left")
 
     def check(self, where: str) -> None:
         """Raise :class:`ModelFormatError` if the fields are inconsistent."""
         width = self.n_features + (1 if self.bias >= 0 else 0)
         n = len(self.classes)
-        expected = (width,) if n == 2 and self.solver != "crammer_singer" else (n, width)
+        one_vector = (n == 2 and self.solver != "crammer_singer") or self.is_ranking
+        expected = (width,) if one_vector else (n, width)
         if self.w.shape != expected:
             raise ModelFormatError(f"{where}: weights have shape {self.w.shape}, expected "
                                    f"{expected} for {n} classes, {self.n_features} features "
@@ -97,6 +115,12 @@ class Model:
                                    f"values, got {list(self.classes)}")
         if not np.all(np.isfinite(self.w)):
             raise ModelFormatError(f"{where}: weights contain NaN or infinite values")
+        if self.is_ranking:
+            t = np.asarray(self.thresholds, dtype=np.float64)
+            if t.shape != (n - 1,) or not np.all(np.isfinite(t)) or np.any(np.diff(t) < 0):
+                raise ModelFormatError(f"{where}: a ranking model with {n} ranks needs {n - 1} "
+                                       f"finite nondecreasing thresholds, got "
+                                       f"{list(self.thresholds)}")
 
 
 def _atomic_write(path, write) -> None:
@@ -124,6 +148,9 @@ def save_model(model: Model, path) -> None:
               "classes": list(model.classes), "solver": model.solver, "loss": model.loss,
               "params": model.params, "summary": model.summary,
               "n_features": model.n_features, "w_shape": list(model.w.shape)}
+    if model.is_ranking:
+        header.update(format_version=RANKING_FORMAT_VERSION, kind="ranking",
+                      thresholds=[float(t) for t in model.thresholds])
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(model.w, dtype="<f8"), allow_pickle=False)
 
@@ -167,7 +194,10 @@ def load_model(path) -> Model:
                       classes=tuple(float(c) for c in header["classes"]),
                       solver=str(header["solver"]), loss=str(header["loss"]),
                       params=dict(header["params"]), summary=dict(header["summary"]),
-                      n_features=int(header["n_features"]))
+                      n_features=int(header["n_features"]),
+                      thresholds=(tuple(float(t) for t in header["thresholds"])
+                                  if header["format_version"] == RANKING_FORMAT_VERSION
+                                  else None))
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFormatError(f"{path}: malformed model header: {exc!r}") from exc
     model.check(path)
@@ -176,6 +206,10 @@ def load_model(path) -> Model:
 
 def export_liblinear(model: Model, path) -> None:
     """Write LIBLINEAR's text model (as ``save_model`` in linear.cpp), loadable by LIBLINEAR."""
+    if model.is_ranking:
+        raise ModelFormatError(f"{path}: a ranking (ordinal regression) model with "
+                               f"{len(model.classes)} ranks and thresholds cannot be written "
+                               "in LIBLINEAR's format, which has no ranking models")
     name = _LIBLINEAR_NAMES.get((model.solver, model.loss))
     if name is None:
         raise ModelFormatError(f"{path}: LIBLINEAR has no solver type for solver "

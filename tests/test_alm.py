@@ -157,6 +157,27 @@ def test_no_bias_decreases_to_liblinear_optimum(client, a9a, tmp_path, name):
     check_optimum(model, X, y, 2.0, ref, intercept=False)
 
 
+@pytest.mark.slow
+def test_pypi_summaries_decreases_to_liblinear_optimum(client, tmp_path):
+    """Sparse text (pypi-summaries, 403,797 features): its first 20,000 rows, without the
+    columns none of them uses (weights 0 at the optimum: the same problem, shorter vectors).
+    The whole dataset takes minutes: benchmarks/bench_alm.py runs it (docs/solvers/alm.md)."""
+    import io
+    import itertools
+    import lzma
+
+    from sklearn.datasets import load_svmlight_file
+
+    with lzma.open(shared_dataset("pypi-summaries")) as f:
+        X, y = load_svmlight_file(io.BytesIO(b"".join(itertools.islice(f, 20000))))
+    X = X[:, np.unique(X.indices)].astype(np.float32).tocsr()
+    _, ref = liblinear_optimum(X, y, "squared_hinge", eps=1e-6)
+    store = ingest((X, y), str(tmp_path / "pypi.zarr"))  # one block: the fewest round trips
+    model = train(store, solver="alm", loss="squared_hinge", bias=-1.0, max_rounds=200,
+                  client=client)
+    check_optimum(model, X, y, 2.0, ref, intercept=False)
+
+
 def numpy_alm(X, y, p, C, iters, mu0=0.01, rho=1.02, exact=False):
     """Algorithms 1 and 2 in plain NumPy (dense, one block), the paper's order of updates:
     (10) e, then w, b by (16)+(18) or by (15) solved densely, then (9) λ; returns obj (4)

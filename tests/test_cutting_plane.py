@@ -1,5 +1,6 @@
 """Cutting-plane solver (Joachims 2006): kernels against NumPy, optima against LIBLINEAR and DCD,
-ordinal regression / ROC area against a brute-force O(n²)-pair problem."""
+ordinal regression / ROC area against a brute-force O(n²)-pair problem, ranking models
+(thresholds, metrics, CLI) on an ordinal problem made from a9a: the age quintile."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import scipy.sparse as sp
 from distsvm import cluster
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
-from distsvm.jobs import train
+from distsvm.jobs import predict, train
+from distsvm.model import ModelFormatError, export_liblinear, load_model, save_model
 from distsvm.solvers import cutting_plane
 from workers.kernels import cutting_plane as kernel
 
@@ -186,3 +188,141 @@ def test_cli_trains_and_reports_iterations(tmp_path, a9a):
     bad = run("train", store, tmp_path / "m2", "--solver", "cutting-plane", "--loss",
               "squared-hinge", ok=False)
     assert bad.returncode == 1 and "ERROR" in bad.stderr and "hinge" in bad.stderr
+
+
+# --- ranking models: R ordered ranks through jobs.train / predict and the CLI ------------------
+
+def age_ranks(X):
+    """A real ordinal problem from a9a: UCI Adult's age, which a9a's binarization stores as its
+    quintile in features 1-5 (exactly one set per row).  Ranks 1-5 = the quintile; X keeps
+    the other 118 features (marital status, relationship, education, income, …)."""
+    ranks = X[:, :5].toarray().argmax(axis=1) + 1.0
+    assert np.all(X[:, :5].sum(axis=1) == 1)
+    return X[:, 5:].tocsr(), ranks
+
+
+def _rank_error_brute(scores, ranks, n_ranks):
+    """min over sorted thresholds at all candidate cuts of Σ |#{k: s > θ_k} − r|."""
+    import itertools
+
+    u = np.unique(scores)
+    cuts = np.concatenate([[u[0] - 1], (u[1:] + u[:-1]) / 2, [u[-1] + 1]])
+    return min(np.sum(np.abs(np.searchsorted(np.array(t), scores) - ranks))
+               for t in itertools.combinations_with_replacement(cuts, n_ranks - 1))
+
+
+@pytest.mark.parametrize("n_ranks,n", [(2, 60), (3, 50), (4, 30)])
+def test_rank_thresholds_minimize_absolute_rank_error(n_ranks, n):
+    rng = np.random.default_rng(n)
+    ranks = rng.integers(0, n_ranks, n).astype(np.int32)
+    scores = np.round(ranks + rng.normal(size=n) * 1.5, 1)  # overlapping, with ties
+    out = np.empty(n_ranks - 1)
+    total = kernel.rank_thresholds(scores, ranks, np.argsort(scores, kind="stable"), n_ranks, out)
+    assert np.all(np.diff(out) >= 0)
+    assert total == np.sum(np.abs(np.searchsorted(out, scores) - ranks))  # what it claims
+    assert total == _rank_error_brute(scores, ranks, n_ranks) > 0  # and the minimum
+
+
+@pytest.mark.parametrize("n_ranks", [2, 3, 5])
+def test_concordant_pairs_equal_brute_force(n_ranks):
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(n_ranks)
+    ranks = rng.integers(0, n_ranks, 300).astype(np.int32)
+    scores = np.round(ranks * 0.3 + rng.normal(size=300), 1)  # many ties
+    got = kernel.concordant_pairs(scores, ranks, np.argsort(scores, kind="stable"), n_ranks)
+    higher = ranks[:, None] > ranks[None, :]
+    diff = scores[:, None] - scores[None, :]
+    assert got == np.sum(higher & (diff > 0)) + 0.5 * np.sum(higher & (diff == 0))
+    m = cutting_plane.ranking_metrics(scores, ranks, np.array([0.0] * (n_ranks - 1)), n_ranks)
+    assert m["n_pairs"] == higher.sum() and m["pairwise_accuracy"] == got / higher.sum()
+    if n_ranks == 2:  # Harrell's C for two ranks is the ROC area
+        assert m["pairwise_accuracy"] == pytest.approx(roc_auc_score(ranks, scores), rel=1e-12)
+
+
+def _numpy_metrics(scores, ranks, thresholds):
+    pred = np.searchsorted(thresholds, scores)
+    higher = ranks[:, None] > ranks[None, :]
+    diff = scores[:, None] - scores[None, :]
+    return {"rank_accuracy": np.mean(pred == ranks),
+            "mean_abs_rank_error": np.mean(np.abs(pred - ranks)),
+            "pairwise_accuracy": (np.sum(higher & (diff > 0)) + 0.5 * np.sum(higher & (diff == 0)))
+            / higher.sum()}
+
+
+def test_ranking_model_age_quintiles_matches_brute_force(client, a9a, tmp_path):
+    """R = 5 ranks through jobs.train: OP4's optimum against LIBLINEAR -s 3 on all O(n²) pair
+    differences; thresholds that minimize the training absolute rank error; predict's
+    metrics against NumPy; the model file keeps the ranks and thresholds."""
+    X, r = age_ranks(a9a[0][:240])
+    store = ingest((X, r), str(tmp_path / "age.zarr"), block_rows=100)
+    ranks = (r - 1).astype(np.int32)
+    D, sign = _pairs_problem(X, ranks)
+    c_pair = 20.0 / D.shape[0]  # C_OP = 20
+    _, p_ref = liblinear_optimum(D, sign, "hinge", C=c_pair, eps=1e-6)
+    model = train(store, solver="cutting_plane", loss="hinge", objective="ordinal", C=c_pair,
+                  eps=1e-4, client=client)
+    w = model.w
+    p = 0.5 * w @ w + c_pair * np.sum(np.maximum(0, 1 - sign * (D @ w)))
+    assert model.summary["converged"] and abs(p - model.summary["primal_objective"]) <= 1e-9 * p
+    assert p_ref * (1 - 1e-6) <= p <= p_ref + 1.01 * 20.0 * 1e-4, (p, p_ref)
+
+    assert model.is_ranking and model.classes == (1.0, 2.0, 3.0, 4.0, 5.0)
+    scores = X @ w
+    t = np.asarray(model.thresholds)
+    assert len(t) == 4 and np.all(np.diff(t) >= 0)
+    err = np.sum(np.abs(np.searchsorted(t, scores) - ranks))
+    for k in range(4):  # no single threshold can move to lower the training rank error
+        for cand in np.concatenate([scores - 1e-9, scores + 1e-9]):
+            moved = np.sort(np.concatenate([np.delete(t, k), [cand]]))
+            assert np.sum(np.abs(np.searchsorted(moved, scores) - ranks)) >= err
+    ref = _numpy_metrics(scores, ranks, t)
+    assert model.summary["train_mean_abs_rank_error"] == pytest.approx(err / 240, rel=1e-12)
+    out = predict(store, model, client=client, output=tmp_path / "ranks.txt")
+    for k, v in ref.items():
+        assert out[k] == pytest.approx(v, rel=1e-12) and model.summary[f"train_{k}"] == \
+            pytest.approx(v, rel=1e-12)
+    assert out["accuracy"] == out["rank_accuracy"] and out["ranks"] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert 0.6 < out["pairwise_accuracy"] < 1  # age is learnable from the other features
+    assert sorted(set(np.loadtxt(tmp_path / "ranks.txt"))) <= [1.0, 2.0, 3.0, 4.0, 5.0]
+
+    save_model(model, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.thresholds == model.thresholds and back.classes == model.classes
+    np.testing.assert_array_equal(back.predict(X), np.asarray(model.classes)[
+        np.searchsorted(t, scores)])
+    with pytest.raises(ModelFormatError, match="ranking"):
+        export_liblinear(back, tmp_path / "m.liblinear")
+    with pytest.raises(ValueError, match="binary classifiers only"):
+        train(store, solver="cutting_plane", loss="hinge", client=client)
+    other = ingest((X[:20], np.where(r[:20] > 3, 6.0, 1.0)), str(tmp_path / "six.zarr"))
+    with pytest.raises(ValueError, match=r"labels \[6.0\] are not ranks of the model"):
+        predict(other, model, client=client)
+
+
+def test_cli_ranking_round_trip(client, tmp_path, a9a):
+    """train --objective ordinal on 4,000 rows of age quintiles, predict 2,000 held-out rows
+    (on the session cluster, --scheduler): the printed metrics, --output's ranks equal the
+    saved model's, export refuses."""
+    X, r = age_ranks(a9a[0][:6000])
+    ingest((X[:4000], r[:4000]), str(tmp_path / "age.zarr"), block_rows=1500)
+    ingest((X[4000:], r[4000:]), str(tmp_path / "age.t.zarr"), shuffle=False)
+    model, cluster_ = tmp_path / "age.model", ("--scheduler", client.scheduler.address)
+    p = run("train", tmp_path / "age.zarr", model, "--solver", "cutting-plane", "--objective",
+            "ordinal", "--c-perf", 0.1, "--json", *cluster_)
+    out = json.loads(p.stdout)
+    assert out["ranks"] == [1.0, 2.0, 3.0, 4.0, 5.0] and len(out["thresholds"]) == 4
+    assert out["converged"] and "thresholds" in p.stderr and "|W|" in p.stderr
+    p = run("predict", tmp_path / "age.t.zarr", model, "--json", "--output",
+            tmp_path / "pred.txt", *cluster_)
+    assert "Rank accuracy" in p.stderr and "Mean absolute rank error" in p.stderr
+    assert "Pairwise ordering accuracy" in p.stderr and "1599009 pairs" in p.stderr
+    pred = json.loads(p.stdout)
+    labels = np.loadtxt(tmp_path / "pred.txt")
+    np.testing.assert_array_equal(labels, load_model(model).predict(X[4000:]))
+    assert pred["rank_accuracy"] == pytest.approx(np.mean(labels == r[4000:]))
+    assert pred["mean_abs_rank_error"] == pytest.approx(np.mean(np.abs(labels - r[4000:])))
+    # held out: better than always predicting the middle rank (1.2 on uniform quintiles)
+    assert pred["pairwise_accuracy"] > 0.7 and pred["mean_abs_rank_error"] < 1.0
+    bad = run("export", model, tmp_path / "x.liblinear", ok=False)
+    assert bad.returncode == 1 and "ranking" in bad.stderr and bad.stderr.startswith("ERROR:")

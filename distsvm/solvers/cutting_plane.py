@@ -44,6 +44,17 @@ worker its blocks' coefficients c⁺ − c⁻ (8 bytes a row) for a second pass;
 coordinator needs about 44 bytes a row while it computes a cut (scores, ranks, order,
 c⁺, c⁻, coefficients), so n ≈ 10⁸ rows needs ≈ 4.4 GB there: the limit of this design
 (a distributed sort is not done).
+
+Ranking models.  OP4 is invariant to a shift of the scores, so it learns only w; to predict a
+rank, :func:`fit_thresholds` adds R − 1 thresholds θ₁ ≤ … ≤ θ_{R−1} (a score s gets the rank
+#{k : s > θ_k}) chosen on the training scores to minimize the training *absolute rank
+error* Σᵢ |predicted rankᵢ − rᵢ| — exactly, by one sort and an O(nR) scan
+(:func:`workers.kernels.cutting_plane.rank_thresholds`, which says why the minimizing cuts
+can be found one rank boundary at a time); each θ_k lies midway between the two training
+scores around its cut.  :func:`ranking_metrics` measures a ranking: rank accuracy, mean
+absolute rank error and the pairwise ordering accuracy (the share of pairs of rows of
+different rank that the scores order correctly, ties counting ½: Harrell's C, the ROC area
+for R = 2), all from the scores sorted on the coordinator as in training.
 """
 
 from __future__ import annotations
@@ -56,7 +67,7 @@ import numpy as np
 import workers.blocks
 import workers.cutting_plane
 from storage import Dataset
-from workers.kernels.cutting_plane import pair_counts
+from workers.kernels.cutting_plane import concordant_pairs, pair_counts, rank_thresholds
 
 from .. import cluster
 from ..cluster import WorkerPlan
@@ -176,6 +187,34 @@ def _ordinal_g(client, dataset, plan, coef, common, m):
                 cache_bytes=plan.cache_bytes[a], storage_options=common["storage_options"],
                 workers=[a], pure=False))
     return sum(cluster.gather(client, futures, owners)) / m
+
+
+def fit_thresholds(client, dataset: Dataset, plan: WorkerPlan, w: np.ndarray,
+                   bias: float) -> tuple[np.ndarray, dict]:
+    """A ranking model's thresholds for ``w`` (one pass for the training scores; see the
+    module docstring) and its training metrics (:func:`ranking_metrics`)."""
+    meta = dataset.meta
+    common = dict(bias=bias, n_features=meta.n_features, storage_options=dataset.storage_options)
+    wf = client.scatter(w, broadcast=True, hash=False)
+    scores, ranks = _ordinal_scores(client, dataset, plan, wf, common)
+    thresholds = np.empty(len(meta.classes) - 1)
+    rank_thresholds(scores, ranks, np.argsort(scores, kind="stable"), len(meta.classes),
+                    thresholds)
+    return thresholds, ranking_metrics(scores, ranks, thresholds, len(meta.classes))
+
+
+def ranking_metrics(scores: np.ndarray, ranks: np.ndarray, thresholds: np.ndarray,
+                    n_ranks: int) -> dict:
+    """Rank accuracy, mean absolute rank error (in ranks) and pairwise ordering accuracy of
+    ``scores`` against the true rank indices ``ranks`` (0 … n_ranks−1)."""
+    predicted = np.searchsorted(thresholds, scores, side="left")
+    pairs = n_loss_terms(np.bincount(ranks, minlength=n_ranks), "ordinal")
+    concordant = concordant_pairs(scores, ranks, np.argsort(scores, kind="stable"), n_ranks)
+    n = max(1, len(scores))
+    return {"rank_accuracy": int(np.sum(predicted == ranks)) / n,
+            "mean_abs_rank_error": float(np.sum(np.abs(predicted - ranks))) / n,
+            "pairwise_accuracy": concordant / pairs if pairs else float("nan"),
+            "n_pairs": pairs}
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
