@@ -67,7 +67,7 @@ def test_store_8x_memory_trains_in_bounded_memory(client, tmp_path):
 
     path = tmp_path / "big.zarr"
     try:
-        store = generate(str(path), rows=3_500_000, features=200_000, nnz_per_row=100, seed=3,
+        store = generate(str(path), rows=1_750_000, features=200_000, nnz_per_row=200, seed=3,
                          block_mb=8, client=client)
         data_bytes = sum(b.nnz * 8 + b.n_rows * 12 for b in store.meta.blocks)
         assert data_bytes >= 8 * MEMORY_LIMIT
