@@ -22,7 +22,7 @@ from distsvm.solvers import dcd
 
 from .conftest import liblinear_optimum, primal_objective
 
-MEMORY_LIMIT = 320 * 2**20
+MEMORY_LIMIT = 512 * 2**20  # above the ~190 MiB of a worker with the libraries, plus JIT compiling
 
 
 class PeakRSS:
@@ -61,13 +61,13 @@ def _reads(client, url: str) -> dict[str, int]:
 @pytest.mark.slow
 def test_store_8x_memory_trains_in_bounded_memory(client, tmp_path):
     """The issue's memory test: ≥ 8× the worker's memory_limit of blocks, generated on the
-    session cluster, trained to a loose certified gap by one 320 MiB worker (parallel mode
+    session cluster, trained to a loose certified gap by one 512 MiB worker (parallel mode
     with K = 1: one read of each block per round), never restarted, peak RSS < 0.8·limit."""
     from distributed import Client, LocalCluster
 
     path = tmp_path / "big.zarr"
     try:
-        store = generate(str(path), rows=1_750_000, features=200_000, nnz_per_row=200, seed=3,
+        store = generate(str(path), rows=2_700_000, features=200_000, nnz_per_row=200, seed=3,
                          block_mb=8, client=client)
         data_bytes = sum(b.nnz * 8 + b.n_rows * 12 for b in store.meta.blocks)
         assert data_bytes >= 8 * MEMORY_LIMIT
