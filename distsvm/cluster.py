@@ -30,6 +30,7 @@ CACHE_FRACTION = 0.6
 # workers.blocks.stream), which takes up to ~3x its size (compressed + decoded + derived).
 IN_FLIGHT = 4
 POLL_SECONDS = 2.0
+PAUSED_SECONDS = 60.0  # a pinned worker paused this long (over its memory) fails the job
 
 
 @contextlib.contextmanager
@@ -154,19 +155,37 @@ def gather(client: Client, futures: list, workers) -> list:
 
     Each result is fetched with a timeout: a finished task whose worker then dies goes back
     to waiting for that worker, so neither ``wait`` nor a plain ``gather`` may be trusted to
-    return.
+    return.  A worker that Dask has paused (its memory over the pause threshold, 80% of its
+    limit) runs no task, and holding its blocks' state it does not recover by itself: after
+    ``PAUSED_SECONDS`` of that the job fails with a ClusterError instead of waiting forever.
     """
     results = []
+    paused_since: dict[str, float] = {}
     for f in futures:
         while True:
             try:
                 results.append(f.result(timeout=POLL_SECONDS))
                 break
             except TimeoutError:
-                gone = sorted(set(workers) - alive(client))
+                info = workers_info(client)
+                gone = sorted(set(workers) - set(info))
                 if gone:
                     client.cancel(futures)
                     raise WorkerLost(gone) from None
+                now = time.monotonic()
+                for a in workers:
+                    if info[a].get("status") == "paused":
+                        paused_since.setdefault(a, now)
+                    else:
+                        paused_since.pop(a, None)
+                stuck = sorted(a for a, t in paused_since.items() if now - t >= PAUSED_SECONDS)
+                if stuck:
+                    client.cancel(futures)
+                    raise ClusterError(
+                        f"worker {', '.join(stuck)} has been paused by Dask for "
+                        f"{PAUSED_SECONDS:.0f}s: its memory is over the pause threshold of its "
+                        "memory_limit with the job's blocks and solver state; give the workers "
+                        "more memory, add workers, or use smaller blocks") from None
     return results
 
 

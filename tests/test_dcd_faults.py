@@ -119,6 +119,45 @@ def test_losing_every_worker_fails_promptly(small_store):
         assert time.perf_counter() - start < 30
 
 
+def _hog(dask_worker=None):
+    """Hold memory until the process is at 87.5% of its limit: between Dask's pause (80%)
+    and terminate (95%) thresholds."""
+    import psutil
+
+    n = int(0.875 * dask_worker.memory_manager.memory_limit) - psutil.Process().memory_info().rss
+    dask_worker.distsvm_test_hog = np.ones(max(n, 0), dtype=np.uint8)  # stays resident
+
+
+class Hog(Progress):
+    """After round ``at``, brings every worker's memory between Dask's pause and terminate
+    thresholds, as a job whose blocks and state outgrow the memory limit would."""
+
+    def __init__(self, client, at):
+        super().__init__(quiet=True)
+        self.client, self.at = client, at
+
+    def round(self, row):
+        if row["round"] == self.at:
+            self.client.run(_hog)
+
+
+def test_a_worker_paused_over_its_memory_fails_the_job_instead_of_hanging(small_store,
+                                                                         monkeypatch):
+    from distributed import Client, LocalCluster
+
+    import distsvm.cluster
+
+    monkeypatch.setattr(distsvm.cluster, "PAUSED_SECONDS", 3.0)
+    with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
+                      dashboard_address=None, memory_limit="1000MiB") as cluster, \
+            Client(cluster) as c:
+        start = time.perf_counter()
+        with pytest.raises(ClusterError, match="paused by Dask"):
+            train(small_store, eps=1e-12, max_rounds=100_000, client=c,
+                  progress=Hog(c, 2))
+        assert time.perf_counter() - start < 60
+
+
 def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(small_store):
     """In this process: two rounds of workers.dcd.local_round on all blocks (with a bias
     feature), then restore for round 2 gives back round 1's α and w = Σ αᵢyᵢxᵢ, and again
