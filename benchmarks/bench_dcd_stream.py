@@ -27,7 +27,6 @@ every block is read from the store at every use.  Measured in the same run, in t
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import sys
 import tempfile
@@ -38,17 +37,9 @@ import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
-
-def _raw_read(path: str) -> tuple[int, float]:
-    """Bytes of every file under the store's rows/ and the seconds to read them."""
-    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(path, "rows"))
-                   for f in fs)
-    start, n = time.perf_counter(), 0
-    for f in files:
-        with open(f, "rb") as fh:
-            n += len(fh.read())
-    return n, time.perf_counter() - start
+from bench_out_of_core import raw_read, store_files  # noqa: E402
 
 
 def _decode(store) -> float:
@@ -124,7 +115,7 @@ def main():
             store = generate(f"{tmp}/s.zarr", rows=a.rows, features=a.features,
                              nnz_per_row=a.nnz_per_row, seed=1, block_mb=8, client=client)
         mem = sum(b.nnz * 8 + b.n_rows * 20 for b in store.meta.blocks)
-        disk, raw_s = _raw_read(store.url)
+        disk, raw_s = raw_read(store_files(pathlib.Path(store.url) / "rows"))
         dec_s = _decode(store)
         print(f"store: {a.rows} rows, {store.meta.nnz} non-zeros, {store.n_blocks} blocks, "
               f"{mem / 2**30:.2f} GiB in memory, {disk / 2**30:.2f} GiB on disk; worker "

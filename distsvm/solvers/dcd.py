@@ -153,13 +153,13 @@ def _round(r: int, reports: list[dict], ww: float, C: float, diag: float, n_rows
             "seconds": time.perf_counter() - start}
 
 
-def _problem(loss: str, C: float, bias: float, meta, plan: WorkerPlan):
-    """What both coordinators derive from the parameters: the loss code, the dimension of w,
-    the dual's Dᵢᵢ of (4) and the workers that own blocks."""
+def _problem(loss: str, C: float, bias: float, meta):
+    """What both coordinators derive from the parameters: the loss code, the dimension of w
+    and the dual's Dᵢᵢ of (4)."""
     code = losses.code(loss)
     dim = meta.n_features + (1 if bias >= 0 else 0)
     diag = 0.0 if code == losses.HINGE else 0.5 / C
-    return code, dim, diag, _owners(plan)
+    return code, dim, diag
 
 
 def _owners(plan: WorkerPlan) -> list[str]:
@@ -224,7 +224,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                                max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
                                gap_tol=gap_tol, parallel=parallel, progress=progress)
     meta = dataset.meta
-    code, dim, diag, owners = _problem(loss, C, bias, meta, plan)
+    code, dim, diag = _problem(loss, C, bias, meta)
     run = uuid.uuid4().hex
     rng = np.random.default_rng(seed)
     prev = np.zeros(dim)
@@ -294,7 +294,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                     gap_tol: float, parallel: str, progress: Progress) -> Result:
     """Parallel DCD, CoCoA (``average``) or CoCoA+ (``add``); see the module docstring."""
     meta = dataset.meta
-    code, dim, diag, owners = _problem(loss, C, bias, meta, plan)
+    code, dim, diag = _problem(loss, C, bias, meta)
     run = uuid.uuid4().hex
     rng = np.random.default_rng(seed)
     w = np.zeros(dim)
