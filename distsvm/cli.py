@@ -1,5 +1,5 @@
-"""The ``distsvm`` command: ingest | generate | columnize | info | train | predict | export |
-import.
+"""The ``distsvm`` command: ingest | generate | columnize | info | train | predict | report |
+export | import.
 
 Shaped like LIBLINEAR's ``train [options] data model``: ``-s``, ``-c``, ``-e``,
 ``-B``, ``-q`` mean what they mean there.  Errors are one ``ERROR: …`` line on
@@ -17,8 +17,8 @@ from storage import open_dataset
 from storage.errors import StorageError
 
 from . import __version__
-from .errors import ClusterError
-from .progress import Progress
+from .errors import ClusterError, MissingDependencyError
+from .progress import LOG_FORMATS, Progress
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -42,8 +42,36 @@ def _columnize_options(p):
                    help="memory bound of each column-view build task (default 512)")
 
 
+def _storage_option(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` of ``--storage-option``; VALUE is read as JSON if it parses, else a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def _storage_options(p):
+    p.add_argument("--storage-option", dest="storage_options", type=_storage_option,
+                   action="append", default=[], metavar="KEY=VALUE",
+                   help="fsspec storage option for s3:// and other remote URLs, repeatable "
+                        "(e.g. endpoint_url=http://host:9000, key=…, secret=…; a JSON VALUE is "
+                        "decoded: 'config_kwargs={\"retries\": {\"max_attempts\": 5}}')")
+
+
+def _so(a) -> dict | None:
+    """The command's storage options as a dict (None when none were given)."""
+    return dict(getattr(a, "storage_options", None) or []) or None
+
+
 def _common(p):
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                   help="progress on stderr as text lines (default) or JSON lines: one "
+                        "object per event with time, event and its fields (rounds: the "
+                        "solver's round fields)")
     p.add_argument("--json", action="store_true", help="print one JSON object with the results")
 
 
@@ -71,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also build the column view (as `distsvm columnize` does)")
     _columnize_options(p)
     _cluster_options(p)
+    _storage_options(p)
     _common(p)
 
     p = sub.add_parser("columnize", help="build the CSC column view of a store (for --solver pcd)")
@@ -80,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--serial", action="store_true", help="run in this process, no cluster")
     _columnize_options(p)
     _cluster_options(p)
+    _storage_options(p)
     _common(p)
 
     p = sub.add_parser("generate", help="write a synthetic text-like dataset into a store")
@@ -100,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("--serial", action="store_true", help="generate in this process, no cluster")
     _cluster_options(p)
+    _storage_options(p)
     _common(p)
 
     p = sub.add_parser("info", help="print and check a store's metadata")
@@ -107,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-verify", action="store_true",
                    help="skip reading every block to check checksums and invariants")
     p.add_argument("--json", action="store_true", help="print the metadata as JSON")
+    _storage_options(p)
 
     p = sub.add_parser("train", help="train a linear classifier on a store")
     p.add_argument("store")
@@ -152,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", choices=("average", "add"),
                    help="dcd across workers as CoCoA (average, gamma=1/K) or CoCoA+ (add, "
                         "gamma=1, sigma'=K): w broadcast once per round, only dw returned")
+    p.add_argument("--run-dir", metavar="DIR",
+                   help="keep a run log in DIR: rounds.jsonl (one JSON line per round) and "
+                        "summary.json (see `distsvm report`)")
     alm = p.add_argument_group("SVM-ALM (--solver alm)")
     alm.add_argument("--p", type=float, help="loss exponent p >= 1 of --loss lp")
     alm.add_argument("--no-bias", action="store_true",
@@ -166,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stop when the objective changed by <= rtol (relative) over 10 "
                           "iterations (1e-6)")
     _cluster_options(p)
+    _storage_options(p)
     _common(p)
 
     p = sub.add_parser("predict", help="predict a store with a model and report accuracy")
@@ -174,15 +210,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="FILE",
                    help="write one predicted label (a ranking model: rank) per line")
     _cluster_options(p)
+    _storage_options(p)
     _common(p)
+
+    p = sub.add_parser("report", help="plot a training run's convergence (PNG) and summarize it")
+    p.add_argument("run_dir", help="a directory written by train --run-dir")
+    p.add_argument("--output", metavar="PNG",
+                   help="where to write the plot (default RUN_DIR/convergence.png)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     p = sub.add_parser("export", help="write a model in LIBLINEAR's text format")
     p.add_argument("model")
     p.add_argument("liblinear_model")
+    _storage_options(p)
 
     p = sub.add_parser("import", help="read a LIBLINEAR text model into distsvm's format")
     p.add_argument("liblinear_model")
     p.add_argument("model")
+    _storage_options(p)
     return parser
 
 
@@ -193,13 +238,14 @@ def _ingest(a, progress):
     kwargs = dict(dtype=a.dtype, index_base=0 if a.zero_based else 1, shuffle=not a.no_shuffle,
                   seed=a.seed, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
-                  n_features=a.n_features, overwrite=a.overwrite, progress=progress)
+                  n_features=a.n_features, overwrite=a.overwrite, storage_options=_so(a),
+                  progress=progress)
     if a.serial:
         d = ingest(a.source, a.store, **kwargs)
         if a.columns:
             _build_columns(d, a, None, progress)
     else:
-        with client_for(a.scheduler, a.workers) as c:
+        with client_for(a.scheduler, a.workers, progress=progress) as c:
             d = ingest(a.source, a.store, client=c, **kwargs)
             if a.columns:
                 _build_columns(d, a, c, progress)
@@ -216,11 +262,11 @@ def _generate(a, progress):
     kwargs = dict(rows=a.rows, features=a.features, nnz_per_row=a.nnz_per_row, seed=a.seed,
                   zipf=a.zipf, density=a.density, noise=a.noise, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
-                  overwrite=a.overwrite, progress=progress)
+                  overwrite=a.overwrite, storage_options=_so(a), progress=progress)
     if a.serial:
         d = generate(a.store, **kwargs)
     else:
-        with client_for(a.scheduler, a.workers) as c:
+        with client_for(a.scheduler, a.workers, progress=progress) as c:
             d = generate(a.store, client=c, **kwargs)
     m = d.meta
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
@@ -237,18 +283,18 @@ def _build_columns(d, a, client, progress):
 def _columnize(a, progress):
     from .jobs import client_for
 
-    d = open_dataset(a.store)
+    d = open_dataset(a.store, _so(a))
     if a.serial:
         cm = _build_columns(d, a, None, progress)
     else:
-        with client_for(a.scheduler, a.workers) as c:
+        with client_for(a.scheduler, a.workers, progress=progress) as c:
             cm = _build_columns(d, a, c, progress)
     return {"store": a.store, "n_column_blocks": len(cm.blocks), "passes": cm.passes,
             "memory_bytes": cm.memory_bytes}
 
 
 def _info(a):
-    d = open_dataset(a.store)
+    d = open_dataset(a.store, _so(a))
     if not a.no_verify:
         d.verify()
     meta = d.meta.to_json()
@@ -287,14 +333,19 @@ def _train(a, progress):
         extra = _alm_options(a)
     elif a.p is not None or a.no_bias:
         raise ValueError("--p and --no-bias are options of --solver alm")
-    model = train(a.store, solver=solver, loss=loss or "squared_hinge",
+    store = open_dataset(a.store, _so(a)) if _so(a) else a.store
+    model = train(store, solver=solver, loss=loss or "squared_hinge",
                   C=1.0 if a.C is None else a.C, eps=a.eps, objective=a.objective,
                   c_perf=a.c_perf, bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
                   inner_passes=a.inner_passes, gap_tol=a.gap_tol, pcd_mode=a.pcd_mode,
                   parallel=a.parallel, scheduler=a.scheduler, n_workers=a.workers,
                   progress=progress,
                   owner="distsvm train", **extra)
-    save_model(model, a.model)
+    save_model(model, a.model, _so(a))
+    if a.run_dir:
+        from .report import write_summary
+
+        write_summary(a.run_dir, model, a.model)
     s = model.summary
     alm = model.solver == "alm"  # no dual: its certificate is the gradient norm
     gap = None if alm or s["duality_gap"] != s["duality_gap"] else s["duality_gap"]  # NaN: none
@@ -328,8 +379,9 @@ def _predict(a, progress):
     from .model import load_model
     from .jobs import predict
 
-    model = load_model(a.model)
-    result = predict(a.store, model, scheduler=a.scheduler, n_workers=a.workers,
+    model = load_model(a.model, _so(a))
+    store = open_dataset(a.store, _so(a)) if _so(a) else a.store
+    result = predict(store, model, scheduler=a.scheduler, n_workers=a.workers,
                      output=a.output)
     where = sys.stderr if a.json else sys.stdout
     what = "Rank accuracy" if model.is_ranking else "Accuracy"
@@ -342,13 +394,23 @@ def _predict(a, progress):
     return result
 
 
+def _report(a):
+    from .report import report
+
+    png, text = report(a.run_dir, a.output)
+    if a.json:
+        return {"plot": png, "summary": text.splitlines()}
+    print(f"{text}\nplot written to {png}")
+    return None
+
+
 def _convert(a):
     from .model import export_liblinear, import_liblinear, load_model, save_model
 
     if a.command == "export":
-        export_liblinear(load_model(a.model), a.liblinear_model)
+        export_liblinear(load_model(a.model, _so(a)), a.liblinear_model, _so(a))
     else:
-        save_model(import_liblinear(a.liblinear_model), a.model)
+        save_model(import_liblinear(a.liblinear_model, _so(a)), a.model, _so(a))
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -357,9 +419,11 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
-    progress = Progress(quiet=getattr(a, "quiet", False))
     warnings.showwarning = _show_warning
     try:
+        progress = Progress(quiet=getattr(a, "quiet", False),
+                            log_format=getattr(a, "log_format", "text"),
+                            run_dir=getattr(a, "run_dir", None) if a.command == "train" else None)
         if a.command == "ingest":
             result = _ingest(a, progress)
         elif a.command == "columnize":
@@ -372,9 +436,11 @@ def main(argv=None) -> int:
             result = _train(a, progress)
         elif a.command == "predict":
             result = _predict(a, progress)
+        elif a.command == "report":
+            result = _report(a)
         else:
             result = _convert(a)
-    except (StorageError, ValueError, OSError, ClusterError) as exc:
+    except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import logging
 import time
 
@@ -35,8 +36,14 @@ PAUSED_SECONDS = 60.0  # a pinned worker paused this long (over its memory) fail
 
 @contextlib.contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None,
-            memory_limit: str | int | None = "auto", client: Client | None = None):
-    """Yield a Dask ``Client``: the one given, one for ``scheduler``, or an embedded cluster."""
+            memory_limit: str | int | None = "auto", client: Client | None = None,
+            progress=None):
+    """Yield a Dask ``Client``: the one given, one for ``scheduler``, or an embedded cluster.
+
+    With ``progress`` (a :class:`distsvm.progress.Progress`), a cluster this call connects
+    to or starts is announced with its scheduler, workers and dashboard address.  The
+    embedded cluster serves its dashboard on 127.0.0.1 (a free port) when bokeh is installed.
+    """
     if client is not None:
         yield client
         return
@@ -46,15 +53,40 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from exc
         try:
+            _announce(c, progress)
             yield c
         finally:
             c.close()
         return
     n = n_workers or max(1, min(psutil.cpu_count(logical=False) or 1, 4))
+    dashboard = "127.0.0.1:0" if importlib.util.find_spec("bokeh") else None
     with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, memory_limit=memory_limit,
+                      dashboard_address=dashboard, memory_limit=memory_limit,
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as c:
+        _announce(c, progress)
         yield c
+
+
+def dashboard_link(client: Client) -> str | None:
+    """The address of the scheduler's Dask dashboard, or None if it serves none."""
+    try:
+        if "dashboard" not in client.scheduler_info().get("services", {}):
+            return None
+        return client.dashboard_link
+    except Exception:  # noqa: BLE001 - only informative
+        return None
+
+
+def _announce(client: Client, progress) -> None:
+    if progress is None:
+        return
+    link = dashboard_link(client)
+    info = client.scheduler_info()
+    progress.note(f"cluster: scheduler {info.get('address', client.scheduler.address)}, "
+                  f"{len(info.get('workers', {}))} workers, dashboard "
+                  + (link or "off (the scheduler serves none; for the embedded cluster, "
+                             "pip install bokeh)"),
+                  event="cluster", scheduler=info.get("address"), dashboard=link)
 
 
 def workers_info(client: Client) -> dict:

@@ -47,7 +47,7 @@ def columnize(dataset: Dataset, *, memory_mb: float = DEFAULT_MEMORY_MB,
     for info in meta.blocks:
         run.submit(cols.count_columns, url, info, meta.n_features, so)
     counts = np.zeros(meta.n_features, dtype=np.int64)
-    for c in run.results():
+    for c in run.results(progress, "columnize: count"):
         counts += c
     # writing a column block encodes a copy of it: keep room for one
     block_bytes = min(budget // 2, int(block_mb * 2**20))
@@ -57,7 +57,7 @@ def columnize(dataset: Dataset, *, memory_mb: float = DEFAULT_MEMORY_MB,
     for group in groups:
         run.submit(cols.build_group, url, list(meta.blocks), [bounds[b] for b in group],
                    [ds.block_name(b) for b in group], counts, meta.dtype, so)
-    y_crc, *infos = run.results()
+    y_crc, *infos = run.results(progress, "columnize: build")
     cmeta = cols.commit(dataset, cols.ColumnsMeta(
         n_rows=meta.n_rows, n_features=meta.n_features, nnz=meta.nnz, y_crc32=y_crc,
         blocks=tuple(i for group in infos for i in group), memory_bytes=int(memory_mb * 2**20),

@@ -7,3 +7,7 @@ class ConvergenceWarning(UserWarning):
 
 class ClusterError(RuntimeError):
     """The Dask cluster could not be reached or lost the workers a job needs."""
+
+
+class MissingDependencyError(RuntimeError):
+    """An optional dependency a command needs is not installed (the message says which extra)."""

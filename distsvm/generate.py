@@ -60,7 +60,7 @@ def generate(store: str, *, rows: int, features: int, nnz_per_row: int, seed: in
             run.submit(gen.write_block, stage, b, edges[b + 1] - edges[b], n_features=features,
                        nnz_per_row=nnz_per_row, zipf=zipf, density=density, noise=noise,
                        seed=seed, storage_options=storage_options)
-        results = run.results()
+        results = run.results(progress, "generate: blocks")
         blocks = tuple(info for info, _ in results)
         counts = tuple(int(sum(c[k] for _, c in results)) for k in range(len(gen.CLASSES)))
         if min(counts) == 0:

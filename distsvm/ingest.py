@@ -49,7 +49,17 @@ class _Runner:
 
                 wait(running[: len(running) - self.limit])
 
-    def results(self):
+    def results(self, progress: Progress | None = None, what: str = "tasks"):
+        """The results of the pending tasks, in submission order; with ``progress``, a
+        progress bar counts the tasks as they finish (a failed one ends it at once)."""
+        if progress is not None and self.client is not None:
+            from distributed import as_completed
+
+            with progress.bar(what, len(self.pending)) as bar:
+                for f in as_completed(self.pending):
+                    if f.status == "error":
+                        break
+                    bar.update()
         out = self.pending if self.client is None else self.client.gather(self.pending)
         self.pending = []
         return out
@@ -114,7 +124,7 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
                     libsvm.iter_chunks(source, int(chunk_mb * 2**20))):
                 run.submit(ing.part_from_text, stage, part, str(source), buf=buf, start=offset,
                            first_line=line, dtype=dtype, index_base=index_base, **common)
-        infos = sorted(run.results(), key=lambda i: i.part)
+        infos = sorted(run.results(progress, "ingest: parse"), key=lambda i: i.part)
         if not infos:
             raise InputDataError(f"{where}: no rows (the input is empty)")
         n_rows, nnz, n_features, classes, counts = ing.summarize(infos, n_features, where)
@@ -129,7 +139,7 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
             bounds = ing.ordered_bounds([i.n_rows for i in infos], n_blocks)
         for b, slices in enumerate(ing.plan_blocks(infos, bounds)):
             run.submit(ing.build_block, stage, b, slices, classes, dtype, storage_options)
-        blocks = run.results()
+        blocks = run.results(progress, "ingest: blocks")
         ing.remove_parts(stage, storage_options)
         meta = ds.DatasetMeta(
             n_rows=n_rows, n_features=n_features, nnz=nnz, dtype=dtype, classes=classes,

@@ -120,14 +120,15 @@ def as_dataset(data) -> Dataset:
 
 
 @contextlib.contextmanager
-def client_for(scheduler=None, n_workers=None, client=None):
-    """The client given, one for ``scheduler``, the active default client, or an embedded cluster."""
+def client_for(scheduler=None, n_workers=None, client=None, progress=None):
+    """The client given, one for ``scheduler``, the active default client, or an embedded
+    cluster (announced on ``progress``, with its dashboard address)."""
     if client is None and scheduler is None:
         from distributed import default_client
 
         with contextlib.suppress(ValueError):
             client = default_client()
-    with cluster.connect(scheduler, n_workers, client=client) as c:
+    with cluster.connect(scheduler, n_workers, client=client, progress=progress) as c:
         yield c
 
 
@@ -221,7 +222,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     if solver == "auto":
         solver, why = choose_solver(dataset, loss)
         progress.note(f"train: --solver auto picked {solver}: {why}")
-    with client_for(scheduler, n_workers, client) as c:
+    with client_for(scheduler, n_workers, client, progress) as c:
         plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
         progress.note(f"train: {solver} ({loss}) C={C:g} eps={eps:g} on {meta.n_rows} rows x "
                       f"{meta.n_features} features, {len(meta.blocks)} blocks, "

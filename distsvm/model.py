@@ -22,6 +22,7 @@ import io
 import json
 import os
 import tempfile
+import uuid
 import zipfile
 
 import numpy as np
@@ -123,9 +124,35 @@ class Model:
                                        f"{list(self.thresholds)}")
 
 
-def _atomic_write(path, write) -> None:
-    """Write through ``write(fileobj)`` into a temp file beside ``path``, then rename."""
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def _atomic_write(path, write, storage_options: dict | None = None) -> None:
+    """Write through ``write(fileobj)`` into a temporary file beside ``path``, then rename.
+
+    A remote URL (``s3://…`` and other fsspec URLs, with ``storage_options``) is written
+    under a temporary key beside it, then moved into place (a server-side copy on object
+    stores), so a reader of ``path`` sees the old object or the whole new one, never a
+    partial one.
+    """
     path = os.fspath(path)
+    if not _is_local(path):
+        import fsspec
+
+        fs, key = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        parent, base = key.rsplit("/", 1) if "/" in key else ("", key)
+        tmp = f"{parent}/.{base}.{uuid.uuid4().hex[:12]}.tmp" if parent else f".{base}.tmp"
+        try:
+            with fs.open(tmp, "wb") as f:
+                write(f)
+            fs.mv(tmp, key)
+        except BaseException:
+            if fs.exists(tmp):
+                fs.rm(tmp)
+            raise
+        return
+    path = path[len("file://"):] if path.startswith("file://") else path
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
                                prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
@@ -140,8 +167,21 @@ def _atomic_write(path, write) -> None:
         raise
 
 
-def save_model(model: Model, path) -> None:
-    """Save as a zip of ``model.json`` and ``w.npy``; atomic (never a partial file at ``path``)."""
+def _read_bytes(path: str, storage_options: dict | None = None) -> bytes:
+    """The bytes of a local file or of a remote URL (fsspec, with ``storage_options``)."""
+    if _is_local(path):
+        with open(path[len("file://"):] if path.startswith("file://") else path, "rb") as f:
+            return f.read()
+    import fsspec
+
+    with fsspec.open(path, "rb", **(storage_options or {})) as f:
+        return f.read()
+
+
+def save_model(model: Model, path, storage_options: dict | None = None) -> None:
+    """Save as a zip of ``model.json`` and ``w.npy``; atomic (never a partial file at ``path``).
+
+    ``path`` may be a remote fsspec URL (``s3://bucket/m.model``) with ``storage_options``."""
     model.check(os.fspath(path))
     header = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION,
               "distsvm_version": __version__, "bias": model.bias,
@@ -159,21 +199,21 @@ def save_model(model: Model, path) -> None:
             z.writestr("model.json", json.dumps(header, allow_nan=True))
             z.writestr("w.npy", buf.getvalue())
 
-    _atomic_write(path, write)
+    _atomic_write(path, write, storage_options)
 
 
-def load_model(path) -> Model:
-    """Load a distsvm model, or import a LIBLINEAR text model (detected by its first line)."""
+def load_model(path, storage_options: dict | None = None) -> Model:
+    """Load a distsvm model, or import a LIBLINEAR text model (detected by its first line);
+    ``path`` may be a remote fsspec URL with ``storage_options``."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        head = f.read(16)
-    if head.startswith(b"solver_type"):
-        return import_liblinear(path)
-    if not zipfile.is_zipfile(path):
+    content = _read_bytes(path, storage_options)
+    if content.startswith(b"solver_type"):
+        return _parse_liblinear(path, content)
+    if not zipfile.is_zipfile(io.BytesIO(content)):
         raise ModelFormatError(f"{path}: not a distsvm model (not a zip archive) nor a "
                                "LIBLINEAR model")
     try:
-        with zipfile.ZipFile(path) as z:
+        with zipfile.ZipFile(io.BytesIO(content)) as z:
             names = set(z.namelist())
             missing = {"model.json", "w.npy"} - names
             if missing:
@@ -204,7 +244,7 @@ def load_model(path) -> Model:
     return model
 
 
-def export_liblinear(model: Model, path) -> None:
+def export_liblinear(model: Model, path, storage_options: dict | None = None) -> None:
     """Write LIBLINEAR's text model (as ``save_model`` in linear.cpp), loadable by LIBLINEAR."""
     if model.is_ranking:
         raise ModelFormatError(f"{path}: a ranking (ordinal regression) model with "
@@ -227,14 +267,18 @@ def export_liblinear(model: Model, path) -> None:
             out.write("".join(f"{v:.17g} " for v in row) + "\n")
         f.write(out.getvalue().encode())
 
-    _atomic_write(path, write)
+    _atomic_write(path, write, storage_options)
 
 
-def import_liblinear(path) -> Model:
+def import_liblinear(path, storage_options: dict | None = None) -> Model:
     """Read LIBLINEAR's text model format into a :class:`Model`."""
     path = os.fspath(path)
+    return _parse_liblinear(path, _read_bytes(path, storage_options))
+
+
+def _parse_liblinear(path: str, content: bytes) -> Model:
     header: dict[str, list[str]] = {}
-    with open(path) as f:
+    with io.StringIO(content.decode(errors="replace")) as f:
         for lineno, line in enumerate(f, 1):
             parts = line.split()
             if not parts:

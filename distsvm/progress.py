@@ -1,25 +1,132 @@
-"""Per-round log lines on stderr; ``quiet`` silences them."""
+"""Per-round log lines on stderr; ``quiet`` silences them.
+
+``log_format="json"`` prints JSON lines instead: one object per event with ``time`` (UTC,
+ISO 8601), ``event`` ("round", "note", …) and the event's fields (a round's are the
+solver's history row).  ``run_dir`` keeps a run log there whatever the format or ``quiet``:
+every round row, with its time, appended to ``rounds.jsonl`` as it happens (the solver's
+``history``, see :mod:`distsvm.report`).
+"""
 
 from __future__ import annotations
 
+import datetime
+import json
+import math
+import os
 import sys
+import time
+
+LOG_FORMATS = ("text", "json")
+ROUNDS_FILE = "rounds.jsonl"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _plain(value):
+    """A JSON-able copy of a row value (NumPy scalars and arrays; NaN/inf become null)."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
 
 
 class Progress:
     """Prints one line per solver round and notes of other long work (ingest phases)."""
 
-    def __init__(self, quiet: bool = False, stream=None):
+    def __init__(self, quiet: bool = False, stream=None, log_format: str = "text",
+                 run_dir: str | None = None):
+        if log_format not in LOG_FORMATS:
+            raise ValueError(f"The 'log_format' parameter must be one of {list(LOG_FORMATS)}. "
+                             f"Got {log_format!r} instead.")
         self.quiet = quiet
         self.stream = stream or sys.stderr
+        self.json = log_format == "json"
+        self.run_dir = run_dir
+        if run_dir is not None:
+            os.makedirs(run_dir, exist_ok=True)
+            open(os.path.join(run_dir, ROUNDS_FILE), "w").close()  # this run's rounds only
 
-    def note(self, text: str) -> None:
-        if not self.quiet:
+    def event(self, event: str, **fields) -> None:
+        """One JSON line ``{"time", "event", **fields}`` (json format only)."""
+        if self.json and not self.quiet:
+            print(json.dumps({"time": _now(), "event": event, **_plain(fields)}),
+                  file=self.stream, flush=True)
+
+    def note(self, text: str, event: str = "note", **fields) -> None:
+        """A line of text; in JSON, an ``event`` object with ``message`` and ``fields``."""
+        if self.json:
+            self.event(event, message=text, **fields)
+        elif not self.quiet:
             print(text, file=self.stream, flush=True)
 
-    def round(self, row: dict) -> None:
-        rel = row["gap"] / abs(row["primal"]) if row["primal"] else float("nan")
-        self.note(f"round {row['round']:4d}  primal {row['primal']:.8e}  dual {row['dual']:.8e}  "
-                  f"gap {row['gap']:.2e} ({rel:.1e} rel)  pg {row['pg_violation']:.2e}  "
-                  f"active {100 * row['active']:5.1f}%  "
-                  + (f"read {row['bytes_read'] / 2**20:.0f} MiB  " if "bytes_read" in row else "")
-                  + f"{row['seconds']:.2f}s")
+    def round(self, row: dict, text: str | None = None) -> None:
+        """A solver round: ``row`` (its history entry) goes to the JSON log and the run log;
+        the text line is ``text``, or the dual solvers' standard line."""
+        if self.run_dir is not None:
+            with open(os.path.join(self.run_dir, ROUNDS_FILE), "a") as f:
+                f.write(json.dumps({"time": _now(), **_plain(row)}) + "\n")
+        if self.json:
+            self.event("round", **row)
+            return
+        if text is None:
+            rel = row["gap"] / abs(row["primal"]) if row["primal"] else float("nan")
+            text = (f"round {row['round']:4d}  primal {row['primal']:.8e}  "
+                    f"dual {row['dual']:.8e}  gap {row['gap']:.2e} ({rel:.1e} rel)  "
+                    f"pg {row['pg_violation']:.2e}  active {100 * row['active']:5.1f}%  "
+                    + (f"read {row['bytes_read'] / 2**20:.0f} MiB  "
+                       if "bytes_read" in row else "")
+                    + f"{row['seconds']:.2f}s")
+        self.note(text)
+
+    def bar(self, what: str, total: int) -> Bar:
+        """A progress bar on stderr for ``total`` steps of ``what`` (text format only; JSON
+        logs get one "progress" event per step instead)."""
+        return Bar(self, what, total)
+
+
+class Bar:
+    """``with progress.bar("ingest: blocks", n) as bar: … bar.update()``: a one-line
+    ``what [#####.....] k/n  12.3s`` redrawn in place on stderr, at most 10 times a second."""
+
+    WIDTH = 30
+
+    def __init__(self, progress: Progress, what: str, total: int):
+        self.progress, self.what, self.total = progress, what, max(0, int(total))
+        self.done, self.start, self._drawn = 0, time.perf_counter(), 0.0
+
+    def __enter__(self) -> Bar:
+        self._draw()
+        return self
+
+    def update(self, n: int = 1) -> None:
+        self.done = min(self.total, self.done + n)
+        if self.progress.json:
+            self.progress.event("progress", what=self.what, done=self.done, total=self.total)
+        else:
+            self._draw(force=self.done == self.total)
+
+    def _draw(self, force: bool = False) -> None:
+        p = self.progress
+        now = time.perf_counter()
+        if p.quiet or p.json or (not force and now - self._drawn < 0.1):
+            return
+        if not p.stream.isatty() and self.done < self.total:
+            return  # a log file gets the finished bar only, not every redraw
+        self._drawn = now
+        filled = self.WIDTH * self.done // max(1, self.total)
+        print(f"\r{self.what} [{'#' * filled}{'.' * (self.WIDTH - filled)}] "
+              f"{self.done}/{self.total}  {now - self.start:.1f}s", end="", file=p.stream,
+              flush=True)
+
+    def __exit__(self, *exc) -> None:
+        p = self.progress
+        if not (p.quiet or p.json) and (p.stream.isatty() or self.done == self.total):
+            self._draw(force=True)
+            print(file=p.stream, flush=True)

@@ -135,8 +135,7 @@ def _read_checked(url, path, group, name, shape, crc, verify):
     if a.shape != shape:
         raise CorruptStoreError(f"{url}: array {path} has shape {a.shape}, expected {shape}")
     if verify and ds._crc(a) != crc:
-        raise CorruptStoreError(f"{url}: array {path} (chunk 0) fails its CRC-32 check: "
-                                "the chunk is missing or damaged")
+        raise ds.checksum_error(url, path, group[name])
     return a
 
 

@@ -248,9 +248,21 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
             raise CorruptStoreError(f"{url}: array rows/{info.name}/{k} has shape {a.shape}, "
                                     f"expected ({expected[k]},)")
         if verify and _crc(a) != info.crc32[k]:
-            raise CorruptStoreError(f"{url}: array rows/{info.name}/{k} (chunk 0) fails its "
-                                    "CRC-32 check: the chunk is missing or damaged")
+            raise checksum_error(url, f"rows/{info.name}/{k}", g[k])
     return RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"])
+
+
+def checksum_error(url: str, path: str, array) -> CorruptStoreError:
+    """The error for a one-chunk array ``path`` whose content fails its CRC-32: says whether
+    its chunk is missing (Zarr then reads the fill value, zeros) or present but damaged."""
+    try:
+        missing = array.nchunks_initialized == 0
+    except Exception:  # noqa: BLE001 - the listing failed too: say what is known
+        missing = None
+    what = {True: "is missing (Zarr would read it as zeros)", False: "is damaged",
+            None: "is missing or damaged"}[missing]
+    return CorruptStoreError(f"{url}: array {path} fails its CRC-32 check: its chunk 0 "
+                             f"({path}/c/0) {what}")
 
 
 def open_dataset(url: str, storage_options: dict | None = None) -> Dataset:

@@ -146,7 +146,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
                    "train_accuracy": sum(r["correct"] for r in reps) / max(1, meta.n_rows),
                    "passes": passes.count, "seconds": time.perf_counter() - start}
             history.append(row)
-            progress.note(f"iter {k:4d}  obj {obj:.8e}  |grad| {gnorm:.2e}  "
+            progress.round(row, f"iter {k:4d}  obj {obj:.8e}  |grad| {gnorm:.2e}  "
                           f"|Xw+b-y+e| {row['residual']:.2e}  mu {mu:.2e}  "
                           f"{row['seconds']:.2f}s")
             if gnorm <= eps or (k > WINDOW and abs(history[-1 - WINDOW]["objective"] - obj)

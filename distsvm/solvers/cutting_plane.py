@@ -267,7 +267,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
             row.update(qp_iterations=res.iterations, qp_violation=res.violation)
         row["seconds"] = time.perf_counter() - start
         history.append(row)
-        progress.note(f"iter {r:4d}  |W| {row['working_set']:4d}  xi {row['xi']:.6f}  "
+        progress.round(row, f"iter {r:4d}  |W| {row['working_set']:4d}  xi {row['xi']:.6f}  "
                       f"xi' {xi_prime:.6f}  viol {row['violation']:.2e}  primal {primal:.8e}  "
                       f"gap {row['gap']:.2e}  {row['seconds']:.2f}s")
         if converged:
