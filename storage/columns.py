@@ -131,7 +131,8 @@ def _read_checked(url, path, group, name, shape, crc, verify):
     try:
         a = group[name][...]
     except Exception as exc:  # a damaged chunk fails in the codec with its own error types
-        raise CorruptStoreError(f"{url}: cannot read array {path}: {exc!r}") from exc
+        raise CorruptStoreError(f"{url}: cannot read array {path} (its chunk 0, {path}/c/0): "
+                                f"{exc!r}") from exc
     if a.shape != shape:
         raise CorruptStoreError(f"{url}: array {path} has shape {a.shape}, expected {shape}")
     if verify and ds._crc(a) != crc:

@@ -239,7 +239,8 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
             where = f"rows/{info.name}/{k}"
             arrays[k] = g[k][...]
     except Exception as exc:  # a damaged chunk fails in the codec with its own error types
-        raise CorruptStoreError(f"{url}: cannot read array {where}: {exc!r}") from exc
+        chunk = f" (its chunk 0, {where}/c/0)" if where.count("/") == 2 else ""
+        raise CorruptStoreError(f"{url}: cannot read array {where}{chunk}: {exc!r}") from exc
     expected = {"indptr": info.n_rows + 1, "indices": info.nnz, "data": info.nnz,
                 "y": info.n_rows}
     for k in ROW_ARRAYS:
