@@ -18,7 +18,7 @@ from storage.errors import StorageError
 
 from . import __version__
 from .errors import ClusterError, MissingDependencyError
-from .progress import LOG_FORMATS, Progress
+from .progress import LOG_FORMATS, Progress, now_iso
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -424,6 +424,10 @@ def main(argv=None) -> int:
         progress = Progress(quiet=getattr(a, "quiet", False),
                             log_format=getattr(a, "log_format", "text"),
                             run_dir=getattr(a, "run_dir", None) if a.command == "train" else None)
+        if progress.json:  # warnings too are JSON lines (not silenced by -q, as in text)
+            warnings.showwarning = lambda message, *_, **__: print(json.dumps(
+                {"time": now_iso(), "event": "warning", "message": str(message)}),
+                file=sys.stderr)
         if a.command == "ingest":
             result = _ingest(a, progress)
         elif a.command == "columnize":

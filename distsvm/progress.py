@@ -20,7 +20,7 @@ LOG_FORMATS = ("text", "json")
 ROUNDS_FILE = "rounds.jsonl"
 
 
-def _now() -> str:
+def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
@@ -56,7 +56,7 @@ class Progress:
     def event(self, event: str, **fields) -> None:
         """One JSON line ``{"time", "event", **fields}`` (json format only)."""
         if self.json and not self.quiet:
-            print(json.dumps({"time": _now(), "event": event, **_plain(fields)}),
+            print(json.dumps({"time": now_iso(), "event": event, **_plain(fields)}),
                   file=self.stream, flush=True)
 
     def note(self, text: str, event: str = "note", **fields) -> None:
@@ -71,7 +71,7 @@ class Progress:
         the text line is ``text``, or the dual solvers' standard line."""
         if self.run_dir is not None:
             with open(os.path.join(self.run_dir, ROUNDS_FILE), "a") as f:
-                f.write(json.dumps({"time": _now(), **_plain(row)}) + "\n")
+                f.write(json.dumps({"time": now_iso(), **_plain(row)}) + "\n")
         if self.json:
             self.event("round", **row)
             return
