@@ -129,7 +129,9 @@ def read_columns_meta(dataset: ds.Dataset) -> ColumnsMeta:
 
 def _read_checked(url, path, group, name, shape, crc, verify):
     try:
-        a = group[name][...]
+        a = ds.checked_array(url, path, group[name])[...]
+    except CorruptStoreError:
+        raise
     except Exception as exc:  # a damaged chunk fails in the codec with its own error types
         raise CorruptStoreError(f"{url}: cannot read array {path} (its chunk 0, {path}/c/0): "
                                 f"{exc!r}") from exc

@@ -45,6 +45,9 @@ FORMAT_NAME = "distsvm-dataset"
 FORMAT_VERSION = 1
 ROW_ARRAYS = ("indptr", "indices", "data", "y")
 DTYPES = ("float32", "float64")
+# The codecs a store's arrays may use (what distsvm writes, and other lossless ones that
+# decode data only); any other is refused before a chunk is decoded (see checked_array).
+SAFE_CODECS = ("bytes", "zstd", "gzip", "blosc", "crc32c", "transpose")
 _COMPRESSOR = zarr.codecs.ZstdCodec(level=1)  # vs 3: 3x faster writes, 7% larger (pypi-summaries)
 
 
@@ -237,7 +240,9 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
         g = zarr.open_group(url, mode="r", storage_options=storage_options)["rows"][info.name]
         for k in ROW_ARRAYS:
             where = f"rows/{info.name}/{k}"
-            arrays[k] = g[k][...]
+            arrays[k] = checked_array(url, where, g[k])[...]
+    except CorruptStoreError:
+        raise
     except Exception as exc:  # a damaged chunk fails in the codec with its own error types
         chunk = f" (its chunk 0, {where}/c/0)" if where.count("/") == 2 else ""
         raise CorruptStoreError(f"{url}: cannot read array {where}{chunk}: {exc!r}") from exc
@@ -251,6 +256,22 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
         if verify and _crc(a) != info.crc32[k]:
             raise checksum_error(url, f"rows/{info.name}/{k}", g[k])
     return RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"])
+
+
+def checked_array(url: str, path: str, array):
+    """``array`` if it is a Zarr v3 array whose codecs are in :data:`SAFE_CODECS`, else a
+    CorruptStoreError — before any chunk is decoded: a store is a user file, and a codec
+    such as numcodecs' ``pickle`` (reachable through Zarr v2 metadata) would run code from it."""
+    md = array.metadata
+    if md.zarr_format != 3:
+        raise CorruptStoreError(f"{url}: array {path} is a Zarr v{md.zarr_format} array; distsvm "
+                                "stores are Zarr v3 (refused unread: v2 codecs include pickle)")
+    names = [c.to_dict()["name"] for c in md.codecs]
+    unsafe = [n for n in names if n not in SAFE_CODECS]
+    if unsafe:
+        raise CorruptStoreError(f"{url}: array {path} uses codec(s) {unsafe}, not one of "
+                                f"{list(SAFE_CODECS)}; refused unread")
+    return array
 
 
 def checksum_error(url: str, path: str, array) -> CorruptStoreError:
