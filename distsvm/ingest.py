@@ -86,8 +86,9 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
            block_mb: float | None = DEFAULT_BLOCK_MB, n_features: int | None = None,
            overwrite: bool = False, chunk_mb: float = DEFAULT_CHUNK_MB,
            storage_options: dict | None = None, progress: Progress | None = None) -> Dataset:
-    """Ingest ``source`` — a LIBSVM/svmlight file path (plain, .gz, .bz2, .xz) or an
-    ``(X, y)`` pair of a NumPy/SciPy matrix and labels — into a dataset at ``store``."""
+    """Ingest ``source`` — a LIBSVM/svmlight file path or fsspec URL (plain, .gz, .bz2, .xz;
+    a URL is read with ``storage_options``, as the store) or an ``(X, y)`` pair of a
+    NumPy/SciPy matrix and labels — into a dataset at ``store``."""
     progress = progress or Progress(quiet=True)
     if dtype not in ds.DTYPES:
         raise ValueError(f"The 'dtype' parameter must be one of {ds.DTYPES}. Got {dtype!r} instead.")
@@ -99,7 +100,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     if is_text:
         from storage import libsvm
     where = str(source) if is_text else "input matrix"
-    if is_text and not os.path.exists(source):
+    remote = is_text and libsvm.is_remote(source)  # streamed from here, as compressed files
+    if is_text and not remote and not os.path.exists(source):
         raise FileNotFoundError(f"{source}: no such file")
     start = time.perf_counter()
     with staging(store, overwrite, storage_options, client) as (stage, run):
@@ -115,13 +117,13 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
                            np.arange(r0, r0 + sub.shape[0]), **common)
             if n_features is None:
                 n_features = X.shape[1]
-        elif client is not None and not libsvm.is_compressed(source):
+        elif client is not None and not libsvm.is_compressed(source) and not remote:
             for part, (a, b) in enumerate(libsvm.split_ranges(source, int(chunk_mb * 2**20))):
                 run.submit(ing.part_from_text, stage, part, str(source), start=a, end=b,
                            dtype=dtype, index_base=index_base, **common)
         else:
             for part, (buf, offset, line) in enumerate(
-                    libsvm.iter_chunks(source, int(chunk_mb * 2**20))):
+                    libsvm.iter_chunks(source, int(chunk_mb * 2**20), storage_options)):
                 run.submit(ing.part_from_text, stage, part, str(source), buf=buf, start=offset,
                            first_line=line, dtype=dtype, index_base=index_base, **common)
         infos = sorted(run.results(progress, "ingest: parse"), key=lambda i: i.part)

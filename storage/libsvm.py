@@ -314,16 +314,30 @@ def is_compressed(path) -> bool:
     return os.path.splitext(os.fspath(path))[1].lower() in _OPENERS
 
 
-def open_binary(path) -> BinaryIO:
-    """Open a file for reading bytes, decompressing by its extension (.gz, .bz2, .xz)."""
-    return _OPENERS.get(os.path.splitext(os.fspath(path))[1].lower(), open)(path, "rb")
+def is_remote(path) -> bool:
+    """Whether ``path`` is an fsspec URL other than a local file (``s3://…``)."""
+    return "://" in os.fspath(path) and not os.fspath(path).startswith("file://")
 
 
-def iter_chunks(path, chunk_bytes: int) -> Iterator[tuple[np.ndarray, int, int]]:
-    """Stream a (possibly compressed) file as pieces of about ``chunk_bytes`` that end at
-    a line end: yields ``(bytes, offset, first_line)``; memory ~2 pieces whatever the file."""
+def open_binary(path, storage_options: dict | None = None) -> BinaryIO:
+    """Open a file for reading bytes, decompressing by its extension (.gz, .bz2, .xz); a
+    remote fsspec URL is opened with ``storage_options``."""
+    opener = _OPENERS.get(os.path.splitext(os.fspath(path))[1].lower(), open)
+    if is_remote(path):
+        import fsspec
+
+        raw = fsspec.open(os.fspath(path), "rb", **(storage_options or {})).open()
+        return raw if opener is open else opener(raw, "rb")
+    return opener(path, "rb")
+
+
+def iter_chunks(path, chunk_bytes: int,
+                storage_options: dict | None = None) -> Iterator[tuple[np.ndarray, int, int]]:
+    """Stream a (possibly compressed, possibly remote) file as pieces of about ``chunk_bytes``
+    that end at a line end: yields ``(bytes, offset, first_line)``; memory ~2 pieces
+    whatever the file."""
     offset, line, rest = 0, 1, b""
-    with open_binary(path) as f:
+    with open_binary(path, storage_options) as f:
         while True:
             piece = f.read(chunk_bytes)
             if not piece:

@@ -150,8 +150,9 @@ def s3(tmp_path_factory):
     options = {"endpoint_url": endpoint, **CREDS}
     # --serial: the cluster-side ingest tasks are the same functions, and take 4x as long
     # against moto's server (one store is enough for these tests)
-    assert main(["ingest", str(small), STORE, "--serial", "--block-rows", "700", "-q",
-                 *opts(options)]) == 0
+    fs.put(str(small), f"{BUCKET}/small.svm")
+    assert main(["ingest", f"s3://{BUCKET}/small.svm", STORE, "--serial", "--block-rows", "700",
+                 "-q", *opts(options)]) == 0  # the source file on S3 too
     try:
         yield {"endpoint": endpoint, "fs": fs, "proxy": proxy, "tmp": tmp, "source": small,
                "options": options,
