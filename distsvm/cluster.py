@@ -42,7 +42,8 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
 
     With ``progress`` (a :class:`distsvm.progress.Progress`), a cluster this call connects
     to or starts is announced with its scheduler, workers and dashboard address.  The
-    embedded cluster serves its dashboard on 127.0.0.1 (a free port) when bokeh is installed.
+    embedded cluster's HTTP server (the dashboard, where bokeh is installed) listens on
+    127.0.0.1, on a free port.
     """
     if client is not None:
         yield client
@@ -59,18 +60,22 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
             c.close()
         return
     n = n_workers or max(1, min(psutil.cpu_count(logical=False) or 1, 4))
-    dashboard = "127.0.0.1:0" if importlib.util.find_spec("bokeh") else None
     with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=dashboard, memory_limit=memory_limit,
+                      dashboard_address="127.0.0.1:0", memory_limit=memory_limit,
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as c:
         _announce(c, progress)
         yield c
 
 
 def dashboard_link(client: Client) -> str | None:
-    """The address of the scheduler's Dask dashboard, or None if it serves none."""
+    """The address of the scheduler's Dask dashboard, or None if it serves none (its HTTP
+    server serves the dashboard only where bokeh is installed: for a scheduler on this
+    machine, that can be told)."""
     try:
         if "dashboard" not in client.scheduler_info().get("services", {}):
+            return None
+        local = client.scheduler.address.startswith(("tcp://127.0.0.1:", "inproc://"))
+        if local and importlib.util.find_spec("bokeh") is None:
             return None
         return client.dashboard_link
     except Exception:  # noqa: BLE001 - only informative
@@ -84,8 +89,7 @@ def _announce(client: Client, progress) -> None:
     info = client.scheduler_info()
     progress.note(f"cluster: scheduler {info.get('address', client.scheduler.address)}, "
                   f"{len(info.get('workers', {}))} workers, dashboard "
-                  + (link or "off (the scheduler serves none; for the embedded cluster, "
-                             "pip install bokeh)"),
+                  + (link or "off (the scheduler serves none: pip install bokeh)"),
                   event="cluster", scheduler=info.get("address"), dashboard=link)
 
 

@@ -67,7 +67,8 @@ def summarize(rows: list[dict], summary: dict | None) -> str:
     lines = []
     if summary is not None:
         s = summary["summary"]
-        lines.append(f"solver {summary['solver']} ({summary['loss']}), C={summary['params'].get('C')}"
+        lines.append(f"solver {summary['solver']} ({summary['loss']}), "
+                     f"C={summary['params'].get('C')}"
                      f", {s.get('n_rows')} rows x {s.get('n_features')} features")
         lines.append(f"{s.get('rounds')} rounds, converged: {s.get('converged')}, "
                      f"{s.get('train_seconds', float('nan')):.2f}s; model {summary['model']}")
@@ -126,7 +127,7 @@ def report(run_dir: str, out: str | None = None) -> tuple[str, str]:
     """Plot a run directory's convergence (``convergence.png`` in it unless ``out``) and
     return ``(png path, summary text)``."""
     rows, summary = load_run(run_dir)
-    title = (f"{summary['solver']} ({summary['loss']}) — {os.path.basename(os.path.normpath(run_dir))}"
-             if summary else os.path.basename(os.path.normpath(run_dir)))
+    name = os.path.basename(os.path.normpath(run_dir))
+    title = f"{summary['solver']} ({summary['loss']}) — {name}" if summary else name
     png = plot(rows, out or os.path.join(run_dir, PLOT_FILE), title)
     return png, summarize(rows, summary)

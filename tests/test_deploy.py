@@ -101,7 +101,8 @@ def test_kubernetes_manifests(name):
             args = check_distsvm_command(job["args"])
             assert args.scheduler == "tcp://scheduler:8786"  # from $(DASK_SCHEDULER_ADDRESS)
             cluster = d["spec"]["cluster"]["spec"]
-            assert cluster["scheduler"]["service"]["selector"]["dask.org/cluster-name"] == d["metadata"]["name"]
+            selector = cluster["scheduler"]["service"]["selector"]
+            assert selector["dask.org/cluster-name"] == d["metadata"]["name"]
         else:
             assert d["kind"] == "DaskCluster"
             cluster = d["spec"]

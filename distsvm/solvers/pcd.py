@@ -131,10 +131,10 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                        "seconds": received - (reps[-1].get("elapsed", 0.0)
                                               - rep.get("elapsed", 0.0))}
                 history.append(row)
-                progress.round(row, f"round {r:4d}  primal {f:.8e}  max|D'| {row['max_grad']:.2e} rel"
-                              f"  |grad| {row['grad_norm']:.2e} rel  step {rep['t']:.3g}  "
-                              f"full Newton {100 * row['full_newton']:5.1f}%  "
-                              f"{row['seconds']:.2f}s")
+                progress.round(row, f"round {r:4d}  primal {f:.8e}  max|D'| "
+                                    f"{row['max_grad']:.2e} rel  |grad| {row['grad_norm']:.2e} "
+                                    f"rel  step {rep['t']:.3g}  full Newton "
+                                    f"{100 * row['full_newton']:5.1f}%  {row['seconds']:.2f}s")
                 converged = s[kernel.MAX_GRAD] <= eps * g0  # §5.3
                 r += 1
         if not converged:
