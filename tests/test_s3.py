@@ -299,3 +299,17 @@ def test_missing_or_damaged_chunk_fails_naming_array_and_chunk(client, s3, tmp_p
     fs.pipe(f"{root}/rows/000001/data/c/0", other)
     code, _, err = cli(capsys, "info", store, *o)
     assert code == 1 and "rows/000001/data" in err and "chunk 0" in err, err
+
+
+def test_storage_option_values(capsys):
+    from distsvm.cli import _so, build_parser
+
+    a = build_parser().parse_args(["info", "s3://b/x.zarr", "--storage-option", "anon=false",
+                                   "--storage-option", 'config_kwargs={"retries": {"mode": "x"}}',
+                                   "--storage-option", "endpoint_url=http://h:9000"])
+    assert _so(a) == {"anon": False, "config_kwargs": {"retries": {"mode": "x"}},
+                      "endpoint_url": "http://h:9000"}
+    assert _so(build_parser().parse_args(["info", "x.zarr"])) is None
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["info", "x.zarr", "--storage-option", "endpoint_url"])
+    assert exit_.value.code == 2 and "expected KEY=VALUE" in capsys.readouterr().err
