@@ -451,7 +451,9 @@ def main(argv=None) -> int:
         print("ERROR: interrupted", file=sys.stderr)
         return 130
     if getattr(a, "json", False) and result is not None:
-        print(json.dumps(result))
+        from .model import json_default
+
+        print(json.dumps(result, default=json_default))
     return 0
 
 

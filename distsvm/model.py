@@ -178,6 +178,13 @@ def _read_bytes(path: str, storage_options: dict | None = None) -> bytes:
         return f.read()
 
 
+def json_default(o):
+    """NumPy scalars and arrays in a model's summary (a solver's np.bool_, np.float64) as JSON."""
+    if isinstance(o, (np.generic, np.ndarray)):
+        return o.tolist()
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
 def save_model(model: Model, path, storage_options: dict | None = None) -> None:
     """Save as a zip of ``model.json`` and ``w.npy``; atomic (never a partial file at ``path``).
 
@@ -196,7 +203,7 @@ def save_model(model: Model, path, storage_options: dict | None = None) -> None:
 
     def write(f):
         with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr("model.json", json.dumps(header, allow_nan=True))
+            z.writestr("model.json", json.dumps(header, allow_nan=True, default=json_default))
             z.writestr("w.npy", buf.getvalue())
 
     _atomic_write(path, write, storage_options)

@@ -225,11 +225,13 @@ def test_model_write_is_atomic_on_s3(s3):
 
     def model(v):
         return Model(w=np.full(5, float(v)), bias=-1.0, classes=(-1.0, 1.0), solver="dcd",
-                     loss="hinge", params={}, summary={}, n_features=5)
+                     loss="hinge", params={}, n_features=5,
+                     summary={"converged": np.bool_(True), "primal": np.float64(v)})
 
     save_model(model(1), url, so)
     save_model(model(2), url, so)
     np.testing.assert_array_equal(load_model(url, so).w, np.full(5, 2.0))
+    assert load_model(url, so).summary == {"converged": True, "primal": 2.0}  # NumPy scalars
 
     def torn(f):
         f.write(b"PK\x03\x04 half a zip")
