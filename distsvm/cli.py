@@ -111,10 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a linear classifier on a store")
     p.add_argument("store")
     p.add_argument("model")
-    p.add_argument("--solver", choices=("dcd", "pcd", "cutting-plane", "alm", "auto"),
+    p.add_argument("--solver", choices=("dcd", "pcd", "cutting-plane", "alm", "newton", "auto"),
                    help="dcd = dual CD over row blocks (default); pcd = primal CD over column "
                         "blocks; cutting-plane = Joachims 2006 (hinge loss only); alm = SVM-ALM "
-                        "primal solver; auto = primal when rows far outnumber features")
+                        "primal solver; newton = LIBLINEAR's line-search Newton (logistic, "
+                        "squared-hinge); auto = primal when rows far outnumber features")
     p.add_argument("--objective", choices=("classification", "ordinal"), default="classification",
                    help="cutting-plane only: ordinal = a ranking model of the labels' order "
                         "(R >= 2 ordered ranks; ROC area for two labels)")
@@ -122,8 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default), "
                         "logistic = logistic regression (pcd), lp = max(0, 1 - m)^p (alm)")
     p.add_argument("-s", dest="liblinear_type", type=int, choices=(0, 1, 2, 3), metavar="TYPE",
-                   help="LIBLINEAR solver type: 0 = logistic regression primal (pcd), "
-                        "1 = L2-loss SVM dual, 2 = L2-loss SVM primal (pcd), 3 = L1-loss SVM dual")
+                   help="LIBLINEAR solver type: 0 = logistic regression primal (newton), "
+                        "1 = L2-loss SVM dual, 2 = L2-loss SVM primal (newton), "
+                        "3 = L1-loss SVM dual")
     p.add_argument("--pcd-mode", choices=("exact", "parallel"), default="exact",
                    help="pcd: one worker per round (exact), or all workers on their column "
                         "blocks with a global line search (parallel)")
@@ -136,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-e", dest="eps", type=float,
                    help="stopping tolerance: dcd, the projected-gradient violation (default "
                         "0.1); pcd, max |D'(0)| relative to the gradient at w = 0 (default 0.1); "
+                        "newton, |grad f| relative to the gradient at w = 0, LIBLINEAR's "
+                        "(default 0.01); "
                         "cutting-plane, the precision of the average loss (default 0.001); "
                         "alm, the gradient norm (default 0.01, the paper's)")
     p.add_argument("-B", dest="bias", type=float, default=-1.0,

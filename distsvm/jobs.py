@@ -20,26 +20,28 @@ from storage import Dataset, open_dataset
 from . import cluster
 from .model import Model
 from .progress import Progress
-from .solvers import alm, cutting_plane, dcd, pcd
+from .solvers import alm, cutting_plane, dcd, newton, pcd
 
-SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "auto")
+SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "newton", "auto")
 LOSSES = ("hinge", "squared_hinge", "logistic", "lp")
 # The losses each solver trains ("auto" picks a solver that trains the loss).
 SOLVER_LOSSES = {"dcd": ("hinge", "squared_hinge"), "pcd": pcd.LOSSES,
-                 "cutting_plane": ("hinge",), "alm": ("hinge", "squared_hinge", "lp")}
+                 "cutting_plane": ("hinge",), "alm": ("hinge", "squared_hinge", "lp"),
+                 "newton": newton.LOSSES}
 # SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
 ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
 ALM_METHODS = ("inexact", "exact")
 # LIBLINEAR's -s codes that this version trains, as (solver, loss).
-LIBLINEAR_TYPES = {0: ("pcd", "logistic"), 1: ("dcd", "squared_hinge"),
-                   2: ("pcd", "squared_hinge"), 3: ("dcd", "hinge")}
+LIBLINEAR_TYPES = {0: ("newton", "logistic"), 1: ("dcd", "squared_hinge"),
+                   2: ("newton", "squared_hinge"), 3: ("dcd", "hinge")}
 # --solver auto takes the primal when rows outnumber features by this factor (l ≫ n).
 AUTO_PRIMAL_RATIO = 50
 # default stopping tolerance per solver: LIBLINEAR's eps for dcd and pcd (whose rule is
 # relative to the gradient at w = 0); the paper's ε = 0.001 (precision of the average
 # training loss) for the cutting-plane solver (Joachims 2006 §4.4); ‖∇obj‖ ≤ 0.01 for
-# SVM-ALM, as Nie et al. 2014
-DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01}
+# SVM-ALM, as Nie et al. 2014; LIBLINEAR's 0.01 for its Newton solver (-s 0, -s 2)
+DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01,
+               "newton": 0.01}
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):
@@ -231,7 +233,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                                         bias=bias >= 0, max_iter=max_rounds,
                                         progress=progress, **alm_options),
                               dataset, loss, C, eps, p, max_rounds)
-        if solver == "pcd":
+        if solver == "newton":
+            result = newton.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+                                  bias=float(bias), max_rounds=max_rounds, progress=progress)
+        elif solver == "pcd":
             result = pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                bias=float(bias), max_rounds=max_rounds, seed=seed,
                                mode=pcd_mode, progress=progress)

@@ -1,0 +1,166 @@
+"""Line-search Newton (LIBLINEAR -s 0 / -s 2): the kernels against finite differences, the
+iterates and optima against LIBLINEAR's own Newton solver, test accuracy, stopping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distsvm.errors import ConvergenceWarning
+from distsvm.ingest import ingest
+from distsvm.jobs import LIBLINEAR_TYPES, train
+from distsvm.solvers.newton import stopping_tolerance
+from workers import losses
+from workers.kernels import newton as kernel
+
+from .conftest import DATA, load_xy, primal_objective, shared_dataset
+
+LOSSES = ["logistic", "squared_hinge"]
+TYPE = {"logistic": 0, "squared_hinge": 2}
+
+
+def liblinear_primal(X, y, loss, C=1.0, eps=1e-6, bias=-1.0, options=""):
+    """LIBLINEAR's primal Newton solution (-s 0 / -s 2): w with the larger label positive."""
+    from liblinear.liblinearutil import parameter, problem, train as ll_train
+
+    m = ll_train(problem(y, X.astype(np.float64)),
+                 parameter(f"-s {TYPE[loss]} -c {C} -e {eps} -B {bias} -q {options}"))
+    w = np.array([m.w[i] for i in range(X.shape[1] + (1 if bias >= 0 else 0))])
+    return -w if m.get_labels()[0] != np.max(y) else w
+
+
+def accuracy(w, X, y, bias=-1.0):
+    dv = X.astype(np.float64) @ w[:X.shape[1]] + (w[X.shape[1]] * bias if bias >= 0 else 0.0)
+    return float(np.mean(np.where(dv > 0, np.max(y), np.min(y)) == y))
+
+
+@pytest.fixture(scope="module")
+def a9a_store(tmp_path_factory, a9a):
+    """a9a in 4 blocks, so that every pass is a real reduction over blocks and workers."""
+    return ingest(a9a, str(tmp_path_factory.mktemp("newton") / "a9a.zarr"), block_rows=9000)
+
+
+@pytest.fixture(scope="module")
+def a9a_test():
+    return load_xy(DATA / "a9a.t.xz", n_features=123)
+
+
+def _kernel_f_grad(X, y, w, cost, loss, bias):
+    """(f, ∇f, D, diag) at w from the kernel, with the coordinator's ½wᵀw added."""
+    n = X.shape[1]
+    z, D = np.empty(X.shape[0]), np.empty(X.shape[0])
+    grad, diag = np.zeros(len(w)), np.zeros(len(w))
+    out = kernel.fun_grad(X.indptr.astype(np.int64), X.indices, X.data, (y > 0).astype(np.int32),
+                          1, cost, w, bias, n, losses.code(loss), z, True, D, grad, diag)
+    if bias >= 0:
+        grad[n], diag[n] = out[1], out[2]
+    return 0.5 * w @ w + out[0], grad + w, D, diag
+
+
+@pytest.mark.parametrize("bias", [-1.0, 0.7])
+@pytest.mark.parametrize("loss", LOSSES)
+def test_gradient_and_hessian_vector_match_finite_differences(a9a, loss, bias):
+    """∇f against central differences of f computed independently (NumPy, per-row costs as
+    repeated rows); Hessian-vector products against differences of the kernel's ∇f; the
+    preconditioner's diagonal against the Hessian's diagonal."""
+    X, y = a9a
+    X, y = X[:2000], y[:2000]
+    rng = np.random.default_rng(0)
+    cost = rng.integers(1, 3, X.shape[0]).astype(np.float64) * 0.8  # Cᵢ ∈ {0.8, 1.6}
+    rows = np.repeat(np.arange(X.shape[0]), (cost / 0.8).astype(int))
+    Xr, yr = X[rows], y[rows]
+    w = rng.normal(scale=0.2, size=X.shape[1] + (bias >= 0))
+    f, g, D, diag = _kernel_f_grad(X, y, w, cost, loss, bias)
+    assert f == pytest.approx(primal_objective(w, Xr, yr, loss, 0.8, bias), rel=1e-10)
+    h = 1e-5
+    for j in [int(j) for j in rng.choice(len(w), 12, replace=False)] + [len(w) - 1]:
+        e = np.zeros(len(w))
+        e[j] = h
+        fd = (primal_objective(w + e, Xr, yr, loss, 0.8, bias)
+              - primal_objective(w - e, Xr, yr, loss, 0.8, bias)) / (2 * h)
+        assert g[j] == pytest.approx(fd, rel=1e-5, abs=1e-4)
+    n = X.shape[1]
+    for _ in range(3):
+        v = rng.normal(size=len(w))
+        hv = np.zeros(len(w))
+        hb = kernel.hess_vec(X.indptr.astype(np.int64), X.indices, X.data, D, v, bias, n, hv)
+        if bias >= 0:
+            hv[n] = hb
+        hv += v
+        t = 1e-6  # the squared hinge's generalized Hessian is its Hessian off the kinks
+        fd = (_kernel_f_grad(X, y, w + t * v, cost, loss, bias)[1]
+              - _kernel_f_grad(X, y, w - t * v, cost, loss, bias)[1]) / (2 * t)
+        np.testing.assert_allclose(hv, fd, rtol=1e-4, atol=1e-4 * np.abs(fd).max())
+    Xd = X.toarray().astype(np.float64)
+    if bias >= 0:
+        Xd = np.hstack([Xd, np.full((X.shape[0], 1), bias)])
+    np.testing.assert_allclose(diag, (Xd * Xd).T @ D, rtol=1e-10, atol=1e-12)
+
+
+def test_logistic_loss_is_stable_at_extreme_margins():
+    code = losses.code("logistic")
+    assert kernel.row_loss(1000.0, code) == 0.0
+    assert kernel.row_loss(-1000.0, code) == 1000.0
+    assert kernel.row_loss(0.0, code) == pytest.approx(np.log(2.0))
+    X = np.array([[1.0], [-1.0]], np.float32)
+    import scipy.sparse as sp
+
+    Xs = sp.csr_matrix(X)
+    f, g, D, _ = _kernel_f_grad(Xs, np.array([1.0, 1.0]), np.array([800.0]), np.ones(2),
+                                "logistic", -1.0)
+    assert np.isfinite(f) and np.all(np.isfinite(g)) and np.all(np.isfinite(D))
+    assert f == pytest.approx(0.5 * 800**2 + 800.0)
+
+
+@pytest.mark.parametrize("bias", [-1.0, 1.0])
+@pytest.mark.parametrize("loss", LOSSES)
+def test_same_iterates_as_liblinear_and_optimum(client, a9a, a9a_test, a9a_store, loss, bias):
+    """At LIBLINEAR's default eps the solver stops at LIBLINEAR's own iterate (same algorithm,
+    same stopping rule); with eps = 1e-3 the objective is within 1e-3 of the optimum, and
+    the test accuracy within 0.3 points of LIBLINEAR's."""
+    X, y = a9a
+    model = train(a9a_store, solver="newton", loss=loss, bias=bias, client=client)
+    assert model.params["eps"] == 0.01 and model.summary["converged"]
+    p = primal_objective(model.w, X, y, loss, 1.0, bias)
+    assert p == pytest.approx(model.summary["primal_objective"], rel=1e-9)
+    p_ll = primal_objective(liblinear_primal(X, y, loss, eps=0.01, bias=bias), X, y, loss, 1.0,
+                            bias)
+    assert p == pytest.approx(p_ll, rel=1e-7)
+
+    tight = train(a9a_store, solver="newton", loss=loss, bias=bias, eps=1e-3, client=client)
+    w_ref = liblinear_primal(X, y, loss, eps=1e-6, bias=bias)
+    p_ref = primal_objective(w_ref, X, y, loss, 1.0, bias)
+    assert p_ref <= primal_objective(tight.w, X, y, loss, 1.0, bias) <= p_ref * (1 + 1e-3)
+    Xt, yt = a9a_test
+    assert abs(accuracy(tight.w, Xt, yt, bias) - accuracy(w_ref, Xt, yt, bias)) <= 0.003
+    hist = tight.summary["history"]
+    assert all(b["primal"] < a["primal"] for a, b in zip(hist, hist[1:]))  # Armijo decrease
+    assert hist[-1]["grad_norm"] <= stopping_tolerance(1e-3, (24720, 7841)) * hist[0]["grad_norm"]
+
+
+def test_liblinear_types_iteration_limit_and_log(client, a9a_store, capsys):
+    from distsvm.progress import Progress
+
+    assert LIBLINEAR_TYPES[0] == ("newton", "logistic")
+    assert LIBLINEAR_TYPES[2] == ("newton", "squared_hinge")
+    with pytest.warns(ConvergenceWarning, match="iteration limit"):
+        m = train(a9a_store, solver="newton", loss="logistic", eps=1e-12, max_rounds=2,
+                  client=client, progress=Progress())
+    assert m.summary["rounds"] == 2 and not m.summary["converged"]
+    err = capsys.readouterr().err
+    assert "iter    2" in err and "|grad|" in err and "CG" in err
+    with pytest.raises(ValueError, match="'loss' parameter"):
+        train(a9a_store, solver="newton", loss="hinge", client=client)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", LOSSES)
+def test_w8a_matches_liblinear(client, tmp_path, loss):
+    X, y = load_xy(shared_dataset("w8a"), n_features=300)
+    store = ingest((X, y), str(tmp_path / "w8a.zarr"), block_rows=20000)
+    model = train(store, solver="newton", loss=loss, eps=1e-3, client=client)
+    w_ref = liblinear_primal(X, y, loss, eps=1e-6)
+    p_ref = primal_objective(w_ref, X, y, loss)
+    assert p_ref <= primal_objective(model.w, X, y, loss) <= p_ref * (1 + 1e-3)
+    Xt, yt = load_xy(shared_dataset("w8a.t"), n_features=300)
+    assert abs(accuracy(model.w, Xt, yt) - accuracy(w_ref, Xt, yt)) <= 0.003
