@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "alm, the gradient norm (default 0.01, the paper's)")
     p.add_argument("-B", dest="bias", type=float, default=-1.0,
                    help="bias feature value; < 0 means none (default -1)")
+    p.add_argument("-R", dest="unregularized_bias", action="store_true",
+                   help="newton: leave the bias feature's weight out of the regularization "
+                        "(LIBLINEAR's -R; needs -B >= 0)")
     p.add_argument("--gap-tol", type=float, default=0.0, metavar="TOL",
                    help="also stop when the duality gap is <= TOL x the primal objective "
                         "(a certified relative accuracy; default 0: off)")
@@ -295,7 +298,8 @@ def _train(a, progress):
                   C=1.0 if a.C is None else a.C, eps=a.eps, objective=a.objective,
                   c_perf=a.c_perf, bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
                   inner_passes=a.inner_passes, gap_tol=a.gap_tol, pcd_mode=a.pcd_mode,
-                  parallel=a.parallel, scheduler=a.scheduler, n_workers=a.workers,
+                  parallel=a.parallel, regularize_bias=not a.unregularized_bias,
+                  scheduler=a.scheduler, n_workers=a.workers,
                   progress=progress,
                   owner="distsvm train", **extra)
     save_model(model, a.model)

@@ -168,8 +168,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
           inner_passes: int = 1, gap_tol: float = 0.0, objective: str = "classification",
           c_perf: float | None = None, p: float | None = None, method: str = "inexact",
           mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6, pcd_mode: str = "exact",
-          parallel: str | None = None, scheduler: str | None = None,
-          n_workers: int | None = None,
+          parallel: str | None = None, regularize_bias: bool = True,
+          scheduler: str | None = None, n_workers: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train") -> Model:
     """Train a binary linear classifier (or a ranking model) on a dataset (or its URL) and
     return the model.
@@ -184,6 +184,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     when ``bias >= 0`` (stored as a bias feature of value 1) and none when
     ``bias < 0``; ``p`` (loss "lp"), ``method``, ``mu0``, ``rho`` and ``rtol``
     are its parameters, ``eps`` bounds ‖∇obj‖ and ``max_rounds`` its iterations.
+
+    ``regularize_bias=False`` (solver "newton", ``bias >= 0``) leaves the bias feature's
+    weight out of ½‖w‖², as LIBLINEAR's ``-R``.
 
     ``eps`` defaults to :data:`DEFAULT_EPS` of the solver.  ``objective`` and ``c_perf``
     (SVMperf's C, replacing ``C``) are for the cutting-plane solver; see
@@ -206,6 +209,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     elif p is not None or alm_options != dict(method="inexact", mu0=0.01, rho=1.02, rtol=1e-6):
         raise ValueError(f"The parameters p, method, mu0, rho and rtol of {owner} belong to "
                          f"solver 'alm'; solver {solver!r} does not take them.")
+    if not regularize_bias and (solver != "newton" or bias < 0):
+        raise ValueError(f"regularize_bias=False (LIBLINEAR's -R) of {owner} needs solver "
+                         f"'newton' and a bias feature (bias >= 0). Got solver {solver!r} and "
+                         f"bias {bias!r}.")
     if pcd_mode not in pcd.MODES:
         raise ValueError(f"The 'pcd_mode' parameter of {owner} must be one of "
                          f"{list(pcd.MODES)}. Got {pcd_mode!r} instead.")
@@ -235,7 +242,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                               dataset, loss, C, eps, p, max_rounds)
         if solver == "newton":
             result = newton.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
-                                  bias=float(bias), max_rounds=max_rounds, progress=progress)
+                                  bias=float(bias), max_rounds=max_rounds,
+                                  regularize_bias=bool(regularize_bias), progress=progress)
         elif solver == "pcd":
             result = pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                bias=float(bias), max_rounds=max_rounds, seed=seed,
@@ -264,6 +272,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                       c_perf=cutting_plane.n_loss_terms(meta.class_counts, objective) * C / 100)
     if solver == "pcd":
         params["pcd_mode"] = pcd_mode
+    if not regularize_bias:
+        params["regularize_bias"] = False
     if parallel is not None:
         params["parallel"] = parallel
     if why:

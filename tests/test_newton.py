@@ -164,3 +164,30 @@ def test_w8a_matches_liblinear(client, tmp_path, loss):
     assert p_ref <= primal_objective(model.w, X, y, loss) <= p_ref * (1 + 1e-3)
     Xt, yt = load_xy(shared_dataset("w8a.t"), n_features=300)
     assert abs(accuracy(model.w, Xt, yt) - accuracy(w_ref, Xt, yt)) <= 0.003
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_unregularized_bias_matches_liblinear_R(client, a9a, a9a_store, loss):
+    """regularize_bias=False is LIBLINEAR's -R: the same iterate at eps 0.01, the optimum
+    within 1e-3 at eps 1e-3, of ½‖w[:n]‖² + C Σ loss (the bias weight not regularized)."""
+    X, y = a9a
+
+    def objective(w):
+        return primal_objective(w, X, y, loss, 1.0, 1.0) - 0.5 * w[-1] ** 2
+
+    model = train(a9a_store, solver="newton", loss=loss, bias=1.0, regularize_bias=False,
+                  client=client)
+    assert model.params["regularize_bias"] is False
+    assert objective(model.w) == pytest.approx(model.summary["primal_objective"], rel=1e-9)
+    w_ll = liblinear_primal(X, y, loss, eps=0.01, bias=1.0, options="-R")
+    assert objective(model.w) == pytest.approx(objective(w_ll), rel=1e-7)
+    tight = train(a9a_store, solver="newton", loss=loss, bias=1.0, regularize_bias=False,
+                  eps=1e-3, client=client)
+    p_ref = objective(liblinear_primal(X, y, loss, eps=1e-6, bias=1.0, options="-R"))
+    assert p_ref <= objective(tight.w) <= p_ref * (1 + 1e-3)
+    # the regularized problem has a different optimum, with a smaller bias weight
+    reg = train(a9a_store, solver="newton", loss=loss, bias=1.0, eps=1e-3, client=client)
+    assert abs(reg.w[-1]) < abs(tight.w[-1])
+    for bad in (dict(solver="dcd", loss="hinge", bias=1.0), dict(solver="newton", bias=-1.0)):
+        with pytest.raises(ValueError, match="regularize_bias=False"):
+            train(a9a_store, regularize_bias=False, client=client, **bad)
