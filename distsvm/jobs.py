@@ -169,7 +169,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
           c_perf: float | None = None, p: float | None = None, method: str = "inexact",
           mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6, pcd_mode: str = "exact",
           parallel: str | None = None, regularize_bias: bool = True,
-          scheduler: str | None = None, n_workers: int | None = None,
+          warm_start=None, scheduler: str | None = None, n_workers: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train") -> Model:
     """Train a binary linear classifier (or a ranking model) on a dataset (or its URL) and
     return the model.
@@ -187,6 +187,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
 
     ``regularize_bias=False`` (solver "newton", ``bias >= 0``) leaves the bias feature's
     weight out of ½‖w‖², as LIBLINEAR's ``-R``.
+
+    ``warm_start`` (solver "newton"): the initial w, n_features (+1 with a bias) values,
+    e.g. a model's ``w`` for a nearby C; the stopping rule stays relative to ∇f(0).
 
     ``eps`` defaults to :data:`DEFAULT_EPS` of the solver.  ``objective`` and ``c_perf``
     (SVMperf's C, replacing ``C``) are for the cutting-plane solver; see
@@ -213,6 +216,16 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         raise ValueError(f"regularize_bias=False (LIBLINEAR's -R) of {owner} needs solver "
                          f"'newton' and a bias feature (bias >= 0). Got solver {solver!r} and "
                          f"bias {bias!r}.")
+    if warm_start is not None:
+        if solver != "newton":
+            raise ValueError(f"The 'warm_start' parameter of {owner} belongs to solver "
+                             f"'newton'. Got solver {solver!r}.")
+        warm_start = np.asarray(warm_start, dtype=np.float64)
+        dim = as_dataset(data).meta.n_features + (bias >= 0)
+        if warm_start.shape != (dim,) or not np.all(np.isfinite(warm_start)):
+            raise ValueError(f"The 'warm_start' parameter of {owner} must be {dim} finite "
+                             f"weights (n_features + 1 with a bias). Got shape "
+                             f"{warm_start.shape}.")
     if pcd_mode not in pcd.MODES:
         raise ValueError(f"The 'pcd_mode' parameter of {owner} must be one of "
                          f"{list(pcd.MODES)}. Got {pcd_mode!r} instead.")
@@ -243,7 +256,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         if solver == "newton":
             result = newton.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                   bias=float(bias), max_rounds=max_rounds,
-                                  regularize_bias=bool(regularize_bias), progress=progress)
+                                  regularize_bias=bool(regularize_bias),
+                                  warm_start=warm_start, progress=progress)
         elif solver == "pcd":
             result = pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                bias=float(bias), max_rounds=max_rounds, seed=seed,

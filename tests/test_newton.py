@@ -191,3 +191,22 @@ def test_unregularized_bias_matches_liblinear_R(client, a9a, a9a_store, loss):
     for bad in (dict(solver="dcd", loss="hinge", bias=1.0), dict(solver="newton", bias=-1.0)):
         with pytest.raises(ValueError, match="regularize_bias=False"):
             train(a9a_store, regularize_bias=False, client=client, **bad)
+
+
+def test_warm_start_from_a_nearby_C(client, a9a, a9a_store):
+    """Starting at the optimum for C = 1, C = 2 takes fewer iterations to the same stopping rule
+    (relative to ∇f(0)), and reaches the same optimum; starting at the optimum stops at once."""
+    X, y = a9a
+    one = train(a9a_store, solver="newton", loss="logistic", C=1.0, eps=1e-3, client=client)
+    cold = train(a9a_store, solver="newton", loss="logistic", C=2.0, eps=1e-3, client=client)
+    warm = train(a9a_store, solver="newton", loss="logistic", C=2.0, eps=1e-3,
+                 warm_start=one.w, client=client)
+    assert warm.summary["rounds"] < cold.summary["rounds"]
+    assert warm.summary["history"][0]["rel_grad_norm"] < 1.0
+    p_cold = primal_objective(cold.w, X, y, "logistic", 2.0)
+    assert primal_objective(warm.w, X, y, "logistic", 2.0) == pytest.approx(p_cold, rel=1e-3)
+    again = train(a9a_store, solver="newton", loss="logistic", C=2.0, eps=1e-3,
+                  warm_start=warm.w, client=client)
+    assert again.summary["rounds"] == 0 and np.array_equal(again.w, warm.w)
+    with pytest.raises(ValueError, match="warm_start"):
+        train(a9a_store, solver="newton", loss="logistic", warm_start=np.zeros(5), client=client)
