@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import warnings
 
@@ -66,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-features", type=int, metavar="N",
                    help="number of features (default: the largest index seen)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--weights", metavar="FILE",
+                   help="instance weights, one per line in the rows' order (LIBLINEAR's -W "
+                        "file), kept in the store")
     p.add_argument("--serial", action="store_true", help="parse in this process, no cluster")
     p.add_argument("--columns", action="store_true",
                    help="also build the column view (as `distsvm columnize` does)")
@@ -200,7 +204,8 @@ def _ingest(a, progress):
     kwargs = dict(dtype=a.dtype, index_base=0 if a.zero_based else 1, shuffle=not a.no_shuffle,
                   seed=a.seed, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
-                  n_features=a.n_features, overwrite=a.overwrite, progress=progress)
+                  n_features=a.n_features, overwrite=a.overwrite, progress=progress,
+                  sample_weight=a.weights)
     if a.serial:
         d = ingest(a.source, a.store, **kwargs)
         if a.columns:
@@ -299,6 +304,7 @@ def _train(a, progress):
                   c_perf=a.c_perf, bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
                   inner_passes=a.inner_passes, gap_tol=a.gap_tol, pcd_mode=a.pcd_mode,
                   parallel=a.parallel, regularize_bias=not a.unregularized_bias,
+                  class_weight=a.class_weight,
                   scheduler=a.scheduler, n_workers=a.workers,
                   progress=progress,
                   owner="distsvm train", **extra)
@@ -363,8 +369,32 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"WARNING: {message}", file=sys.stderr)
 
 
+def _class_weights(argv: list[str]) -> tuple[list[str], dict | None]:
+    """LIBLINEAR's ``-wi W`` options (``-w1 2 -w-1 0.5``: label i weighs W), which argparse
+    cannot declare, taken out of a ``train`` command line: (the rest, {label: weight})."""
+    if not argv or argv[0] != "train":
+        return argv, None
+    rest, weights, k = [], {}, 0
+    while k < len(argv):
+        m = re.fullmatch(r"-w([-+]?[0-9.eE+-]+)", str(argv[k]))
+        if m and k + 1 < len(argv):
+            try:
+                weights[float(m.group(1))] = float(argv[k + 1])
+            except ValueError:
+                raise SystemExit(f"ERROR: {argv[k]} {argv[k + 1]}: -wi takes a label i and a "
+                                 "weight, e.g. -w1 2") from None
+            k += 2
+        else:
+            rest.append(argv[k])
+            k += 1
+    return rest, weights or None
+
+
 def main(argv=None) -> int:
+    argv, class_weight = _class_weights(list(sys.argv[1:] if argv is None else argv))
     a = build_parser().parse_args(argv)
+    if a.command == "train":
+        a.class_weight = class_weight
     progress = Progress(quiet=getattr(a, "quiet", False))
     warnings.showwarning = _show_warning
     try:

@@ -117,6 +117,26 @@ def check_alm_params(owner: str, *, loss: str, p, method, mu0, rho, rtol) -> flo
     return float(p) if loss == "lp" else ALM_P[loss]
 
 
+def class_costs(owner: str, class_weight, C: float, meta) -> np.ndarray:
+    """C times each class's weight, in the store's class order (see :func:`train`)."""
+    n = np.asarray(meta.class_counts, dtype=np.float64)
+    if class_weight is None:
+        return np.full(len(n), C)
+    if isinstance(class_weight, str) and class_weight == "balanced":
+        return C * n.sum() / (len(n) * np.maximum(n, 1))
+    if not isinstance(class_weight, dict):
+        raise ValueError(f"The 'class_weight' parameter of {owner} must be None, a dict or "
+                         f"'balanced'. Got {class_weight!r} instead.")
+    unknown = [k for k in class_weight if float(k) not in meta.classes]
+    if unknown:
+        raise ValueError(f"The 'class_weight' parameter of {owner} names labels {unknown} "
+                         f"that are not classes of the data {list(meta.classes)}.")
+    weights = {float(k): v for k, v in class_weight.items()}
+    for k, v in weights.items():
+        _check_real(owner, f"class_weight[{k:g}]", v, 0.0)
+    return np.array([C * float(weights.get(c, 1.0)) for c in meta.classes])
+
+
 def as_dataset(data) -> Dataset:
     return data if isinstance(data, Dataset) else open_dataset(os.fspath(data))
 
@@ -169,7 +189,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
           c_perf: float | None = None, p: float | None = None, method: str = "inexact",
           mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6, pcd_mode: str = "exact",
           parallel: str | None = None, regularize_bias: bool = True,
-          warm_start=None, scheduler: str | None = None, n_workers: int | None = None,
+          warm_start=None, class_weight=None, scheduler: str | None = None,
+          n_workers: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train") -> Model:
     """Train a binary linear classifier (or a ranking model) on a dataset (or its URL) and
     return the model.
@@ -187,6 +208,11 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
 
     ``regularize_bias=False`` (solver "newton", ``bias >= 0``) leaves the bias feature's
     weight out of ½‖w‖², as LIBLINEAR's ``-R``.
+
+    ``class_weight`` (solver "newton"): None, ``{label: weight}`` (missing labels weigh 1)
+    or ``"balanced"`` (n_rows / (n_classes · rows of the class), as scikit-learn); row i
+    costs Cᵢ = C · class_weight[yᵢ] · its instance weight if the store has them
+    (LIBLINEAR's ``-wi`` and ``-W``).
 
     ``warm_start`` (solver "newton"): the initial w, n_features (+1 with a bias) values,
     e.g. a model's ``w`` for a nearby C; the stopping rule stays relative to ∇f(0).
@@ -216,6 +242,12 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         raise ValueError(f"regularize_bias=False (LIBLINEAR's -R) of {owner} needs solver "
                          f"'newton' and a bias feature (bias >= 0). Got solver {solver!r} and "
                          f"bias {bias!r}.")
+    class_cost = class_costs(owner, class_weight, float(C), as_dataset(data).meta)
+    if (class_weight is not None or as_dataset(data).meta.weighted) and solver != "newton":
+        raise ValueError(f"Class and instance weights of {owner} are taken by solver 'newton' "
+                         f"only. Got solver {solver!r} with class_weight={class_weight!r} on "
+                         f"a store {'with' if as_dataset(data).meta.weighted else 'without'} "
+                         "instance weights.")
     if warm_start is not None:
         if solver != "newton":
             raise ValueError(f"The 'warm_start' parameter of {owner} belongs to solver "
@@ -257,7 +289,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
             result = newton.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                   bias=float(bias), max_rounds=max_rounds,
                                   regularize_bias=bool(regularize_bias),
-                                  warm_start=warm_start, progress=progress)
+                                  warm_start=warm_start, class_cost=class_cost,
+                                  progress=progress)
         elif solver == "pcd":
             result = pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                bias=float(bias), max_rounds=max_rounds, seed=seed,
@@ -288,6 +321,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         params["pcd_mode"] = pcd_mode
     if not regularize_bias:
         params["regularize_bias"] = False
+    if class_weight is not None:
+        params["class_weight"] = {f"{c:g}": float(v) / C for c, v in zip(meta.classes, class_cost)}
+    if meta.weighted:
+        params["sample_weight"] = True
     if parallel is not None:
         params["parallel"] = parallel
     if why:

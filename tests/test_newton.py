@@ -210,3 +210,108 @@ def test_warm_start_from_a_nearby_C(client, a9a, a9a_store):
     assert again.summary["rounds"] == 0 and np.array_equal(again.w, warm.w)
     with pytest.raises(ValueError, match="warm_start"):
         train(a9a_store, solver="newton", loss="logistic", warm_start=np.zeros(5), client=client)
+
+
+@pytest.fixture(scope="module")
+def weighted(tmp_path_factory, a9a):
+    """3000 a9a rows with integer instance weights 1–3, as a weighted store and as a store
+    with each row repeated weight times."""
+    X, y = a9a
+    X, y = X[:3000], y[:3000]
+    sw = np.random.default_rng(3).integers(1, 4, X.shape[0]).astype(np.float64)
+    rows = np.repeat(np.arange(X.shape[0]), sw.astype(int))
+    tmp = tmp_path_factory.mktemp("weights")
+    store = ingest((X, y), str(tmp / "w.zarr"), block_rows=1000, sample_weight=sw)
+    dup = ingest((X[rows], y[rows]), str(tmp / "dup.zarr"), block_rows=2000)
+    return X, y, sw, store, dup
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_instance_weights_equal_duplicated_rows(client, weighted, loss):
+    X, y, sw, store, dup = weighted
+    assert store.meta.weighted and not dup.meta.weighted
+    assert all(store.read_block(b).weight is not None for b in range(store.n_blocks))
+    # tight eps: the stopping rule counts rows (LIBLINEAR's), which duplication changes
+    a = train(store, solver="newton", loss=loss, C=0.5, eps=1e-6, client=client)
+    b = train(dup, solver="newton", loss=loss, C=0.5, eps=1e-6, client=client)
+    assert a.summary["primal_objective"] == pytest.approx(b.summary["primal_objective"],
+                                                          rel=1e-10)
+    rows = np.repeat(np.arange(X.shape[0]), sw.astype(int))  # the weighted objective is the
+    p_dup = primal_objective(a.w, X[rows], y[rows], loss, 0.5)  # duplicated one (NumPy)
+    assert p_dup == pytest.approx(a.summary["primal_objective"], rel=1e-9)
+    # (w itself is determined only to ~1e-4 along a9a's nearly flat directions)
+    assert a.params["sample_weight"] is True
+    with pytest.raises(ValueError, match="weights of train are taken by solver 'newton'"):
+        train(store, solver="dcd", loss="hinge", client=client)
+
+
+def test_weight_file_ingest_matches_array_ingest(client, weighted, tmp_path):
+    """A LIBSVM file with a -W weight file (shuffled, parsed in pieces on the cluster) stores
+    the same rows with the same weights as the in-memory ingest."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from storage.errors import InputDataError
+
+    X, y, sw, store, _ = weighted
+    dump_svmlight_file(X, y, str(tmp_path / "d.svm"), zero_based=False)
+    np.savetxt(tmp_path / "d.w", sw)
+    text = ingest(str(tmp_path / "d.svm"), str(tmp_path / "t.zarr"), block_rows=1000,
+                  chunk_mb=0.05, client=client, sample_weight=str(tmp_path / "d.w"))
+    assert text.meta.weighted and text.n_blocks == store.n_blocks
+
+    def rows(ds):  # {(label, row as bytes): weight} over all blocks
+        out = {}
+        for b in range(ds.n_blocks):
+            blk = ds.read_block(b)
+            for i in range(blk.n_rows):
+                lo, hi = blk.indptr[i], blk.indptr[i + 1]
+                key = (int(blk.y[i]), blk.indices[lo:hi].tobytes(), blk.data[lo:hi].tobytes())
+                out.setdefault(key, []).append(float(blk.weight[i]))
+        return {k: sorted(v) for k, v in out.items()}
+
+    assert rows(text) == rows(store)
+    np.savetxt(tmp_path / "short.w", sw[:-1])
+    with pytest.raises(InputDataError, match="2999 instance weights"):
+        ingest(str(tmp_path / "d.svm"), str(tmp_path / "s.zarr"),
+               sample_weight=str(tmp_path / "short.w"))
+    with pytest.raises(InputDataError, match="finite value >= 0"):
+        ingest((X, y), str(tmp_path / "n.zarr"), sample_weight=-sw)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_class_weights_match_liblinear_wi(client, a9a, a9a_store, loss):
+    """class_weight={1: 2, -1: 0.5} is LIBLINEAR's -w1 2 -w-1 0.5 (the same iterate at the
+    default eps); 'balanced' is the dict of n/(2·count)."""
+    X, y = a9a
+    cw = {1: 2.0, -1: 0.5}
+    model = train(a9a_store, solver="newton", loss=loss, class_weight=cw, client=client)
+    cost = np.where(y > 0, 2.0, 0.5)
+
+    def objective(w):  # ½‖w‖² + Σ Cᵢ loss, in NumPy
+        m = np.where(y > 0, 1.0, -1.0) * (X.astype(np.float64) @ w)
+        xi = np.logaddexp(0.0, -m) if loss == "logistic" else np.maximum(0.0, 1.0 - m) ** 2
+        return 0.5 * w @ w + float(cost @ xi)
+
+    w_ll = liblinear_primal(X, y, loss, eps=0.01, options="-w1 2 -w-1 0.5")
+    assert objective(model.w) == pytest.approx(model.summary["primal_objective"], rel=1e-9)
+    assert objective(model.w) == pytest.approx(objective(w_ll), rel=1e-7)
+    assert model.params["class_weight"] == {"-1": 0.5, "1": 2.0}
+    n = np.array([24720, 7841])
+    balanced = train(a9a_store, solver="newton", loss=loss, class_weight="balanced",
+                     client=client)
+    same = train(a9a_store, solver="newton", loss=loss,
+                 class_weight={-1: n.sum() / (2 * n[0]), 1: n.sum() / (2 * n[1])}, client=client)
+    np.testing.assert_allclose(balanced.w, same.w, rtol=1e-12)
+    for bad, match in (({3: 1.0}, "not classes"), ({1: -1.0}, r"class_weight\[1\]"),
+                       ("auto", "must be None, a dict or 'balanced'")):
+        with pytest.raises(ValueError, match=match):
+            train(a9a_store, solver="newton", loss=loss, class_weight=bad, client=client)
+
+
+def test_cli_class_weight_letters():
+    from distsvm.cli import _class_weights
+
+    rest, cw = _class_weights(["train", "s.zarr", "m", "-s", "0", "-w1", "2", "-w-1", "0.5",
+                               "-c", "4"])
+    assert rest == ["train", "s.zarr", "m", "-s", "0", "-c", "4"] and cw == {1.0: 2.0, -1.0: 0.5}
+    assert _class_weights(["predict", "-w1", "2"]) == (["predict", "-w1", "2"], None)

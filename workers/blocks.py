@@ -139,8 +139,10 @@ def clear_cache() -> None:
 
 
 def row_costs(block: RowBlock, class_cost: np.ndarray) -> np.ndarray:
-    """Each row's cost Cᵢ = C·(class weight of yᵢ), as ``class_cost[yᵢ]`` (float64)."""
-    return np.asarray(class_cost, dtype=np.float64)[block.y]
+    """Each row's cost Cᵢ = C·(class weight of yᵢ)·(instance weight of row i), LIBLINEAR's
+    ``-wi`` and ``-W``: ``class_cost[yᵢ]`` times the block's weights if it has them."""
+    cost = np.asarray(class_cost, dtype=np.float64)[block.y]
+    return cost if block.weight is None else cost * block.weight
 
 
 def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_features: int,
