@@ -25,18 +25,14 @@ import argparse
 import pathlib
 import statistics
 import sys
-import tempfile
 import time
-
-import numpy as np
-import scipy.sparse as sp
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_dcd import liblinear_run  # noqa: E402
-from bench_dcd_parallel import ladder, multicore_run, time_to_1pct  # noqa: E402
+from bench_dcd_parallel import ladder, multicore_run, problem_on_cluster, time_to_1pct  # noqa: E402,E501
 
 TYPES = {"logistic": 0, "squared_hinge": 2}
 
@@ -53,24 +49,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="liblinear-multicore's -m")
     a = ap.parse_args()
 
-    from distributed import Client, LocalCluster
-
     import workers.blocks
-    from distsvm.ingest import ingest
     from distsvm.jobs import train
-    from tests.conftest import DATA, SHARED, load_xy, primal_objective
+    from tests.conftest import primal_objective
 
-    path = DATA / "a9a.xz" if a.data == "a9a" else SHARED / f"{a.data}.xz"
-    X, y = load_xy(path, 123 if a.data == "a9a" else None)
-    X64 = X.astype(np.float64)
-    with tempfile.TemporaryDirectory() as tmp, \
-            LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True,
-                         host="127.0.0.1", dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        sp.save_npz(f"{tmp}/X.npz", X64, compressed=False)
-        np.save(f"{tmp}/y.npy", y)
-        kw = {"block_rows": a.block_rows} if a.block_rows else {}
-        store = ingest((X, y), f"{tmp}/d.zarr", client=client, **kw)
+    with problem_on_cluster(a.data, a.workers, a.block_rows) as (X, X64, y, tmp, client, store):
         print(f"{a.data}: {X.shape[0]} rows x {X.shape[1]} features, {X.nnz} nnz, "
               f"{store.n_blocks} blocks, {a.workers} workers, C={a.C:g}, medians of "
               f"{a.repeats}")

@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(R >= 2 ordered ranks; ROC area for two labels)")
     p.add_argument("--loss", choices=("hinge", "squared-hinge", "logistic", "lp"),
                    help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default), "
-                        "logistic = logistic regression (pcd), lp = max(0, 1 - m)^p (alm)")
+                        "logistic = logistic regression (newton, pcd), lp = max(0, 1 - m)^p (alm)")
     p.add_argument("-s", dest="liblinear_type", type=int, choices=(0, 1, 2, 3), metavar="TYPE",
                    help="LIBLINEAR solver type: 0 = logistic regression primal (newton), "
                         "1 = L2-loss SVM dual, 2 = L2-loss SVM primal (newton), "
