@@ -137,6 +137,32 @@ def class_costs(owner: str, class_weight, C: float, meta) -> np.ndarray:
     return np.array([C * float(weights.get(c, 1.0)) for c in meta.classes])
 
 
+def check_newton_options(owner: str, *, solver: str, meta, C: float, bias: float,
+                         regularize_bias: bool, class_weight, warm_start):
+    """Check the options only solver "newton" takes (-R, weights, warm start); return the
+    per-class costs (:func:`class_costs`) and the warm start as float64 (or None)."""
+    if not regularize_bias and (solver != "newton" or bias < 0):
+        raise ValueError(f"regularize_bias=False (LIBLINEAR's -R) of {owner} needs solver "
+                         f"'newton' and a bias feature (bias >= 0). Got solver {solver!r} and "
+                         f"bias {bias!r}.")
+    class_cost = class_costs(owner, class_weight, C, meta)
+    if (class_weight is not None or meta.weighted) and solver != "newton":
+        raise ValueError(f"Class and instance weights of {owner} are taken by solver 'newton' "
+                         f"only. Got solver {solver!r} with class_weight={class_weight!r} on "
+                         f"a store {'with' if meta.weighted else 'without'} instance weights.")
+    if warm_start is not None:
+        if solver != "newton":
+            raise ValueError(f"The 'warm_start' parameter of {owner} belongs to solver "
+                             f"'newton'. Got solver {solver!r}.")
+        warm_start = np.asarray(warm_start, dtype=np.float64)
+        dim = meta.n_features + (bias >= 0)
+        if warm_start.shape != (dim,) or not np.all(np.isfinite(warm_start)):
+            raise ValueError(f"The 'warm_start' parameter of {owner} must be {dim} finite "
+                             f"weights (n_features + 1 with a bias). Got shape "
+                             f"{warm_start.shape}.")
+    return class_cost, warm_start
+
+
 def as_dataset(data) -> Dataset:
     return data if isinstance(data, Dataset) else open_dataset(os.fspath(data))
 
@@ -238,31 +264,14 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     elif p is not None or alm_options != dict(method="inexact", mu0=0.01, rho=1.02, rtol=1e-6):
         raise ValueError(f"The parameters p, method, mu0, rho and rtol of {owner} belong to "
                          f"solver 'alm'; solver {solver!r} does not take them.")
-    if not regularize_bias and (solver != "newton" or bias < 0):
-        raise ValueError(f"regularize_bias=False (LIBLINEAR's -R) of {owner} needs solver "
-                         f"'newton' and a bias feature (bias >= 0). Got solver {solver!r} and "
-                         f"bias {bias!r}.")
-    class_cost = class_costs(owner, class_weight, float(C), as_dataset(data).meta)
-    if (class_weight is not None or as_dataset(data).meta.weighted) and solver != "newton":
-        raise ValueError(f"Class and instance weights of {owner} are taken by solver 'newton' "
-                         f"only. Got solver {solver!r} with class_weight={class_weight!r} on "
-                         f"a store {'with' if as_dataset(data).meta.weighted else 'without'} "
-                         "instance weights.")
-    if warm_start is not None:
-        if solver != "newton":
-            raise ValueError(f"The 'warm_start' parameter of {owner} belongs to solver "
-                             f"'newton'. Got solver {solver!r}.")
-        warm_start = np.asarray(warm_start, dtype=np.float64)
-        dim = as_dataset(data).meta.n_features + (bias >= 0)
-        if warm_start.shape != (dim,) or not np.all(np.isfinite(warm_start)):
-            raise ValueError(f"The 'warm_start' parameter of {owner} must be {dim} finite "
-                             f"weights (n_features + 1 with a bias). Got shape "
-                             f"{warm_start.shape}.")
     if pcd_mode not in pcd.MODES:
         raise ValueError(f"The 'pcd_mode' parameter of {owner} must be one of "
                          f"{list(pcd.MODES)}. Got {pcd_mode!r} instead.")
     dataset = as_dataset(data)
     meta = dataset.meta
+    class_cost, warm_start = check_newton_options(
+        owner, solver=solver, meta=meta, C=float(C), bias=bias, regularize_bias=regularize_bias,
+        class_weight=class_weight, warm_start=warm_start)
     if len(meta.classes) != 2 and objective != "ordinal":
         raise ValueError(f"{dataset.url}: {len(meta.classes)} classes; this version trains "
                          "binary classifiers only (labels must take exactly two values), "
