@@ -127,15 +127,17 @@ def test_same_iterates_as_liblinear_and_optimum(client, a9a, a9a_test, a9a_store
                             bias)
     assert p == pytest.approx(p_ll, rel=1e-7)
 
-    tight = train(a9a_store, solver="newton", loss=loss, bias=bias, eps=1e-3, client=client)
-    w_ref = liblinear_primal(X, y, loss, eps=1e-6, bias=bias)
+    # on to eps = 1e-3 from there (warm start: the rule stays relative to ∇f(0))
+    tight = train(a9a_store, solver="newton", loss=loss, bias=bias, eps=1e-3,
+                  warm_start=model.w, client=client)
+    w_ref = liblinear_primal(X, y, loss, eps=1e-5, bias=bias)
     p_ref = primal_objective(w_ref, X, y, loss, 1.0, bias)
     assert p_ref <= primal_objective(tight.w, X, y, loss, 1.0, bias) <= p_ref * (1 + 1e-3)
     Xt, yt = a9a_test
     assert abs(accuracy(tight.w, Xt, yt, bias) - accuracy(w_ref, Xt, yt, bias)) <= 0.003
     hist = tight.summary["history"]
     assert all(b["primal"] < a["primal"] for a, b in zip(hist, hist[1:]))  # Armijo decrease
-    assert hist[-1]["grad_norm"] <= stopping_tolerance(1e-3, (24720, 7841)) * hist[0]["grad_norm"]
+    assert hist[-1]["rel_grad_norm"] <= stopping_tolerance(1e-3, (24720, 7841))
 
 
 def test_liblinear_types_iteration_limit_and_log(client, a9a_store, capsys):
@@ -182,12 +184,9 @@ def test_unregularized_bias_matches_liblinear_R(client, a9a, a9a_store, loss):
     w_ll = liblinear_primal(X, y, loss, eps=0.01, bias=1.0, options="-R")
     assert objective(model.w) == pytest.approx(objective(w_ll), rel=1e-7)
     tight = train(a9a_store, solver="newton", loss=loss, bias=1.0, regularize_bias=False,
-                  eps=1e-3, client=client)
-    p_ref = objective(liblinear_primal(X, y, loss, eps=1e-6, bias=1.0, options="-R"))
+                  eps=1e-3, warm_start=model.w, client=client)
+    p_ref = objective(liblinear_primal(X, y, loss, eps=1e-5, bias=1.0, options="-R"))
     assert p_ref <= objective(tight.w) <= p_ref * (1 + 1e-3)
-    # the regularized problem has a different optimum, with a smaller bias weight
-    reg = train(a9a_store, solver="newton", loss=loss, bias=1.0, eps=1e-3, client=client)
-    assert abs(reg.w[-1]) < abs(tight.w[-1])
     for bad in (dict(solver="dcd", loss="hinge", bias=1.0), dict(solver="newton", bias=-1.0)):
         with pytest.raises(ValueError, match="regularize_bias=False"):
             train(a9a_store, regularize_bias=False, client=client, **bad)
@@ -231,9 +230,14 @@ def test_instance_weights_equal_duplicated_rows(client, weighted, loss):
     X, y, sw, store, dup = weighted
     assert store.meta.weighted and not dup.meta.weighted
     assert all(store.read_block(b).weight is not None for b in range(store.n_blocks))
-    # tight eps: the stopping rule counts rows (LIBLINEAR's), which duplication changes
-    a = train(store, solver="newton", loss=loss, C=0.5, eps=1e-6, client=client)
-    b = train(dup, solver="newton", loss=loss, C=0.5, eps=1e-6, client=client)
+    # the same f, ∇f and ∇²f, so the same iterates; compared after 4 iterations each, as the
+    # stopping rule counts rows (LIBLINEAR's), which duplication changes
+    with pytest.warns(ConvergenceWarning):
+        a = train(store, solver="newton", loss=loss, C=0.5, eps=1e-12, max_rounds=4,
+                  client=client)
+    with pytest.warns(ConvergenceWarning):
+        b = train(dup, solver="newton", loss=loss, C=0.5, eps=1e-12, max_rounds=4,
+                  client=client)
     assert a.summary["primal_objective"] == pytest.approx(b.summary["primal_objective"],
                                                           rel=1e-10)
     rows = np.repeat(np.arange(X.shape[0]), sw.astype(int))  # the weighted objective is the
