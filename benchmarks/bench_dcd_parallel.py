@@ -104,18 +104,25 @@ def time_to_1pct(points):
     return (hit[1], hit[0]) if hit[2] <= 0.01 else (float("nan"), None)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def common_arguments(doc: str, losses) -> argparse.ArgumentParser:
+    """The options of the benchmarks that compare with LIBLINEAR and liblinear-multicore on
+    a dataset (:func:`problem_on_cluster`)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--data", default="a9a")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--block-rows", type=int, help="rows per block (default: ingest's size)")
     ap.add_argument("-c", dest="C", type=float, default=1.0)
-    ap.add_argument("--losses", nargs="+", choices=list(LOSSES), default=list(LOSSES))
+    ap.add_argument("--losses", nargs="+", choices=list(losses), default=list(losses))
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--max-rounds", type=int, default=300)
-    ap.add_argument("--inner-passes", type=int, default=1)
     ap.add_argument("--multicore-python", help="a Python with liblinear-multicore installed")
     ap.add_argument("--threads", type=int, default=2, help="liblinear-multicore's -m")
+    return ap
+
+
+def main():
+    ap = common_arguments(__doc__, LOSSES)
+    ap.add_argument("--max-rounds", type=int, default=300)
+    ap.add_argument("--inner-passes", type=int, default=1)
     ap.add_argument("--png")
     a = ap.parse_args()
 

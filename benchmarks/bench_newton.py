@@ -21,7 +21,6 @@ Medians over --repeats.
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import statistics
 import sys
@@ -32,22 +31,14 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_dcd import liblinear_run  # noqa: E402
-from bench_dcd_parallel import ladder, multicore_run, problem_on_cluster, time_to_1pct  # noqa: E402,E501
+from bench_dcd_parallel import (common_arguments, ladder, multicore_run,  # noqa: E402
+                                problem_on_cluster, time_to_1pct)
 
 TYPES = {"logistic": 0, "squared_hinge": 2}
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="a9a")
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--block-rows", type=int, help="rows per block (default: ingest's size)")
-    ap.add_argument("-c", dest="C", type=float, default=1.0)
-    ap.add_argument("--losses", nargs="+", choices=list(TYPES), default=list(TYPES))
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--multicore-python", help="a Python with liblinear-multicore installed")
-    ap.add_argument("--threads", type=int, default=2, help="liblinear-multicore's -m")
-    a = ap.parse_args()
+    a = common_arguments(__doc__, TYPES).parse_args()
 
     import workers.blocks
     from distsvm.jobs import train
