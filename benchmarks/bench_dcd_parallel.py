@@ -24,6 +24,7 @@ against time (log scale): distsvm's rounds from the median run, LIBLINEAR's ladd
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pathlib
 import statistics
@@ -75,46 +76,62 @@ def multicore_run(python, tmp, s, C, threads):
     return run
 
 
+@contextlib.contextmanager
+def problem_on_cluster(data, n_workers, block_rows=None):
+    """Yield ``(X, X64, y, tmp, client, store)``: the dataset (float32 and float64), a
+    temporary directory with X.npz and y.npy for the multicore child, a started local
+    cluster's client and the dataset ingested into a store in ``tmp``."""
+    from distributed import Client, LocalCluster
+
+    from distsvm.ingest import ingest
+    from tests.conftest import DATA, SHARED, load_xy
+
+    path = DATA / "a9a.xz" if data == "a9a" else SHARED / f"{data}.xz"
+    X, y = load_xy(path, 123 if data == "a9a" else None)
+    X64 = X.astype(np.float64)
+    with tempfile.TemporaryDirectory() as tmp, \
+            LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                         host="127.0.0.1", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        sp.save_npz(f"{tmp}/X.npz", X64, compressed=False)
+        np.save(f"{tmp}/y.npy", y)
+        kw = {"block_rows": block_rows} if block_rows else {}
+        yield X, X64, y, tmp, client, ingest((X, y), f"{tmp}/d.zarr", client=client, **kw)
+
+
 def time_to_1pct(points):
     hit = points[-1]
     return (hit[1], hit[0]) if hit[2] <= 0.01 else (float("nan"), None)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def common_arguments(doc: str, losses) -> argparse.ArgumentParser:
+    """The options of the benchmarks that compare with LIBLINEAR and liblinear-multicore on
+    a dataset (:func:`problem_on_cluster`)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--data", default="a9a")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--block-rows", type=int, help="rows per block (default: ingest's size)")
     ap.add_argument("-c", dest="C", type=float, default=1.0)
-    ap.add_argument("--losses", nargs="+", choices=list(LOSSES), default=list(LOSSES))
+    ap.add_argument("--losses", nargs="+", choices=list(losses), default=list(losses))
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--max-rounds", type=int, default=300)
-    ap.add_argument("--inner-passes", type=int, default=1)
     ap.add_argument("--multicore-python", help="a Python with liblinear-multicore installed")
     ap.add_argument("--threads", type=int, default=2, help="liblinear-multicore's -m")
+    return ap
+
+
+def main():
+    ap = common_arguments(__doc__, LOSSES)
+    ap.add_argument("--max-rounds", type=int, default=300)
+    ap.add_argument("--inner-passes", type=int, default=1)
     ap.add_argument("--png")
     a = ap.parse_args()
 
-    from distributed import Client, LocalCluster
-
     import workers.blocks
-    from distsvm.ingest import ingest
     from distsvm.jobs import train
-    from tests.conftest import DATA, SHARED, load_xy
 
-    path = DATA / "a9a.xz" if a.data == "a9a" else SHARED / f"{a.data}.xz"
-    X, y = load_xy(path, 123 if a.data == "a9a" else None)
-    X64 = X.astype(np.float64)
-    s = np.where(y == np.max(y), 1.0, -1.0)
     curves = {}
-    with tempfile.TemporaryDirectory() as tmp, \
-            LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True,
-                         host="127.0.0.1", dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        sp.save_npz(f"{tmp}/X.npz", X64, compressed=False)
-        np.save(f"{tmp}/y.npy", y)
-        kw = {"block_rows": a.block_rows} if a.block_rows else {}
-        store = ingest((X, y), f"{tmp}/d.zarr", client=client, **kw)
+    with problem_on_cluster(a.data, a.workers, a.block_rows) as (X, X64, y, tmp, client, store):
+        s = np.where(y == np.max(y), 1.0, -1.0)
         print(f"{a.data}: {X.shape[0]} rows, {store.n_blocks} blocks, {a.workers} workers, "
               f"C={a.C:g}, H={a.inner_passes}, medians of {a.repeats}")
         print(f"{'loss':14s} {'solver':22s} {'rounds→1%':>10s} {'s→1%':>8s} "

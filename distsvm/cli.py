@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import warnings
 
@@ -94,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-features", type=int, metavar="N",
                    help="number of features (default: the largest index seen)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--weights", metavar="FILE",
+                   help="instance weights, one per line in the rows' order (LIBLINEAR's -W "
+                        "file), kept in the store")
     p.add_argument("--serial", action="store_true", help="parse in this process, no cluster")
     p.add_argument("--columns", action="store_true",
                    help="also build the column view (as `distsvm columnize` does)")
@@ -143,19 +147,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a linear classifier on a store")
     p.add_argument("store")
     p.add_argument("model")
-    p.add_argument("--solver", choices=("dcd", "pcd", "cutting-plane", "alm", "auto"),
+    p.add_argument("--solver", choices=("dcd", "pcd", "cutting-plane", "alm", "newton", "auto"),
                    help="dcd = dual CD over row blocks (default); pcd = primal CD over column "
                         "blocks; cutting-plane = Joachims 2006 (hinge loss only); alm = SVM-ALM "
-                        "primal solver; auto = primal when rows far outnumber features")
+                        "primal solver; newton = LIBLINEAR's line-search Newton (logistic, "
+                        "squared-hinge); auto = primal when rows far outnumber features")
     p.add_argument("--objective", choices=("classification", "ordinal"), default="classification",
                    help="cutting-plane only: ordinal = a ranking model of the labels' order "
                         "(R >= 2 ordered ranks; ROC area for two labels)")
     p.add_argument("--loss", choices=("hinge", "squared-hinge", "logistic", "lp"),
                    help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default), "
-                        "logistic = logistic regression (pcd), lp = max(0, 1 - m)^p (alm)")
+                        "logistic = logistic regression (newton, pcd), lp = max(0, 1 - m)^p (alm)")
     p.add_argument("-s", dest="liblinear_type", type=int, choices=(0, 1, 2, 3), metavar="TYPE",
-                   help="LIBLINEAR solver type: 0 = logistic regression primal (pcd), "
-                        "1 = L2-loss SVM dual, 2 = L2-loss SVM primal (pcd), 3 = L1-loss SVM dual")
+                   help="LIBLINEAR solver type: 0 = logistic regression primal (newton), "
+                        "1 = L2-loss SVM dual, 2 = L2-loss SVM primal (newton), "
+                        "3 = L1-loss SVM dual")
     p.add_argument("--pcd-mode", choices=("exact", "parallel"), default="exact",
                    help="pcd: one worker per round (exact), or all workers on their column "
                         "blocks with a global line search (parallel)")
@@ -168,10 +174,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-e", dest="eps", type=float,
                    help="stopping tolerance: dcd, the projected-gradient violation (default "
                         "0.1); pcd, max |D'(0)| relative to the gradient at w = 0 (default 0.1); "
+                        "newton, |grad f| relative to the gradient at w = 0, LIBLINEAR's "
+                        "(default 0.01); "
                         "cutting-plane, the precision of the average loss (default 0.001); "
                         "alm, the gradient norm (default 0.01, the paper's)")
     p.add_argument("-B", dest="bias", type=float, default=-1.0,
                    help="bias feature value; < 0 means none (default -1)")
+    p.add_argument("-R", dest="unregularized_bias", action="store_true",
+                   help="newton: leave the bias feature's weight out of the regularization "
+                        "(LIBLINEAR's -R; needs -B >= 0)")
     p.add_argument("--gap-tol", type=float, default=0.0, metavar="TOL",
                    help="also stop when the duality gap is <= TOL x the primal objective "
                         "(a certified relative accuracy; default 0: off)")
@@ -239,7 +250,7 @@ def _ingest(a, progress):
                   seed=a.seed, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
                   n_features=a.n_features, overwrite=a.overwrite, storage_options=_so(a),
-                  progress=progress)
+                  progress=progress, sample_weight=a.weights)
     if a.serial:
         d = ingest(a.source, a.store, **kwargs)
         if a.columns:
@@ -338,7 +349,9 @@ def _train(a, progress):
                   C=1.0 if a.C is None else a.C, eps=a.eps, objective=a.objective,
                   c_perf=a.c_perf, bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
                   inner_passes=a.inner_passes, gap_tol=a.gap_tol, pcd_mode=a.pcd_mode,
-                  parallel=a.parallel, scheduler=a.scheduler, n_workers=a.workers,
+                  parallel=a.parallel, regularize_bias=not a.unregularized_bias,
+                  class_weight=a.class_weight,
+                  scheduler=a.scheduler, n_workers=a.workers,
                   progress=progress,
                   owner="distsvm train", **extra)
     save_model(model, a.model, _so(a))
@@ -417,8 +430,32 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"WARNING: {message}", file=sys.stderr)
 
 
+def _class_weights(argv: list[str]) -> tuple[list[str], dict | None]:
+    """LIBLINEAR's ``-wi W`` options (``-w1 2 -w-1 0.5``: label i weighs W), which argparse
+    cannot declare, taken out of a ``train`` command line: (the rest, {label: weight})."""
+    if not argv or argv[0] != "train":
+        return argv, None
+    rest, weights, k = [], {}, 0
+    while k < len(argv):
+        m = re.fullmatch(r"-w([-+]?[0-9.eE+-]+)", str(argv[k]))
+        if m and k + 1 < len(argv):
+            try:
+                weights[float(m.group(1))] = float(argv[k + 1])
+            except ValueError:
+                raise SystemExit(f"ERROR: {argv[k]} {argv[k + 1]}: -wi takes a label i and a "
+                                 "weight, e.g. -w1 2") from None
+            k += 2
+        else:
+            rest.append(argv[k])
+            k += 1
+    return rest, weights or None
+
+
 def main(argv=None) -> int:
+    argv, class_weight = _class_weights(list(sys.argv[1:] if argv is None else argv))
     a = build_parser().parse_args(argv)
+    if a.command == "train":
+        a.class_weight = class_weight
     warnings.showwarning = _show_warning
     try:
         progress = Progress(quiet=getattr(a, "quiet", False),

@@ -85,10 +85,17 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
            shuffle: bool = True, seed: int = 0, block_rows: int | None = None,
            block_mb: float | None = DEFAULT_BLOCK_MB, n_features: int | None = None,
            overwrite: bool = False, chunk_mb: float = DEFAULT_CHUNK_MB,
-           storage_options: dict | None = None, progress: Progress | None = None) -> Dataset:
+           storage_options: dict | None = None, progress: Progress | None = None,
+           sample_weight=None) -> Dataset:
     """Ingest ``source`` — a LIBSVM/svmlight file path or fsspec URL (plain, .gz, .bz2, .xz;
     a URL is read with ``storage_options``, as the store) or an ``(X, y)`` pair of a
-    NumPy/SciPy matrix and labels — into a dataset at ``store``."""
+    NumPy/SciPy matrix and labels — into a dataset at ``store``.
+
+    ``sample_weight``: instance weights, one per row (finite, >= 0), as an array or as the
+    path of a text file of one weight per line (LIBLINEAR's ``-W`` file); the store then
+    keeps them in each block (docs/storage-format.md).  For a text source the weights are
+    held on this process, 8 bytes a row.
+    """
     progress = progress or Progress(quiet=True)
     if dtype not in ds.DTYPES:
         raise ValueError(f"The 'dtype' parameter must be one of {ds.DTYPES}. Got {dtype!r} instead.")
@@ -103,18 +110,25 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     remote = is_text and libsvm.is_remote(source)  # streamed from here, as compressed files
     if is_text and not remote and not os.path.exists(source):
         raise FileNotFoundError(f"{source}: no such file")
+    weights = _read_weights(sample_weight)
     start = time.perf_counter()
     with staging(store, overwrite, storage_options, client) as (stage, run):
         common = dict(shuffle=shuffle, seed=seed, storage_options=storage_options)
+        if is_text:
+            common["keep_order"] = weights is not None
         if not is_text:
             X, y = _check_arrays(*source)
+            if weights is not None and len(weights) != X.shape[0]:
+                raise InputDataError(f"sample_weight has {len(weights)} values for "
+                                     f"{X.shape[0]} rows")
             row_bytes = 12 + 12 * X.nnz / max(1, X.shape[0])
             step = max(1, int(chunk_mb * 2**20 / row_bytes))
             for part, r0 in enumerate(range(0, X.shape[0], step)):
                 sub = X[r0:r0 + step]
                 run.submit(ing.write_part, stage, part, sub.indptr.astype(np.int64),
                            sub.indices.astype(np.int32), sub.data.astype(dtype), y[r0:r0 + step],
-                           np.arange(r0, r0 + sub.shape[0]), **common)
+                           np.arange(r0, r0 + sub.shape[0]),
+                           weights=None if weights is None else weights[r0:r0 + step], **common)
             if n_features is None:
                 n_features = X.shape[1]
         elif client is not None and not libsvm.is_compressed(source) and not remote:
@@ -130,6 +144,14 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
         if not infos:
             raise InputDataError(f"{where}: no rows (the input is empty)")
         n_rows, nnz, n_features, classes, counts = ing.summarize(infos, n_features, where)
+        if is_text and weights is not None:
+            if len(weights) != n_rows:
+                raise InputDataError(f"{where}: {n_rows} rows but {len(weights)} instance "
+                                     "weights")
+            first = np.cumsum([0] + [i.n_rows for i in infos])
+            for info, a, b in zip(infos, first[:-1], first[1:]):
+                run.submit(ing.attach_weights, stage, info.part, weights[a:b], storage_options)
+            run.results()
         progress.note(f"ingest: parsed {n_rows} rows, {nnz} non-zeros, {n_features} features, "
                       f"{len(classes)} classes in {time.perf_counter() - start:.1f}s")
         n_blocks = ing.n_blocks_for(n_rows, nnz, np.dtype(dtype).itemsize, block_rows, block_mb)
@@ -140,7 +162,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
         else:
             bounds = ing.ordered_bounds([i.n_rows for i in infos], n_blocks)
         for b, slices in enumerate(ing.plan_blocks(infos, bounds)):
-            run.submit(ing.build_block, stage, b, slices, classes, dtype, storage_options)
+            run.submit(ing.build_block, stage, b, slices, classes, dtype, weights is not None,
+                       storage_options)
         blocks = run.results(progress, "ingest: blocks")
         ing.remove_parts(stage, storage_options)
         meta = ds.DatasetMeta(
@@ -151,6 +174,23 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
         dataset = ds.commit(stage, store, meta, overwrite, storage_options)
     progress.note(f"ingest: wrote {store}: {n_blocks} blocks in {time.perf_counter() - start:.1f}s")
     return dataset
+
+
+def _read_weights(sample_weight) -> np.ndarray | None:
+    """Instance weights from an array or a file of one number per line, checked."""
+    if sample_weight is None:
+        return None
+    where = "sample_weight"
+    if isinstance(sample_weight, (str, os.PathLike)):
+        where = str(sample_weight)
+        try:
+            sample_weight = np.loadtxt(sample_weight, dtype=np.float64, ndmin=1)
+        except (OSError, ValueError) as exc:
+            raise InputDataError(f"{where}: not a file of one weight per line: {exc}") from exc
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise InputDataError(f"{where}: instance weights must be one finite value >= 0 per row")
+    return w
 
 
 def _check_arrays(X, y):

@@ -20,26 +20,28 @@ from storage import Dataset, open_dataset
 from . import cluster
 from .model import Model
 from .progress import Progress
-from .solvers import alm, cutting_plane, dcd, pcd
+from .solvers import alm, cutting_plane, dcd, newton, pcd
 
-SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "auto")
+SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "newton", "auto")
 LOSSES = ("hinge", "squared_hinge", "logistic", "lp")
 # The losses each solver trains ("auto" picks a solver that trains the loss).
 SOLVER_LOSSES = {"dcd": ("hinge", "squared_hinge"), "pcd": pcd.LOSSES,
-                 "cutting_plane": ("hinge",), "alm": ("hinge", "squared_hinge", "lp")}
+                 "cutting_plane": ("hinge",), "alm": ("hinge", "squared_hinge", "lp"),
+                 "newton": newton.LOSSES}
 # SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
 ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
 ALM_METHODS = ("inexact", "exact")
 # LIBLINEAR's -s codes that this version trains, as (solver, loss).
-LIBLINEAR_TYPES = {0: ("pcd", "logistic"), 1: ("dcd", "squared_hinge"),
-                   2: ("pcd", "squared_hinge"), 3: ("dcd", "hinge")}
+LIBLINEAR_TYPES = {0: ("newton", "logistic"), 1: ("dcd", "squared_hinge"),
+                   2: ("newton", "squared_hinge"), 3: ("dcd", "hinge")}
 # --solver auto takes the primal when rows outnumber features by this factor (l ≫ n).
 AUTO_PRIMAL_RATIO = 50
 # default stopping tolerance per solver: LIBLINEAR's eps for dcd and pcd (whose rule is
 # relative to the gradient at w = 0); the paper's ε = 0.001 (precision of the average
 # training loss) for the cutting-plane solver (Joachims 2006 §4.4); ‖∇obj‖ ≤ 0.01 for
-# SVM-ALM, as Nie et al. 2014
-DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01}
+# SVM-ALM, as Nie et al. 2014; LIBLINEAR's 0.01 for its Newton solver (-s 0, -s 2)
+DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01,
+               "newton": 0.01}
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):
@@ -115,6 +117,52 @@ def check_alm_params(owner: str, *, loss: str, p, method, mu0, rho, rtol) -> flo
     return float(p) if loss == "lp" else ALM_P[loss]
 
 
+def class_costs(owner: str, class_weight, C: float, meta) -> np.ndarray:
+    """C times each class's weight, in the store's class order (see :func:`train`)."""
+    n = np.asarray(meta.class_counts, dtype=np.float64)
+    if class_weight is None:
+        return np.full(len(n), C)
+    if isinstance(class_weight, str) and class_weight == "balanced":
+        return C * n.sum() / (len(n) * np.maximum(n, 1))
+    if not isinstance(class_weight, dict):
+        raise ValueError(f"The 'class_weight' parameter of {owner} must be None, a dict or "
+                         f"'balanced'. Got {class_weight!r} instead.")
+    unknown = [k for k in class_weight if float(k) not in meta.classes]
+    if unknown:
+        raise ValueError(f"The 'class_weight' parameter of {owner} names labels {unknown} "
+                         f"that are not classes of the data {list(meta.classes)}.")
+    weights = {float(k): v for k, v in class_weight.items()}
+    for k, v in weights.items():
+        _check_real(owner, f"class_weight[{k:g}]", v, 0.0)
+    return np.array([C * float(weights.get(c, 1.0)) for c in meta.classes])
+
+
+def check_newton_options(owner: str, *, solver: str, meta, C: float, bias: float,
+                         regularize_bias: bool, class_weight, warm_start):
+    """Check the options only solver "newton" takes (-R, weights, warm start); return the
+    per-class costs (:func:`class_costs`) and the warm start as float64 (or None)."""
+    if not regularize_bias and (solver != "newton" or bias < 0):
+        raise ValueError(f"regularize_bias=False (LIBLINEAR's -R) of {owner} needs solver "
+                         f"'newton' and a bias feature (bias >= 0). Got solver {solver!r} and "
+                         f"bias {bias!r}.")
+    class_cost = class_costs(owner, class_weight, C, meta)
+    if (class_weight is not None or meta.weighted) and solver != "newton":
+        raise ValueError(f"Class and instance weights of {owner} are taken by solver 'newton' "
+                         f"only. Got solver {solver!r} with class_weight={class_weight!r} on "
+                         f"a store {'with' if meta.weighted else 'without'} instance weights.")
+    if warm_start is not None:
+        if solver != "newton":
+            raise ValueError(f"The 'warm_start' parameter of {owner} belongs to solver "
+                             f"'newton'. Got solver {solver!r}.")
+        warm_start = np.asarray(warm_start, dtype=np.float64)
+        dim = meta.n_features + (bias >= 0)
+        if warm_start.shape != (dim,) or not np.all(np.isfinite(warm_start)):
+            raise ValueError(f"The 'warm_start' parameter of {owner} must be {dim} finite "
+                             f"weights (n_features + 1 with a bias). Got shape "
+                             f"{warm_start.shape}.")
+    return class_cost, warm_start
+
+
 def as_dataset(data) -> Dataset:
     return data if isinstance(data, Dataset) else open_dataset(os.fspath(data))
 
@@ -167,7 +215,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
           inner_passes: int = 1, gap_tol: float = 0.0, objective: str = "classification",
           c_perf: float | None = None, p: float | None = None, method: str = "inexact",
           mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6, pcd_mode: str = "exact",
-          parallel: str | None = None, scheduler: str | None = None,
+          parallel: str | None = None, regularize_bias: bool = True,
+          warm_start=None, class_weight=None, scheduler: str | None = None,
           n_workers: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train") -> Model:
     """Train a binary linear classifier (or a ranking model) on a dataset (or its URL) and
@@ -183,6 +232,17 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     when ``bias >= 0`` (stored as a bias feature of value 1) and none when
     ``bias < 0``; ``p`` (loss "lp"), ``method``, ``mu0``, ``rho`` and ``rtol``
     are its parameters, ``eps`` bounds ‖∇obj‖ and ``max_rounds`` its iterations.
+
+    ``regularize_bias=False`` (solver "newton", ``bias >= 0``) leaves the bias feature's
+    weight out of ½‖w‖², as LIBLINEAR's ``-R``.
+
+    ``class_weight`` (solver "newton"): None, ``{label: weight}`` (missing labels weigh 1)
+    or ``"balanced"`` (n_rows / (n_classes · rows of the class), as scikit-learn); row i
+    costs Cᵢ = C · class_weight[yᵢ] · its instance weight if the store has them
+    (LIBLINEAR's ``-wi`` and ``-W``).
+
+    ``warm_start`` (solver "newton"): the initial w, n_features (+1 with a bias) values,
+    e.g. a model's ``w`` for a nearby C; the stopping rule stays relative to ∇f(0).
 
     ``eps`` defaults to :data:`DEFAULT_EPS` of the solver.  ``objective`` and ``c_perf``
     (SVMperf's C, replacing ``C``) are for the cutting-plane solver; see
@@ -210,6 +270,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                          f"{list(pcd.MODES)}. Got {pcd_mode!r} instead.")
     dataset = as_dataset(data)
     meta = dataset.meta
+    class_cost, warm_start = check_newton_options(
+        owner, solver=solver, meta=meta, C=float(C), bias=bias, regularize_bias=regularize_bias,
+        class_weight=class_weight, warm_start=warm_start)
     if len(meta.classes) != 2 and objective != "ordinal":
         raise ValueError(f"{dataset.url}: {len(meta.classes)} classes; this version trains "
                          "binary classifiers only (labels must take exactly two values), "
@@ -232,7 +295,13 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                                         bias=bias >= 0, max_iter=max_rounds,
                                         progress=progress, **alm_options),
                               dataset, loss, C, eps, p, max_rounds)
-        if solver == "pcd":
+        if solver == "newton":
+            result = newton.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+                                  bias=float(bias), max_rounds=max_rounds,
+                                  regularize_bias=bool(regularize_bias),
+                                  warm_start=warm_start, class_cost=class_cost,
+                                  progress=progress)
+        elif solver == "pcd":
             result = pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                bias=float(bias), max_rounds=max_rounds, seed=seed,
                                mode=pcd_mode, progress=progress)
@@ -260,6 +329,12 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                       c_perf=cutting_plane.n_loss_terms(meta.class_counts, objective) * C / 100)
     if solver == "pcd":
         params["pcd_mode"] = pcd_mode
+    if not regularize_bias:
+        params["regularize_bias"] = False
+    if class_weight is not None:
+        params["class_weight"] = {f"{c:g}": float(v) / C for c, v in zip(meta.classes, class_cost)}
+    if meta.weighted:
+        params["sample_weight"] = True
     if parallel is not None:
         params["parallel"] = parallel
     if why:

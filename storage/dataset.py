@@ -7,6 +7,7 @@ Layout (full specification in ``docs/storage-format.md``)::
     STORE/rows/<block>/indices   int32   (nnz_b,)         one chunk, 0-based columns
     STORE/rows/<block>/data      float32 (nnz_b,)         one chunk (float64 by option)
     STORE/rows/<block>/y         int32   (n_rows_b,)      one chunk, class index
+    STORE/rows/<block>/weight    float64 (n_rows_b,)      one chunk, optional: instance weights
 
 A block is a contiguous range of (shuffled) rows and the unit of work: reading
 one block reads exactly four chunks and nothing else.  Each array is checked
@@ -44,6 +45,7 @@ from .errors import (
 FORMAT_NAME = "distsvm-dataset"
 FORMAT_VERSION = 1
 ROW_ARRAYS = ("indptr", "indices", "data", "y")
+WEIGHT = "weight"  # the optional array of per-row instance weights (in every block or none)
 DTYPES = ("float32", "float64")
 # The codecs a store's arrays may use (what distsvm writes, and other lossless ones that
 # decode data only); any other is refused before a chunk is decoded (see checked_array).
@@ -59,6 +61,7 @@ class RowBlock:
     indices: np.ndarray  # int32 (nnz,)
     data: np.ndarray  # float32 or float64 (nnz,)
     y: np.ndarray  # int32 (n_rows,), index into DatasetMeta.classes
+    weight: np.ndarray | None = None  # float64 (n_rows,) instance weights, or None: all 1
 
     @property
     def n_rows(self) -> int:
@@ -70,7 +73,8 @@ class RowBlock:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.indptr, self.indices, self.data, self.y))
+        return sum(a.nbytes for a in (self.indptr, self.indices, self.data, self.y,
+                                       *(() if self.weight is None else (self.weight,))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +104,11 @@ class DatasetMeta:
     source: dict[str, Any]
     created: str
     format_version: int = FORMAT_VERSION
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the blocks carry instance weights (the optional ``weight`` array)."""
+        return bool(self.blocks) and WEIGHT in self.blocks[0].crc32
 
     def to_json(self) -> dict:
         return {
@@ -162,6 +171,8 @@ class DatasetMeta:
             problems.append("class counts do not add up to n_rows")
         if list(self.classes) != sorted(set(self.classes)):
             problems.append("classes are not sorted and unique")
+        if len({WEIGHT in b.crc32 for b in self.blocks}) > 1:
+            problems.append("some blocks have instance weights and some do not")
         if len({b.name for b in self.blocks}) != len(self.blocks):
             problems.append("block names are not unique")
         if self.n_features < 0:
@@ -225,20 +236,24 @@ class Dataset:
                 raise CorruptStoreError(f"{where}: class index out of range")
             if not np.all(np.isfinite(b.data)):
                 raise CorruptStoreError(f"{where}: non-finite values")
+            if b.weight is not None and not np.all(np.isfinite(b.weight) & (b.weight >= 0)):
+                raise CorruptStoreError(f"{where}: instance weights must be finite and >= 0")
 
 
 def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = None,
                    verify: bool = True) -> RowBlock:
-    """Read one row block: four chunk reads, checked against its block-table entry.
+    """Read one row block: four chunk reads (five with instance weights), checked against its
+    block-table entry.
 
     Takes the URL and the entry rather than a :class:`Dataset` so that tasks
     shipped to workers carry a few hundred bytes, not the whole block table.
     """
     arrays = {}
+    names = ROW_ARRAYS + ((WEIGHT,) if WEIGHT in info.crc32 else ())
     where = f"rows/{info.name}"
     try:
         g = zarr.open_group(url, mode="r", storage_options=storage_options)["rows"][info.name]
-        for k in ROW_ARRAYS:
+        for k in names:
             where = f"rows/{info.name}/{k}"
             arrays[k] = checked_array(url, where, g[k])[...]
     except CorruptStoreError:
@@ -247,15 +262,16 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
         chunk = f" (its chunk 0, {where}/c/0)" if where.count("/") == 2 else ""
         raise CorruptStoreError(f"{url}: cannot read array {where}{chunk}: {exc!r}") from exc
     expected = {"indptr": info.n_rows + 1, "indices": info.nnz, "data": info.nnz,
-                "y": info.n_rows}
-    for k in ROW_ARRAYS:
+                "y": info.n_rows, WEIGHT: info.n_rows}
+    for k in names:
         a = arrays[k]
         if a.shape != (expected[k],):
             raise CorruptStoreError(f"{url}: array rows/{info.name}/{k} has shape {a.shape}, "
                                     f"expected ({expected[k]},)")
         if verify and _crc(a) != info.crc32[k]:
             raise checksum_error(url, f"rows/{info.name}/{k}", g[k])
-    return RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"])
+    return RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"],
+                    arrays.get(WEIGHT))
 
 
 def checked_array(url: str, path: str, array):
@@ -337,11 +353,11 @@ def _exists(url: str, storage_options: dict | None) -> bool:
 
 def write_row_block(stage: str, name: str, block: RowBlock,
                     storage_options: dict | None = None) -> BlockInfo:
-    """Write one row block (one chunk per array) into a staging group."""
+    """Write one row block (one chunk per array, ``weight`` if it has one) into a staging group."""
     g = zarr.open_group(stage, mode="r+", storage_options=storage_options)
     bg = g["rows"].create_group(name, overwrite=True)
     crcs = {}
-    for k in ROW_ARRAYS:
+    for k in ROW_ARRAYS + ((WEIGHT,) if block.weight is not None else ()):
         a = np.ascontiguousarray(getattr(block, k))
         arr = bg.create_array(k, shape=a.shape, chunks=(max(1, a.shape[0]),), dtype=a.dtype,
                               compressors=_COMPRESSOR, fill_value=0)

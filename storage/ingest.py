@@ -87,7 +87,8 @@ def _fs(stage: str, storage_options: dict | None):
 
 
 # The arrays of a part, as raw little-endian files; their dtypes are fixed but for data's.
-PART_DTYPES = {"indptr": "<i8", "indices": "<i4", "labels": "<f8", "keys": "<u8"}
+PART_DTYPES = {"indptr": "<i8", "indices": "<i4", "labels": "<f8", "keys": "<u8",
+               "weights": "<f8", "order": "<i8"}
 
 
 def _part_path(root: str, part: int, name: str) -> str:
@@ -104,8 +105,12 @@ def _read_slice(fs, path: str, dtype, start: int, stop: int) -> np.ndarray:
 
 
 def write_part(stage: str, part: int, indptr, indices, data, labels, positions, *,
-               shuffle: bool, seed: int, storage_options: dict | None = None) -> PartInfo:
+               shuffle: bool, seed: int, weights=None, keep_order: bool = False,
+               storage_options: dict | None = None) -> PartInfo:
     """Phase 1: sort one parsed chunk by key and write it under ``STAGE/_parts/<part>``.
+
+    ``weights`` (instance weights of the chunk's rows) are written in key order with the
+    rows; ``keep_order`` writes the key order itself, for :func:`attach_weights`.
 
     Parts are temporary and read back in slices, so they are raw array files
     (one ranged read per slice) rather than Zarr arrays, whose per-call cost
@@ -118,13 +123,26 @@ def write_part(stage: str, part: int, indptr, indices, data, labels, positions, 
     labels = np.asarray(labels, dtype=np.float64)[order]
     fs, root = _fs(stage, storage_options)
     fs.makedirs(f"{root.rstrip('/')}/{PARTS}/{part:06d}", exist_ok=True)
+    extra = (() if weights is None else (("weights", np.asarray(weights, np.float64)[order]),))
+    extra += (("order", order.astype(np.int64)),) if keep_order else ()
     for name, a in (("indptr", indptr), ("indices", indices), ("data", data),
-                    ("labels", labels), ("keys", keys[order])):
+                    ("labels", labels), ("keys", keys[order]), *extra):
         with fs.open(_part_path(root, part, name), "wb") as f:
             f.write(np.ascontiguousarray(a).data)
     values, counts = np.unique(labels, return_counts=True)
     return PartInfo(part, len(labels), len(data), int(indices.max()) if len(indices) else -1,
                     tuple(float(v) for v in values), tuple(int(c) for c in counts))
+
+
+def attach_weights(stage: str, part: int, weights: np.ndarray,
+                   storage_options: dict | None = None) -> None:
+    """Phase 1½: store the instance weights of a part's rows (given in input order) in the
+    part's key order, kept by :func:`write_part` with ``keep_order``."""
+    fs, root = _fs(stage, storage_options)
+    with fs.open(_part_path(root, part, "order"), "rb") as f:
+        order = np.frombuffer(f.read(), dtype=PART_DTYPES["order"])
+    with fs.open(_part_path(root, part, "weights"), "wb") as f:
+        f.write(np.ascontiguousarray(np.asarray(weights, np.float64)[order]).data)
 
 
 def n_blocks_for(n_rows: int, nnz: int, itemsize: int, block_rows: int | None,
@@ -162,11 +180,12 @@ def ordered_bounds(part_rows: list[int], n_blocks: int) -> list[np.ndarray]:
 
 
 def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
-                classes: tuple[float, ...], dtype: str,
+                classes: tuple[float, ...], dtype: str, weighted: bool = False,
                 storage_options: dict | None = None) -> ds.BlockInfo:
-    """Phase 3: gather ``(part, row_start, row_stop)`` slices, order rows by key, write the block."""
+    """Phase 3: gather ``(part, row_start, row_stop)`` slices, order rows by key, write the
+    block (with its instance weights if ``weighted``)."""
     fs, root = _fs(stage, storage_options)
-    ptrs, inds, dats, labs, keys = [], [], [], [], []
+    ptrs, inds, dats, labs, keys, wts = [], [], [], [], [], []
     offset = 0
     for part, r0, r1 in slices:
         if r1 <= r0:
@@ -180,6 +199,9 @@ def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
         offset += b - a
         labs.append(_read_slice(fs, path("labels"), PART_DTYPES["labels"], r0, r1))
         keys.append(_read_slice(fs, path("keys"), PART_DTYPES["keys"], r0, r1))
+        if weighted:
+            wts.append(_read_slice(fs, path("weights"), PART_DTYPES["weights"], r0, r1))
+    weight = None
     if labs:
         indptr = np.concatenate([np.zeros(1, np.int64)] + ptrs)
         indices = np.concatenate(inds).astype(np.int32, copy=False)
@@ -188,12 +210,14 @@ def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
         order = np.argsort(key, kind="stable")
         indptr, indices, data = gather_rows(indptr, indices, data, order)
         labels = labels[order]
+        weight = np.concatenate(wts)[order] if weighted else None
     else:
         indptr, indices = np.zeros(1, np.int64), np.zeros(0, np.int32)
         data, labels = np.zeros(0, dtype), np.zeros(0)
+        weight = np.zeros(0) if weighted else None
     y = np.searchsorted(np.asarray(classes), labels).astype(np.int32)
     return ds.write_row_block(stage, ds.block_name(block),
-                              ds.RowBlock(indptr, indices, data, y), storage_options)
+                              ds.RowBlock(indptr, indices, data, y, weight), storage_options)
 
 
 def plan_blocks(infos: list[PartInfo], bounds: list[np.ndarray]) -> list[list[tuple[int, int, int]]]:
@@ -233,7 +257,7 @@ def remove_parts(stage: str, storage_options: dict | None = None) -> None:
 
 def part_from_text(stage: str, part: int, path: str, *, buf=None, start: int = 0, end: int = 0,
                    first_line: int = 1, dtype: str = "float32", index_base: int = 1,
-                   shuffle: bool = True, seed: int = 0,
+                   shuffle: bool = True, seed: int = 0, keep_order: bool = False,
                    storage_options: dict | None = None) -> PartInfo:
     """Phase 1 for LIBSVM text: parse ``buf`` (a streamed piece starting at byte
     ``start``, line ``first_line``) or, when ``buf`` is None, the byte range
@@ -246,5 +270,5 @@ def part_from_text(stage: str, part: int, path: str, *, buf=None, start: int = 0
         chunk = libsvm.parse_chunk(buf, path=path, chunk_offset=start, first_line=first_line,
                                    dtype=np.dtype(dtype), index_base=index_base)
     return write_part(stage, part, chunk.indptr, chunk.indices, chunk.data, chunk.labels,
-                      chunk.line_starts, shuffle=shuffle, seed=seed,
+                      chunk.line_starts, shuffle=shuffle, seed=seed, keep_order=keep_order,
                       storage_options=storage_options)

@@ -265,9 +265,10 @@ def test_transient_errors_are_retried_within_the_bound(client, s3, capsys):
     assert code == 1
     assert err.startswith("ERROR:") and len(err.strip().splitlines()) == 1, err
     assert "503" in err or "ServiceUnavailable" in err or "Service Unavailable" in err, err
-    # every request was tried max_attempts times, and then no more (zarr, looking for the
-    # group's metadata under its v3 and v2 names, may ask for one key twice)
-    assert min(attempts.values()) == 3 and max(attempts.values()) <= 2 * 3, attempts
+    # requests were retried up to max_attempts times, and then no more (zarr, looking for the
+    # group's metadata under its v3 and v2 names, may ask for one key twice; lookups still
+    # in flight when another fails are abandoned, so some keys see fewer attempts)
+    assert 3 <= max(attempts.values()) <= 2 * 3, attempts
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])

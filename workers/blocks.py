@@ -138,6 +138,13 @@ def clear_cache() -> None:
         _cache_bytes = 0
 
 
+def row_costs(block: RowBlock, class_cost: np.ndarray) -> np.ndarray:
+    """Each row's cost Cᵢ = C·(class weight of yᵢ)·(instance weight of row i), LIBLINEAR's
+    ``-wi`` and ``-W``: ``class_cost[yᵢ]`` times the block's weights if it has them."""
+    cost = np.asarray(class_cost, dtype=np.float64)[block.y]
+    return cost if block.weight is None else cost * block.weight
+
+
 def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_features: int,
                     cache_bytes: int, storage_options: dict | None = None):
     """Decision values wᵀxᵢ of one block and its class indices: (float64 array, int32 array)."""
@@ -148,4 +155,5 @@ def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_fea
 
 
 __all__ = ["RowBlock", "load", "stream", "cached", "cached_bytes", "read_counts", "set_prefetch",
-           "take_bytes_read", "run_state", "drop_run", "clear_cache", "block_decisions"]
+           "take_bytes_read", "run_state", "row_costs", "drop_run", "clear_cache",
+           "block_decisions"]

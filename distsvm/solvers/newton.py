@@ -1,0 +1,205 @@
+"""Line-search Newton with preconditioned conjugate gradient: LIBLINEAR's primal solver for
+L2-regularized logistic regression (``-s 0``) and the L2-loss SVM (``-s 2``).
+
+Problem: ``min_w f(w) = ½wᵀw + Σᵢ Cᵢ ξ(yᵢwᵀxᵢ)`` with ξ the logistic loss or the squared
+hinge (:mod:`workers.kernels.newton`) and Cᵢ = C times the class weight of yᵢ.
+
+Algorithm: the line-search truncated Newton method of Galli & Lin (2021, "A study on
+truncated Newton methods for linear classification", IEEE TNNLS), which replaced the
+trust-region method TRON (Lin, Weng & Keerthi 2008; Fan et al. 2008, Appendix) in
+LIBLINEAR 2.40 and is its default since; we follow LIBLINEAR's ``newton.cpp``:
+
+1. the Newton direction s ≈ −∇²f(w)⁻¹∇f(w) by preconditioned CG (:func:`pcg`) with
+   LIBLINEAR's diagonal preconditioner M = (1 − a)I + a·diag(∇²f), a = 0.01 (Hsia,
+   Chiang & Lin 2018), stopped by the quadratic-model rule of Galli & Lin (2021, §4):
+   ``k·(Q_k − Q_{k−1}) ≥ tol·Q_k`` with Q the CG model value and
+   tol = min(0.5, ‖∇f‖_{M⁻¹}^{1/2});
+2. a backtracking line search from α = 1, halving, accepting the first α with
+   ``f(w + αs) − f(w) ≤ η·α·∇fᵀs``, η = 0.01, at most 20 trials;
+3. stop when ``‖∇f(w)‖ ≤ eps'·‖∇f(0)‖`` with LIBLINEAR's
+   ``eps' = eps·max(min(#pos, #neg), 1)/l`` (``train()`` of linear.cpp; eps = 0.01 by
+   default for ``-s 0`` and ``-s 2``), or after ``max_rounds`` Newton iterations
+   (LIBLINEAR's 1000) with a :class:`~distsvm.errors.ConvergenceWarning`, or when the
+   line search fails or f no longer decreases (|Δf| ≤ 10⁻¹²|f|), as LIBLINEAR.
+
+Distribution: the data are touched only through map-reduce passes over the row blocks
+(:mod:`workers.newton`), one task per worker, each returning a vector of n_features[+1]:
+
+* one pass per function/gradient evaluation, which also computes the Hessian's
+  diagonal weights D and the preconditioner's diagonal Σᵢ Dᵢxᵢⱼ², and keeps D and
+  z = Xw on the workers;
+* one pass per Hessian-vector product ``v + Xᵀ(D(Xv))``;
+* one pass per direction that keeps t = Xs on the workers and returns f(w + s), after
+  which every further line-search trial f(w + αs) uses the kept z and t only, reading
+  no data, and accepting α sets z ← z + αt in the next evaluation pass (as LIBLINEAR
+  keeps ``wx``).
+
+So a Newton iteration with k CG steps reads the data k + 2 times, as LIBLINEAR.  The
+coordinator holds O(n_features) vectors: w, ∇f, M, and the CG vectors.
+
+Bias: with ``bias >= 0`` the last coordinate of w weighs a constant feature of that
+value (``-B``); ``regularize_bias=False`` leaves it out of ½wᵀw and out of the
+identity part of the Hessian and of the preconditioner (LIBLINEAR's ``-R``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import warnings
+
+import numpy as np
+
+import workers.blocks
+import workers.newton
+from storage import Dataset
+from workers import losses
+
+from ..cluster import WorkerPlan
+from ..errors import ConvergenceWarning
+from ..progress import Progress
+from .alm import _Passes as Passes
+from .dcd import Result
+
+LOSSES = ("logistic", "squared_hinge")
+ETA = 0.01  # sufficient decrease of the line search (newton.cpp)
+MAX_LINESEARCH = 20
+ALPHA_PCG = 0.01  # weight of diag(∇²f) in the preconditioner (newton.cpp)
+EPS_CG = 0.5  # upper limit of the CG tolerance (newton.cpp)
+
+
+def stopping_tolerance(eps: float, class_counts) -> float:
+    """LIBLINEAR's eps' = eps·max(min(#pos, #neg), 1)/l for its primal solvers."""
+    return eps * max(min(class_counts), 1) / max(1, sum(class_counts))
+
+
+def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | None]:
+    """Preconditioned CG on ∇²f·s = −g, stopped by the quadratic-model rule (newton.cpp's
+    ``pcg``); returns (s, CG iterations, warning or None)."""
+    n = len(g)
+    s = np.zeros(n)
+    r = -g
+    z = r / M
+    d = z.copy()
+    zTr = float(z @ r)
+    cgtol = min(EPS_CG, np.sqrt(np.sqrt(zTr)))
+    Q = 0.0
+    for k in range(1, max(n, 5) + 1):
+        Hd = hess_vec(d)
+        dHd = float(d @ Hd)
+        if dHd <= 1e-16:  # avoids 0/0 in the step
+            return s, k, None
+        a = zTr / dHd
+        s += a * d
+        r -= a * Hd
+        newQ = -0.5 * (float(s @ r) - float(s @ g))  # the quadratic model at s
+        Qdiff = newQ - Q
+        if newQ > 0 or Qdiff > 0:
+            return s, k, "quadratic approximation > 0 or increasing in CG"
+        if k * Qdiff >= cgtol * newQ:
+            return s, k, None
+        Q = newQ
+        z = r / M
+        znew = float(z @ r)
+        d = z + (znew / zTr) * d
+        zTr = znew
+    return s, max(n, 5), "reaching maximal number of CG steps"
+
+
+def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
+          bias: float, max_rounds: int, class_cost=None, regularize_bias: bool = True,
+          warm_start: np.ndarray | None = None, progress: Progress | None = None) -> Result:
+    """Train by line-search Newton on the cluster behind ``client``; see the module docstring.
+
+    ``class_cost`` is C times each class's weight (default C for both); ``warm_start`` an
+    initial w of n_features (+1 with a bias) entries.
+    """
+    progress = progress or Progress(quiet=True)
+    meta = dataset.meta
+    d = meta.n_features
+    dim = d + (1 if bias >= 0 else 0)
+    reg = np.ones(dim)
+    if bias >= 0 and not regularize_bias:
+        reg[d] = 0.0
+    class_cost = np.full(2, C) if class_cost is None else np.asarray(class_cost, np.float64)
+    passes = Passes(client, dataset, plan, bias)
+    run = uuid.uuid4().hex
+    kw = dict(loss=losses.code(loss), positive=1)
+    start = time.perf_counter()
+
+    def evaluate(w, recompute, alpha=0.0):
+        reps = passes.each(workers.newton.evaluate, run, w, recompute=recompute, alpha=alpha,
+                           class_cost=class_cost, **kw)
+        f = 0.5 * float(reg @ (w * w)) + sum(r["loss"] for r in reps)
+        return (f, reg * w + sum(r["grad"] for r in reps), reg + sum(r["diag"] for r in reps),
+                sum(r["correct"] for r in reps))
+
+    def hess_vec(v):
+        return reg * v + sum(passes.each(workers.newton.hess_vec, run, v))
+
+    history: list[dict] = []
+
+    def log(k, f, gnorm, cg, step, correct):
+        row = {"round": k, "primal": f, "grad_norm": gnorm, "rel_grad_norm": gnorm / gnorm0,
+               "cg_iterations": cg, "step": step, "train_accuracy": correct / max(1, meta.n_rows),
+               "passes": passes.count, "seconds": time.perf_counter() - start}
+        history.append(row)
+        progress.note(f"iter {k:4d}  f {f:.8e}  |grad| {gnorm:.3e} ({row['rel_grad_norm']:.1e} "
+                      f"rel)  CG {cg:3d}  step {step:.3g}  {row['seconds']:.2f}s")
+
+    w = np.zeros(dim) if warm_start is None else np.array(warm_start, dtype=np.float64)
+    try:
+        if warm_start is not None and np.any(w):
+            gnorm0 = float(np.linalg.norm(evaluate(np.zeros(dim), True)[1]))
+        f, g, M, correct = evaluate(w, True)
+        gnorm = float(np.linalg.norm(g))
+        if warm_start is None or not np.any(w):
+            gnorm0 = gnorm
+        gnorm0 = gnorm0 or 1.0  # ∇f(0) = 0: w = 0 is optimal, stop at once
+        tol = stopping_tolerance(eps, meta.class_counts) * gnorm0
+        log(0, f, gnorm, 0, 0.0, correct)
+        converged = gnorm <= tol
+        k = 0
+        while not converged and k < max_rounds:
+            k += 1
+            s, cg, warning = pcg(hess_vec, g, (1 - ALPHA_PCG) + ALPHA_PCG * M)
+            if warning:
+                progress.note(f"WARNING: {warning}")
+            alpha = _line_search(passes, run, kw, w, s, g, f, reg)
+            if alpha == 0.0:
+                progress.note("WARNING: line search fails")
+                break
+            w = w + alpha * s
+            f_old = f
+            f, g, M, correct = evaluate(w, False, alpha)
+            gnorm = float(np.linalg.norm(g))
+            log(k, f, gnorm, cg, alpha, correct)
+            converged = gnorm <= tol
+            if not converged and abs(f_old - f) <= 1e-12 * abs(f):
+                progress.note("WARNING: actred too small")
+                break
+        if not converged and k >= max_rounds:
+            warnings.warn(f"newton reached the iteration limit ({max_rounds}) before ‖∇f‖ fell "
+                          f"to eps'={tol / gnorm0:.3g} of ‖∇f(0)‖ ({gnorm / gnorm0:.3g}); "
+                          "increase max_rounds or eps", ConvergenceWarning, stacklevel=2)
+    finally:
+        client.run(workers.blocks.drop_run, run)
+    return Result(w=w, rounds=len(history) - 1, converged=converged, primal_objective=f,
+                  dual_objective=np.nan, duality_gap=np.nan,
+                  train_seconds=time.perf_counter() - start, history=history)
+
+
+def _line_search(passes, run, kw, w, s, g, f, reg) -> float:
+    """Backtracking from α = 1 (newton.cpp's ``linesearch_and_update``): the first α of
+    1, ½, ¼, … with f(w + αs) − f(w) ≤ η·α·∇fᵀs; 0 if none of ``MAX_LINESEARCH`` is."""
+    wTw, wTs, sTs = float(reg @ (w * w)), float(reg @ (w * s)), float(reg @ (s * s))
+    gTs = float(g @ s)
+    loss = sum(passes.each(workers.newton.direction, run, s, **kw))
+    alpha = 1.0
+    for trial in range(MAX_LINESEARCH):
+        if trial:
+            loss = sum(passes.each(workers.newton.trial, run, alpha, **kw))
+        if loss + 0.5 * (wTw + 2 * alpha * wTs + alpha * alpha * sTs) - f <= ETA * alpha * gTs:
+            return alpha
+        alpha *= 0.5
+    return 0.0

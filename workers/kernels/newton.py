@@ -1,0 +1,107 @@
+"""Kernels of the Newton solver: the loss part of f, ∇f, the Hessian's diagonal weights and
+preconditioner, and Hessian-vector products, over one CSR block.
+
+The objective is LIBLINEAR's ``f(w) = ½wᵀw + Σᵢ Cᵢ ξ(yᵢwᵀxᵢ)`` with a per-row cost Cᵢ (C
+times the class and instance weights).  For row i with zᵢ = wᵀxᵢ and mᵢ = yᵢzᵢ:
+
+* logistic (LIBLINEAR ``-s 0``): ξ(m) = log(1 + e^{−m}), computed as
+  ``max(−m, 0) + log1p(e^{−|m|})`` so that no exponential overflows;
+  ∂/∂zᵢ = −Cᵢyᵢσ(−mᵢ) and Dᵢ = Cᵢσ(mᵢ)σ(−mᵢ) (Lin, Weng & Keerthi 2008, §3);
+* squared hinge (``-s 2``): ξ(m) = max(0, 1 − m)²; on I = {i: mᵢ < 1}
+  ∂/∂zᵢ = 2Cᵢ(zᵢ − yᵢ) and Dᵢ = 2Cᵢ (the generalized Hessian, Mangasarian 2002, as
+  LIBLINEAR), Dᵢ = 0 elsewhere.
+
+Then ∇f = w + Xᵀ(∂/∂z), ∇²f = I + XᵀDX, and the diagonal preconditioner of
+LIBLINEAR ≥ 2.40 (Hsia, Chiang & Lin 2018) is ``1 + Σᵢ Dᵢxᵢⱼ²``.  The bias
+feature of constant value ``bias`` (when ``bias >= 0``) is the last coordinate;
+its parts are returned as scalars, the others accumulated in place.  Data may be
+float32 or float64; w, z, D and every accumulator are float64.
+"""
+
+import numba
+import numpy as np
+
+from ..losses import LOGISTIC
+from .linear import row_dot
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def row_loss(m, loss):
+    """ξ(m): the stable logistic loss, or the squared hinge."""
+    if loss == LOGISTIC:
+        return max(-m, 0.0) + np.log1p(np.exp(-abs(m)))
+    return (1.0 - m) * (1.0 - m) if m < 1.0 else 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def fun_grad(indptr, indices, data, y, positive, cost, w, bias, n_features, loss, z, recompute,
+             D, grad, diag):
+    """The loss part of f, ∇f and the preconditioner at w, in one pass over a block.
+
+    If ``recompute`` then zᵢ = wᵀxᵢ is computed and stored in ``z``; otherwise ``z``
+    already holds Xw (the line search keeps it current).  Writes Dᵢ into ``D``;
+    adds Xᵀ(∂/∂z) to ``grad`` and Σᵢ Dᵢxᵢⱼ² to ``diag`` (their first ``n_features``
+    entries).  Returns ``(Σ Cᵢξᵢ, bias part of the gradient, bias part of the
+    preconditioner, rows with mᵢ > 0)``.
+    """
+    total = 0.0
+    grad_b = 0.0
+    diag_b = 0.0
+    correct = 0
+    for i in range(len(indptr) - 1):
+        yi = 1.0 if y[i] == positive else -1.0
+        if recompute:
+            z[i] = row_dot(indptr, indices, data, i, w, bias, n_features)
+        m = yi * z[i]
+        if m > 0.0:
+            correct += 1
+        c = cost[i]
+        total += c * row_loss(m, loss)
+        if loss == LOGISTIC:
+            e = np.exp(-abs(m))
+            s_neg = e / (1.0 + e) if m >= 0.0 else 1.0 / (1.0 + e)  # σ(−m)
+            coef = -c * yi * s_neg
+            D[i] = c * s_neg * (1.0 - s_neg)
+        elif m < 1.0:
+            coef = 2.0 * c * (z[i] - yi)
+            D[i] = 2.0 * c
+        else:
+            coef = 0.0
+            D[i] = 0.0
+        if D[i] == 0.0 and coef == 0.0:
+            continue
+        d = D[i]
+        for k in range(indptr[i], indptr[i + 1]):
+            v = np.float64(data[k])
+            grad[indices[k]] += coef * v
+            diag[indices[k]] += d * v * v
+        if bias >= 0.0:
+            grad_b += coef * bias
+            diag_b += d * bias * bias
+    return total, grad_b, diag_b, correct
+
+
+@numba.njit(cache=True, nogil=True)
+def hess_vec(indptr, indices, data, D, v, bias, n_features, out):
+    """``out[:n_features] += Xᵀ(D(Xv))`` for a block (rows with Dᵢ = 0 skipped); returns the
+    bias part."""
+    out_b = 0.0
+    for i in range(len(indptr) - 1):
+        if D[i] == 0.0:
+            continue
+        t = D[i] * row_dot(indptr, indices, data, i, v, bias, n_features)
+        for k in range(indptr[i], indptr[i + 1]):
+            out[indices[k]] += t * data[k]
+        if bias >= 0.0:
+            out_b += t * bias
+    return out_b
+
+
+@numba.njit(cache=True, nogil=True)
+def loss_along(y, positive, cost, z, t, alpha, loss):
+    """Σᵢ Cᵢξ(yᵢ(zᵢ + αtᵢ)): the loss part of f(w + αs) given z = Xw and t = Xs (no data read)."""
+    total = 0.0
+    for i in range(len(z)):
+        yi = 1.0 if y[i] == positive else -1.0
+        total += cost[i] * row_loss(yi * (z[i] + alpha * t[i]), loss)
+    return total

@@ -1,0 +1,98 @@
+"""The per-worker tasks of the Newton solver: map-reduce passes over the row blocks a worker owns.
+
+Each task covers all the blocks of one worker and returns one small reply
+(an n_features[+1]-vector and a few scalars) that the coordinator sums over
+workers.  The per-row vectors stay in the memory of the worker that owns the
+block for the whole run (:func:`workers.blocks.run_state`): z = Xw, the
+Hessian's weights D, t = Xs of the current direction, the costs Cᵢ and the
+labels.  Only :func:`evaluate`, :func:`hess_vec` and :func:`direction` read
+blocks; :func:`trial` works on the kept vectors alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from storage import BlockInfo
+
+from . import blocks
+from .kernels import newton as kernel
+from .kernels.linear import decision_values
+
+
+def _state(run: str, info: BlockInfo, block=None, class_cost=None) -> dict:
+    """The block's kept vectors; made (from ``block``) on the first pass of a run."""
+    def make():
+        return {"z": np.zeros(info.n_rows), "D": np.zeros(info.n_rows),
+                "t": np.zeros(info.n_rows), "y": block.y,
+                "cost": blocks.row_costs(block, class_cost)}
+
+    return blocks.run_state(run, info.name, make)
+
+
+def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, recompute: bool,
+             alpha: float, bias: float, n_features: int, loss: int, class_cost: np.ndarray,
+             positive: int, cache_bytes: int, storage_options: dict | None = None) -> dict:
+    """f's loss part, ∇ of it and the preconditioner's Σ Dᵢxᵢⱼ² at ``w``, over this worker's
+    blocks (:func:`workers.kernels.newton.fun_grad`).
+
+    ``recompute``: z = Xw afresh (the first evaluation, or w = 0); otherwise the step
+    ``alpha`` of the line search is applied first (z += αt), which makes z = Xw for the
+    new w without a product.  Returns ``{"loss", "grad", "diag", "correct"}``.
+    """
+    dim = n_features + (bias >= 0)
+    grad = np.zeros(dim)
+    diag = np.zeros(dim)
+    total = grad_b = diag_b = 0.0
+    correct = 0
+    for info, (block, _) in zip(infos, blocks.stream(url, infos, cache_bytes, storage_options)):
+        s = _state(run, info, block, class_cost)
+        if not recompute:
+            s["z"] += alpha * s["t"]
+        out = kernel.fun_grad(block.indptr, block.indices, block.data, block.y, positive,
+                              s["cost"], w, bias, n_features, loss, s["z"], recompute, s["D"],
+                              grad, diag)
+        total += out[0]
+        grad_b += out[1]
+        diag_b += out[2]
+        correct += out[3]
+    if bias >= 0:
+        grad[n_features] = grad_b
+        diag[n_features] = diag_b
+    return {"loss": total, "grad": grad, "diag": diag, "correct": correct}
+
+
+def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias: float,
+             n_features: int, cache_bytes: int, storage_options: dict | None = None) -> np.ndarray:
+    """Xᵀ(D(Xv)) over this worker's blocks, with the D of the last :func:`evaluate`."""
+    out = np.zeros(n_features + (bias >= 0))
+    out_b = 0.0
+    for info, (block, _) in zip(infos, blocks.stream(url, infos, cache_bytes, storage_options)):
+        out_b += kernel.hess_vec(block.indptr, block.indices, block.data,
+                                 _state(run, info)["D"], v, bias, n_features, out)
+    if bias >= 0:
+        out[n_features] = out_b
+    return out
+
+
+def direction(url: str, infos: list[BlockInfo], run: str, s: np.ndarray, *, bias: float,
+              n_features: int, loss: int, positive: int, cache_bytes: int,
+              storage_options: dict | None = None) -> float:
+    """Keep t = Xs for the line search and return the loss part of f(w + s) (its first trial)."""
+    total = 0.0
+    for info, (block, _) in zip(infos, blocks.stream(url, infos, cache_bytes, storage_options)):
+        st = _state(run, info)
+        decision_values(block.indptr, block.indices, block.data, s, bias, n_features, st["t"])
+        total += kernel.loss_along(st["y"], positive, st["cost"], st["z"], st["t"], 1.0, loss)
+    return total
+
+
+def trial(url: str, infos: list[BlockInfo], run: str, alpha: float, *, loss: int, positive: int,
+          cache_bytes: int, bias: float, n_features: int,
+          storage_options: dict | None = None) -> float:
+    """The loss part of f(w + αs) from the kept z and t: a line-search trial that reads no block."""
+    total = 0.0
+    for info in infos:
+        st = _state(run, info)
+        total += kernel.loss_along(st["y"], positive, st["cost"], st["z"], st["t"], alpha, loss)
+    return total
