@@ -1,5 +1,5 @@
 """The ``distsvm`` command: ingest | generate | columnize | info | train | predict | export |
-import.
+import | run | resume | registry.
 
 Shaped like LIBLINEAR's ``train [options] data model``: ``-s``, ``-c``, ``-e``,
 ``-B``, ``-q`` mean what they mean there.  Errors are one ``ERROR: …`` line on
@@ -183,6 +183,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="read a LIBLINEAR text model into distsvm's format")
     p.add_argument("liblinear_model")
     p.add_argument("model")
+
+    p = sub.add_parser("run", help="run a training job spec (YAML, TOML or JSON; docs/jobs.md)")
+    p.add_argument("spec")
+    p.add_argument("--run-id", help="name of the run directory (default: time and a random tag)")
+    _common(p)
+
+    p = sub.add_parser("resume", help="continue a killed `distsvm run` from its last checkpoint")
+    p.add_argument("run", help="the run directory (RUNS/RUN_ID)")
+    _common(p)
+
+    p = sub.add_parser("registry", help="list, show or promote models of a model registry")
+    p.add_argument("action", choices=("list", "show", "promote"))
+    p.add_argument("registry")
+    p.add_argument("name", nargs="?", help="model name (all models for list)")
+    p.add_argument("version", nargs="?", type=int, help="version number (show, promote)")
+    p.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -351,6 +367,41 @@ def _convert(a):
         save_model(import_liblinear(a.liblinear_model), a.model)
 
 
+def _run(a, progress):
+    from . import spec
+
+    if a.command == "resume":
+        return spec.resume(a.run, progress=progress)
+    return spec.run(spec.load_spec(a.spec), run_id=a.run_id, progress=progress)
+
+
+def _registry(a):
+    from storage import checkpoint as files
+
+    from . import registry
+
+    if a.action == "list":
+        names = [a.name] if a.name else [n for n in files.listdir(a.registry)
+                                         if registry.versions(a.registry, n)]
+        out = {n: {"versions": registry.versions(a.registry, n),
+                   "current": registry.current_version(a.registry, n)} for n in names}
+        if not a.json:
+            for n, v in out.items():
+                print(f"{n}: versions {' '.join(f'v{k}' for k in v['versions'])}; current "
+                      f"{'v%d' % v['current'] if v['current'] else 'none'}")
+        return out
+    if not a.name:
+        raise ValueError(f"distsvm registry {a.action}: a model name is required")
+    if a.action == "promote":
+        if a.version is None:
+            raise ValueError("distsvm registry promote: a version number is required")
+        registry.promote(a.registry, a.name, a.version)
+    rec = registry.show(a.registry, a.name, a.version)
+    if not a.json:
+        print(json.dumps(rec, indent=1))
+    return rec
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"WARNING: {message}", file=sys.stderr)
 
@@ -372,6 +423,10 @@ def main(argv=None) -> int:
             result = _train(a, progress)
         elif a.command == "predict":
             result = _predict(a, progress)
+        elif a.command in ("run", "resume"):
+            result = _run(a, progress)
+        elif a.command == "registry":
+            result = _registry(a)
         else:
             result = _convert(a)
     except (StorageError, ValueError, OSError, ClusterError) as exc:
