@@ -347,7 +347,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                 shrink = None
             else:
                 shrink = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
-            if checkpoint is not None and checkpoint.due(r):
+            if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
                 _save(client, checkpoint, dataset, plan, run, r, rng, w, history, start,
                       progress, shrink=shrink)
         else:

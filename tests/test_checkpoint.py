@@ -1,0 +1,156 @@
+"""Checkpoint and resume: SIGKILL a real `distsvm run` (and its embedded cluster) at a random
+moment or in the middle of writing a checkpoint, then `distsvm resume` must reach the same
+w as an uninterrupted run, lose at most k rounds, and never load a torn checkpoint."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import pathlib
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from distsvm import jobs
+from distsvm.checkpoint import PAUSE_ENV, Checkpointer
+from distsvm.errors import ConvergenceWarning
+from distsvm.ingest import ingest
+from distsvm.model import load_model
+
+from .conftest import DATA
+
+EVERY = 3
+PARAMS = dict(loss="squared_hinge", C=1.0, eps=1e-9, max_rounds=12, seed=7)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """2000 rows of a9a in 5 blocks."""
+    d = tmp_path_factory.mktemp("ckpt")
+    with lzma.open(DATA / "a9a.xz", "rt") as f:
+        lines = [next(f) for _ in range(2000)]
+    (d / "a9a-2000.txt").write_text("".join(lines))
+    ingest(str(d / "a9a-2000.txt"), str(d / "a9a.zarr"), block_rows=400, n_features=123,
+           seed=1)
+    return d / "a9a.zarr"
+
+
+def _reference(store, client, **extra):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return jobs.train(str(store), client=client, **PARAMS, **extra)
+
+
+def _spec(tmp_path, store, n_workers, **extra) -> pathlib.Path:
+    spec = {"data": {"train": str(store)}, "solver": {**PARAMS, **extra},
+            "cluster": {"n_workers": n_workers},
+            "output": {"model": str(tmp_path / "model.dsvm")},
+            "checkpoint": {"every": EVERY, "runs": str(tmp_path / "runs")}}
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def _distsvm(*args, env=None, **kw):
+    return subprocess.Popen([sys.executable, "-m", "distsvm.cli", *args], env=env,
+                            start_new_session=True, **kw)
+
+
+def _manifests(run: pathlib.Path) -> list[int]:
+    return sorted(int(p.parent.name) for p in run.glob("checkpoints/*/manifest.json"))
+
+
+def _kill_and_resume(tmp_path, store, n_workers, wait_for, env=None, **extra):
+    """Start a run, SIGKILL its process group once ``wait_for(run)`` holds, resume it; return
+    (the resumed model, the last round logged before the kill, the round resumed from)."""
+    spec = _spec(tmp_path, store, n_workers, **extra)
+    run = tmp_path / "runs" / "r"
+    log = tmp_path / "run.log"
+    with open(log, "w") as err:
+        p = _distsvm("run", str(spec), "--run-id", "r", stderr=err,
+                     env={**os.environ, **(env or {})})
+        try:
+            deadline = time.monotonic() + 60
+            while not wait_for(run):
+                assert p.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, "the run made no checkpoint in time"
+                time.sleep(0.02)
+        finally:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    logged = max(int(m) for m in re.findall(r"^round\s+(\d+)\s+primal", log.read_text(), re.M))
+    assert not (tmp_path / "model.dsvm").exists()
+    r = subprocess.run([sys.executable, "-m", "distsvm.cli", "resume", str(run)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    resumed = int(re.search(r"resuming from the checkpoint of round (\d+)", r.stderr).group(1))
+    return load_model(tmp_path / "model.dsvm"), logged, resumed, r.stderr
+
+
+def test_kill_at_a_random_round_then_resume(tmp_path, store, client):
+    """Sequential DCD (shrinking state, RNG of the block order): same w as without the kill."""
+    ref = _reference(store, client)
+    target = random.Random().uniform(0.0, 1.5)  # seconds after the first checkpoint
+    first = []
+
+    def wait_for(run):
+        if not first and _manifests(run):
+            first.append(time.monotonic())
+        return bool(first) and time.monotonic() - first[0] >= target
+
+    model, logged, resumed, _ = _kill_and_resume(tmp_path, store, 1, wait_for)
+    assert logged - resumed <= EVERY  # at most k rounds lost
+    assert model.summary["rounds"] == ref.summary["rounds"] == PARAMS["max_rounds"]
+    np.testing.assert_allclose(model.w, ref.w, rtol=0, atol=1e-9)
+    assert model.summary["primal_objective"] == pytest.approx(ref.summary["primal_objective"],
+                                                              rel=1e-6)
+
+
+def test_kill_mid_checkpoint_falls_back_to_the_previous_one(tmp_path, store, client):
+    """Parallel DCD (CoCoA+), killed between a checkpoint's data and its manifest: the torn
+    checkpoint is skipped, the previous one used, and the optimum is the same."""
+    ref = _reference(store, client, parallel="add")
+
+    def torn(run):  # the second checkpoint's data are written, its manifest is not
+        d = run / "checkpoints" / f"{2 * EVERY:08d}"
+        return (d / "coordinator.npz").exists() and not (d / "manifest.json").exists()
+
+    model, logged, resumed, err = _kill_and_resume(tmp_path, store, 2, torn,
+                                                   env={PAUSE_ENV: "2"}, parallel="add")
+    assert resumed == EVERY and logged == 2 * EVERY
+    assert "incomplete or damaged, not used" in err
+    np.testing.assert_allclose(model.w, ref.w, rtol=0, atol=1e-9)
+    assert model.summary["primal_objective"] == pytest.approx(ref.summary["primal_objective"],
+                                                              rel=1e-6)
+
+
+def test_damaged_checkpoint_is_never_loaded(tmp_path):
+    """A block file that fails its checksum makes the checkpoint unusable; a job with other
+    parameters may not continue a run."""
+    ck = Checkpointer(tmp_path, 1, {"C": 1.0})
+    for r in (1, 2):
+        d = ck.directory(r)
+        from storage import checkpoint as files
+
+        digest = files.write_arrays(f"{d}/block-000000.npz", {"alpha": np.full(3, float(r))})
+        ck.save(r, "dcd", {"w": np.arange(4.0) * r}, {"x": r}, {"block-000000.npz": digest})
+    assert ck.latest("dcd").round == 2
+    block = pathlib.Path(ck.directory(2)) / "block-000000.npz"
+    data = bytearray(block.read_bytes())
+    data[-5] ^= 0xFF
+    block.write_bytes(bytes(data))
+    found = ck.latest("dcd")
+    assert found.round == 1 and found.state == {"x": 1}
+    np.testing.assert_array_equal(found.arrays["w"], np.arange(4.0))
+    with pytest.raises(ValueError, match="C=1.0, this job has C=2.0"):
+        Checkpointer(tmp_path, 1, {"C": 2.0}).latest("dcd")
+    with pytest.raises(ValueError, match="checkpoint is of solver 'dcd'"):
+        ck.latest("pcd")
