@@ -1,5 +1,5 @@
 """The ``distsvm`` command: ingest | generate | columnize | info | train | predict | export |
-import | run | resume | registry.
+import | run | resume | registry | pipeline.
 
 Shaped like LIBLINEAR's ``train [options] data model``: ``-s``, ``-c``, ``-e``,
 ``-B``, ``-q`` mean what they mean there.  Errors are one ``ERROR: …`` line on
@@ -199,6 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", help="model name (all models for list)")
     p.add_argument("version", nargs="?", type=int, help="version number (show, promote)")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("pipeline", help="scheduled batch pipeline: ingest new partitions, "
+                                        "retrain, evaluate, promote if not worse (docs/pipeline.md)")
+    p.add_argument("action", choices=("run",))
+    p.add_argument("spec")
+    _common(p)
     return parser
 
 
@@ -410,6 +416,13 @@ def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     progress = Progress(quiet=getattr(a, "quiet", False))
     warnings.showwarning = _show_warning
+    if a.command == "pipeline":  # exit codes of its own, for schedulers (docs/pipeline.md)
+        from . import pipeline
+
+        code, result = pipeline.main(a.spec, progress)
+        if a.json and result is not None:
+            print(json.dumps(result))
+        return code
     try:
         if a.command == "ingest":
             result = _ingest(a, progress)

@@ -72,9 +72,13 @@ def validate(doc, schema_name: str, where: str) -> dict:
     """Check ``doc`` against ``schemas/<schema_name>.schema.json``; SpecError naming the
     key of the first problem (an unknown key by its full path)."""
     import jsonschema
+    import referencing
 
-    schema = json.loads((SCHEMAS / f"{schema_name}.schema.json").read_text())
-    validator = jsonschema.Draft202012Validator(schema)
+    schemas = [json.loads(p.read_text()) for p in sorted(SCHEMAS.glob("*.schema.json"))]
+    registry = referencing.Registry().with_resources(
+        (s["$id"], referencing.Resource.from_contents(s)) for s in schemas)
+    schema = next(s for s in schemas if s["$id"].endswith(f"/{schema_name}.schema.json"))
+    validator = jsonschema.Draft202012Validator(schema, registry=registry)
     errors = sorted(validator.iter_errors(doc), key=lambda e: (list(e.absolute_path), e.message))
     if not errors:
         return doc
@@ -169,8 +173,9 @@ def train_params(spec: dict) -> dict:
 
 
 def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
-        run_dir: str | None = None) -> dict:
-    """Run a validated job spec (or continue it in ``run_dir``); return its result."""
+        run_dir: str | None = None, client=None) -> dict:
+    """Run a validated job spec (or continue it in ``run_dir``) on ``client`` or the spec's
+    cluster; return its result."""
     from . import jobs
     from .model import save_model
 
@@ -196,7 +201,8 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
                               keep=ckpt_cfg.get("keep", 2), storage_options=so,
                               progress=progress)
     result = {"run": run_dir}
-    with cluster_client(spec.get("cluster", {}), where) as c:
+    with (contextlib.nullcontext(client) if client is not None
+          else cluster_client(spec.get("cluster", {}), where)) as c:
         model = jobs.train(dataset, client=c, progress=progress, owner=f"{where}: solver",
                            checkpoint=checkpoint, **params)
         s = model.summary
