@@ -132,3 +132,27 @@ def test_exit_codes_of_bad_input(tmp_path):
                                "registry": "r"}))
     code, _ = pipeline.main(str(bad), Progress(quiet=True))
     assert code == pipeline.EXIT_BAD_INPUT
+
+
+def test_deploy_examples_parse():
+    import ast
+    import configparser
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "deploy" / "pipeline"
+    ast.parse((root / "airflow_dag.py").read_text())
+    for unit, section in (("distsvm-pipeline.service", "Service"),
+                          ("distsvm-pipeline.timer", "Timer")):
+        c = configparser.ConfigParser(strict=False, interpolation=None)
+        c.read_string((root / unit).read_text())
+        assert {"Unit", section} <= set(c.sections())
+    assert c.get("Timer", "Unit") == "distsvm-pipeline.service"
+    line = [x for x in (root / "crontab").read_text().splitlines()
+            if x and not x.startswith("#") and "=" not in x.split()[0]][0]
+    assert len(line.split()) > 5 and "distsvm pipeline run" in line
+    docs = (root.parents[1] / "docs" / "pipeline.md").read_text()
+    example = docs.split("```yaml\n")[1].split("```")[0]
+    import yaml
+
+    from distsvm.spec import validate
+
+    validate(yaml.safe_load(example), "pipeline", "docs/pipeline.md")

@@ -134,3 +134,13 @@ def test_tls_embedded_cluster_on_localhost_and_scheduler_connection(tls_files):
     with pytest.raises(spec.SpecError, match="key 'cluster.tls.key_file': no file"):
         with spec.cluster_client({"tls": {**tls_files, "key_file": "/nonexistent"}}, "j"):
             pass
+
+
+def test_the_documented_example_spec_is_valid(tmp_path):
+    import pathlib
+    import re
+
+    docs = pathlib.Path(__file__).resolve().parents[1] / "docs" / "jobs.md"
+    example = re.search(r"```yaml\n(.*?)```", docs.read_text(), re.S).group(1)
+    got = spec.load_spec(_write(tmp_path, "job.yaml", example))
+    assert got["checkpoint"]["every"] == 10 and got["solver"]["loss"] == "squared_hinge"
