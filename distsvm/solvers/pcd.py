@@ -37,6 +37,12 @@ Stopping (§5.3): the largest |D′ᵢ(0)| seen in an outer iteration, relative 
 the largest |∇f(0)ᵢ| at w = 0: max |D′ᵢ(0)| ≤ eps · max |∇f(0)ᵢ|; or
 ``max_rounds`` with a :class:`~distsvm.errors.ConvergenceWarning`.  The
 Euclidean norm of the D′ᵢ(0) of the round, relative to ‖∇f(0)‖, is logged too.
+
+Worker faults: the solver state (w, the residual vectors) lives in the workers'
+memory and is not rebuilt; when a worker whose tasks a round waits on leaves the
+cluster, the job fails within seconds with a :class:`~distsvm.errors.ClusterError`
+(:func:`distsvm.cluster.gather` watches every worker of the round), never waiting
+on a task pinned to the departed one.
 """
 
 from __future__ import annotations
@@ -115,8 +121,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             else:  # round r + 1 is submitted before round r's report is read, hiding latency
                 state = ahead or parallel_round(state, r)
                 ahead = parallel_round(state, r + 1) if r < max_rounds else None
-                reps = cluster.gather(client, [client.submit(
-                    workers.pcd.reports, state, workers=addrs[:1], pure=False)], addrs[:1])[0]
+                reps = cluster.gather(client, [client.submit(  # waits on every worker's part
+                    workers.pcd.reports, state, workers=addrs[:1], pure=False)], addrs)[0]
             received = time.perf_counter() - start
             for rep in reps:
                 s = rep["stats"]
@@ -142,8 +148,9 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                           f"to eps={eps:g} of its value at w = 0 ({history[-1]['max_grad']:.3g});"
                           " increase max_rounds or eps", ConvergenceWarning, stacklevel=2)
         if mode == "parallel":
-            w = client.submit(workers.pcd.weights, state, workers=addrs[:1],
-                              pure=False).result()
+            w = cluster.gather(client, [client.submit(workers.pcd.weights, state,
+                                                      workers=addrs[:1], pure=False)],
+                               addrs[:1])[0]
     finally:
         if ahead is not None:
             client.cancel(ahead)
