@@ -21,11 +21,12 @@ import dataclasses
 import io
 import json
 import os
-import tempfile
 import zipfile
 
 import numpy as np
 import scipy.sparse as sp
+
+from storage.checkpoint import atomic_write
 
 from . import __version__
 
@@ -123,23 +124,6 @@ class Model:
                                        f"{list(self.thresholds)}")
 
 
-def _atomic_write(path, write) -> None:
-    """Write through ``write(fileobj)`` into a temp file beside ``path``, then rename."""
-    path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def save_model(model: Model, path) -> None:
     """Save as a zip of ``model.json`` and ``w.npy``; atomic (never a partial file at ``path``)."""
     model.check(os.fspath(path))
@@ -159,7 +143,7 @@ def save_model(model: Model, path) -> None:
             z.writestr("model.json", json.dumps(header, allow_nan=True))
             z.writestr("w.npy", buf.getvalue())
 
-    _atomic_write(path, write)
+    atomic_write(path, write)
 
 
 def load_model(path) -> Model:
@@ -227,7 +211,7 @@ def export_liblinear(model: Model, path) -> None:
             out.write("".join(f"{v:.17g} " for v in row) + "\n")
         f.write(out.getvalue().encode())
 
-    _atomic_write(path, write)
+    atomic_write(path, write)
 
 
 def import_liblinear(path) -> Model:

@@ -38,21 +38,28 @@ def write_bytes(url: str, data: bytes, storage_options: dict | None = None) -> N
     if _is_local(url):
         path = _local_path(url)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                   prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write(path, lambda f: f.write(data))
         return
     fs, path = _fs(url, storage_options)
     fs.pipe_file(path, data)
+
+
+def atomic_write(path, write) -> None:
+    """Write a local file through ``write(fileobj)`` into a temp file beside ``path``,
+    fsync, then rename it into place: never a partial file at ``path``."""
+    path = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def read_bytes(url: str, storage_options: dict | None = None) -> bytes:
