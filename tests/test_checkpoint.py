@@ -4,6 +4,7 @@ w as an uninterrupted run, lose at most k rounds, and never load a torn checkpoi
 
 from __future__ import annotations
 
+import io
 import json
 import lzma
 import os
@@ -24,6 +25,7 @@ from distsvm.checkpoint import PAUSE_ENV, Checkpointer
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.model import load_model
+from distsvm.progress import Progress
 
 from .conftest import DATA
 
@@ -154,3 +156,24 @@ def test_damaged_checkpoint_is_never_loaded(tmp_path):
         Checkpointer(tmp_path, 1, {"C": 2.0}).latest("dcd")
     with pytest.raises(ValueError, match="checkpoint is of solver 'dcd'"):
         ck.latest("pcd")
+
+
+def test_cutting_plane_resumes_where_it_stopped(tmp_path, store, client):
+    """The cutting-plane solver's state is all the coordinator's (w, the working set, ξ): a
+    run stopped after round 5 and resumed from its round-4 checkpoint ends where an
+    uninterrupted run does."""
+    params = dict(solver="cutting_plane", loss="hinge", C=1.0, eps=1e-6, max_rounds=12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = jobs.train(str(store), client=client, **params)
+        ck = Checkpointer(tmp_path, 2, {"case": "cp"})
+        jobs.train(str(store), client=client, checkpoint=ck, **{**params, "max_rounds": 5})
+        assert sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir()) == [2, 4]
+        log = Progress(stream=io.StringIO())
+        resumed = jobs.train(str(store), client=client, checkpoint=ck, progress=log, **params)
+    lines = log.stream.getvalue().splitlines()
+    assert any(x.startswith("resuming from the checkpoint of round 4") for x in lines)
+    assert [int(x.split()[1]) for x in lines if x.startswith("iter ")] == list(range(5, 13))
+    assert resumed.summary["rounds"] == ref.summary["rounds"] == 12
+    np.testing.assert_allclose(resumed.w, ref.w, rtol=0, atol=1e-12)
+    assert resumed.summary["primal_objective"] == ref.summary["primal_objective"]
