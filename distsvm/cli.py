@@ -444,7 +444,9 @@ def main(argv=None) -> int:
             result = _convert(a)
     except (StorageError, ValueError, OSError, ClusterError) as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        from .spec import SpecError
+
+        return EXIT_USAGE if isinstance(exc, SpecError) else EXIT_ERROR
     except KeyboardInterrupt:
         print("ERROR: interrupted", file=sys.stderr)
         return 130

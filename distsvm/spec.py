@@ -176,7 +176,7 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
         run_dir: str | None = None, client=None) -> dict:
     """Run a validated job spec (or continue it in ``run_dir``) on ``client`` or the spec's
     cluster; return its result."""
-    from . import jobs
+    from . import jobs, registry
     from .model import save_model
 
     progress = progress or Progress(quiet=True)
@@ -196,8 +196,8 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
     params = train_params(spec)
     dataset = _open(data["train"], so)
     checkpoint = Checkpointer(run_dir, ckpt_cfg.get("every"),
-                              {"train": data["train"], "n_rows": dataset.meta.n_rows,
-                               "blocks": [b.name for b in dataset.meta.blocks], **params},
+                              {"train": data["train"],
+                               "dataset_fingerprint": registry.fingerprint(dataset), **params},
                               keep=ckpt_cfg.get("keep", 2), storage_options=so,
                               progress=progress)
     result = {"run": run_dir}
@@ -219,8 +219,6 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
         result["model"] = out["model"]
         progress.note(f"run: model written to {out['model']}")
     if "registry" in out:
-        from . import registry
-
         name = out.get("name") or spec.get("name")
         if not name:
             raise SpecError(f"{where}: key 'output.name' (or 'name') is required with "

@@ -6,9 +6,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import lzma
+import os
 import subprocess
 import sys
 
+import psutil
 import pytest
 from distributed import Client
 
@@ -63,6 +65,13 @@ def test_yaml_toml_and_json_specs_are_the_same_job(tmp_path):
         spec.load_spec(_write(tmp_path, "job.ini", ""))
     with pytest.raises(spec.SpecError, match="job2.toml: not valid TOML"):
         spec.load_spec(_write(tmp_path, "job2.toml", "data = ["))
+
+
+def test_cli_spec_error_exits_2(tmp_path):
+    path = _write(tmp_path, "job.yaml", "data: {train: s}\nsolver: {C: 1, tolerance: 0.1}\n")
+    r = subprocess.run([sys.executable, "-m", "distsvm.cli", "run", str(path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and f"ERROR: {path}: unknown key 'solver.tolerance'" in r.stderr
 
 
 @pytest.mark.skipif(importlib.util.find_spec("dask_jobqueue") is not None,
@@ -127,6 +136,10 @@ def test_tls_embedded_cluster_on_localhost_and_scheduler_connection(tls_files):
         address = c.scheduler.address
         assert address.startswith("tls://127.0.0.1:")
         assert all(w.startswith("tls://127.0.0.1:") for w in cluster.workers_info(c))
+        for pid in [os.getpid(), *c.run(os.getpid).values()]:  # dashboard and nannies too
+            listening = [s.laddr.ip for s in psutil.Process(pid).net_connections("tcp")
+                         if s.status == psutil.CONN_LISTEN]
+            assert listening and set(listening) == {"127.0.0.1"}
         with spec.cluster_client({"scheduler": address, "tls": tls_files}, "job.yaml") as c2:
             assert c2.submit(sum, [1, 2]).result() == 3
         with pytest.raises(TypeError, match="TLS expects a `ssl_context`"):  # no certificate
