@@ -119,13 +119,13 @@ def test_kill_at_a_random_round_then_resume(tmp_path, store, client):
 def test_kill_mid_checkpoint_falls_back_to_the_previous_one(tmp_path, store, client):
     """Parallel DCD (CoCoA+), killed between a checkpoint's data and its manifest: the torn
     checkpoint is skipped, the previous one used, and the optimum is the same."""
-    ref = _reference(store, client, parallel="add")
+    ref = _reference(store, client, parallel="add", n_workers=1)  # K = 1, as the runs below
 
     def torn(run):  # the second checkpoint's data are written, its manifest is not
         d = run / "checkpoints" / f"{2 * EVERY:08d}"
         return (d / "coordinator.npz").exists() and not (d / "manifest.json").exists()
 
-    model, logged, resumed, err = _kill_and_resume(tmp_path, store, 2, torn,
+    model, logged, resumed, err = _kill_and_resume(tmp_path, store, 1, torn,
                                                    env={PAUSE_ENV: "2"}, parallel="add")
     assert resumed == EVERY and logged == 2 * EVERY
     assert "incomplete or damaged, not used" in err
