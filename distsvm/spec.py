@@ -25,6 +25,7 @@ import pathlib
 import uuid
 
 from storage import checkpoint as files
+from storage import open_dataset
 
 from .checkpoint import Checkpointer
 from .progress import Progress
@@ -183,6 +184,11 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
     where = spec["source"]
     data = spec["data"]
     so = data.get("storage_options")
+    out = spec.get("output", {})
+    name = out.get("name") or spec.get("name")
+    if "registry" in out and not name:
+        raise SpecError(f"{where}: key 'output.name' (or 'name') is required with "
+                        "'output.registry'")
     resuming = run_dir is not None
     if not resuming:
         run_dir = run_dir_for(spec, run_id or new_run_id())
@@ -194,7 +200,7 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
     progress.note(f"run: {run_dir}")
     ckpt_cfg = spec.get("checkpoint", {})
     params = train_params(spec)
-    dataset = _open(data["train"], so)
+    dataset = open_dataset(data["train"], so)
     checkpoint = Checkpointer(run_dir, ckpt_cfg.get("every"),
                               {"train": data["train"],
                                "dataset_fingerprint": registry.fingerprint(dataset), **params},
@@ -209,20 +215,15 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
         result.update(solver=model.solver, loss=model.loss, rounds=s["rounds"],
                       converged=s["converged"], primal_objective=s["primal_objective"])
         if "test" in data:
-            test = jobs.predict(_open(data["test"], so), model, client=c)
+            test = jobs.predict(open_dataset(data["test"], so), model, client=c)
             result["test_accuracy"] = test["accuracy"]
             progress.note(f"run: test accuracy {100 * test['accuracy']:.4f}% on "
                           f"{test['n_rows']} rows of {data['test']}")
-    out = spec.get("output", {})
     if "model" in out:
         save_model(model, out["model"])
         result["model"] = out["model"]
         progress.note(f"run: model written to {out['model']}")
     if "registry" in out:
-        name = out.get("name") or spec.get("name")
-        if not name:
-            raise SpecError(f"{where}: key 'output.name' (or 'name') is required with "
-                            "'output.registry'")
         metrics = {k: result[k] for k in ("test_accuracy", "primal_objective") if k in result}
         version = registry.publish(out["registry"], name, model, metrics=metrics,
                                    lineage=registry.lineage(dataset, params, run_dir))
@@ -253,9 +254,4 @@ def resume(run_dir: str, progress: Progress | None = None,
     spec["source"] = files.join(run_dir, "job.json")
     return run(spec, progress=progress, run_dir=run_dir)
 
-
-def _open(url: str, storage_options):
-    from storage import open_dataset
-
-    return open_dataset(url, storage_options)
 

@@ -18,6 +18,7 @@ from distsvm import cluster, registry, spec
 from distsvm.ingest import ingest
 from distsvm.model import load_model
 from distsvm.progress import Progress
+from storage import open_dataset
 
 from .conftest import DATA
 
@@ -103,7 +104,7 @@ output: {{model: {tmp_path / 'm.dsvm'}, registry: {tmp_path / 'reg'}}}
     rec = registry.show(str(tmp_path / "reg"), "a9a-small")
     assert rec["current"] and rec["version"] == 1
     assert rec["lineage"]["dataset_fingerprint"] == registry.fingerprint(
-        spec._open(str(tmp_path / "a.zarr"), None))
+        open_dataset(str(tmp_path / "a.zarr")))
     assert rec["lineage"]["params"] == {"loss": "hinge", "C": 0.5, "eps": 0.5, "max_rounds": 30}
     run = tmp_path / "a.zarr" / "runs" / "r1"
     assert json.loads((run / "result.json").read_text())["registry_version"] == 1
@@ -111,6 +112,10 @@ output: {{model: {tmp_path / 'm.dsvm'}, registry: {tmp_path / 'reg'}}}
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "has finished; nothing to do" in r.stderr
     assert json.loads(r.stdout)["registry_version"] == 1
+    nameless = _write(tmp_path, "nameless.yaml", f"data: {{train: {tmp_path / 'a.zarr'}}}\n"
+                      f"output: {{registry: {tmp_path / 'reg'}}}\n")
+    with pytest.raises(spec.SpecError, match="key 'output.name' .* is required"):
+        spec.run(spec.load_spec(nameless), client=client)
     with pytest.raises(spec.SpecError, match="this run already exists"):
         spec.run(spec.load_spec(path), run_id="r1", client=client)
     bad = _write(tmp_path, "bad.yaml", f"data: {{train: {tmp_path / 'a.zarr'}}}\n"
