@@ -41,7 +41,7 @@ AUTO_PRIMAL_RATIO = 50
 # SVM-ALM, as Nie et al. 2014
 DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01}
 # solvers that write checkpoints and resume from them (distsvm.checkpoint)
-CHECKPOINTED = ("dcd", "cutting_plane")
+CHECKPOINTED = ("dcd", "pcd", "cutting_plane")  # pcd: exact mode
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):
@@ -244,7 +244,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         if solver == "pcd":
             result = pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                bias=float(bias), max_rounds=max_rounds, seed=seed,
-                               mode=pcd_mode, progress=progress)
+                               mode=pcd_mode, progress=progress, checkpoint=checkpoint)
         elif solver == "cutting_plane":
             result = cutting_plane.solve(c, dataset, plan, C=float(C), eps=float(eps),
                                          bias=float(bias), max_rounds=max_rounds,

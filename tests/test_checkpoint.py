@@ -22,6 +22,7 @@ import pytest
 
 from distsvm import jobs
 from distsvm.checkpoint import PAUSE_ENV, Checkpointer
+from distsvm.columns import columnize
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.model import load_model
@@ -35,13 +36,13 @@ PARAMS = dict(loss="squared_hinge", C=1.0, eps=1e-9, max_rounds=12, seed=7)
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    """2000 rows of a9a in 5 blocks."""
+    """2000 rows of a9a in 5 row blocks, with a column view."""
     d = tmp_path_factory.mktemp("ckpt")
     with lzma.open(DATA / "a9a.xz", "rt") as f:
         lines = [next(f) for _ in range(2000)]
     (d / "a9a-2000.txt").write_text("".join(lines))
-    ingest(str(d / "a9a-2000.txt"), str(d / "a9a.zarr"), block_rows=400, n_features=123,
-           seed=1)
+    columnize(ingest(str(d / "a9a-2000.txt"), str(d / "a9a.zarr"), block_rows=400,
+                     n_features=123, seed=1), block_mb=0.02)  # the column view: for pcd
     return d / "a9a.zarr"
 
 
@@ -158,22 +159,24 @@ def test_damaged_checkpoint_is_never_loaded(tmp_path):
         ck.latest("pcd")
 
 
-def test_cutting_plane_resumes_where_it_stopped(tmp_path, store, client):
-    """The cutting-plane solver's state is all the coordinator's (w, the working set, ξ): a
-    run stopped after round 5 and resumed from its round-4 checkpoint ends where an
-    uninterrupted run does."""
-    params = dict(solver="cutting_plane", loss="hinge", C=1.0, eps=1e-6, max_rounds=12)
+@pytest.mark.parametrize("solver, loss, prefix", [("cutting_plane", "hinge", "iter "),
+                                                   ("pcd", "squared_hinge", "round ")])
+def test_resume_where_it_stopped(tmp_path, store, client, solver, loss, prefix):
+    """cutting_plane (state all the coordinator's: w, the working set, ξ) and pcd's exact
+    mode (state on one worker: w, b, f): a run stopped after round 5 and resumed from its
+    round-4 checkpoint ends where an uninterrupted run does."""
+    params = dict(solver=solver, loss=loss, C=1.0, eps=1e-9, max_rounds=12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         ref = jobs.train(str(store), client=client, **params)
-        ck = Checkpointer(tmp_path, 2, {"case": "cp"})
+        ck = Checkpointer(tmp_path, 2, {"case": solver})
         jobs.train(str(store), client=client, checkpoint=ck, **{**params, "max_rounds": 5})
         assert sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir()) == [2, 4]
         log = Progress(stream=io.StringIO())
         resumed = jobs.train(str(store), client=client, checkpoint=ck, progress=log, **params)
     lines = log.stream.getvalue().splitlines()
     assert any(x.startswith("resuming from the checkpoint of round 4") for x in lines)
-    assert [int(x.split()[1]) for x in lines if x.startswith("iter ")] == list(range(5, 13))
+    assert [int(x.split()[1]) for x in lines if x.startswith(prefix)] == list(range(5, 13))
     assert resumed.summary["rounds"] == ref.summary["rounds"] == 12
     np.testing.assert_allclose(resumed.w, ref.w, rtol=0, atol=1e-12)
     assert resumed.summary["primal_objective"] == ref.summary["primal_objective"]

@@ -61,6 +61,7 @@ from workers import losses
 from workers.kernels import pcd as kernel
 
 from .. import cluster
+from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
@@ -73,11 +74,20 @@ LOSSES = ("squared_hinge", "logistic")
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, seed: int, mode: str = "exact",
-          progress: Progress | None = None) -> Result:
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
     """Train by primal coordinate descent on the cluster behind ``client``; see the module
     docstring.  ``plan`` supplies the workers and their cache budgets; parameters are
-    checked by :func:`distsvm.jobs.check_params`."""
+    checked by :func:`distsvm.jobs.check_params`.
+
+    With ``checkpoint`` (exact mode only: :mod:`distsvm.checkpoint`), every
+    ``checkpoint.every`` rounds the worker writes the state (w, b, f) and the coordinator
+    the history, and a run continues from its latest checkpoint; the round orders derive
+    from (seed, round), so a resumed run reaches the same w.
+    """
     progress = progress or Progress(quiet=True)
+    if checkpoint is not None and mode != "exact":
+        progress.note("pcd: parallel mode writes no checkpoints; this run cannot be resumed")
+        checkpoint = None
     code = losses.code(loss)
     meta = dataset.meta
     cmeta = read_columns_meta(dataset)
@@ -108,12 +118,24 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
         state = client.submit(workers.pcd.initial, meta.n_rows, dim, code, C,
                               workers=addrs[:1], pure=False)
     ahead = None
+    found = checkpoint.latest("pcd") if checkpoint is not None else None
     try:
+        if found is not None:
+            cluster.gather(client, [client.submit(
+                workers.pcd.load_state, run, found.directory, found.files,
+                checkpoint.storage_options, workers=addrs[:1], pure=False)], addrs[:1])
+            r, history = found.round + 1, found.state["history"]
+            g0, gnorm0, f = found.state["g0"], found.state["gnorm0"], found.state["f"]
+            start -= found.state["seconds"]
+            progress.note(f"resuming from the checkpoint of round {found.round} "
+                          f"({found.directory})")
         while r <= max_rounds and not converged:
             if mode == "exact":  # the state stays on the worker: only reports come back
+                every = checkpoint.every if checkpoint is not None else None
                 batch = client.submit(
                     workers.pcd.exact_rounds, dataset.url, cmeta, r, max_rounds, seed, run,
                     eps=eps, g0=g0, seconds=BATCH_SECONDS,
+                    stop_at=-(-r // every) * every if every else None,
                     cache_bytes=plan.cache_bytes[addrs[0]], workers=addrs[:1], pure=False,
                     **common)
                 out = cluster.gather(client, [batch], addrs[:1])[0]
@@ -143,6 +165,14 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                               f"{row['seconds']:.2f}s")
                 converged = s[kernel.MAX_GRAD] <= eps * g0  # §5.3
                 r += 1
+            if checkpoint is not None and checkpoint.due(r - 1) and not converged \
+                    and r <= max_rounds:
+                saved = cluster.gather(client, [client.submit(
+                    workers.pcd.save_state, run, checkpoint.directory(r - 1),
+                    checkpoint.storage_options, workers=addrs[:1], pure=False)], addrs[:1])[0]
+                checkpoint.save(r - 1, "pcd", {}, {
+                    "history": history, "g0": g0, "gnorm0": gnorm0, "f": f,
+                    "seconds": time.perf_counter() - start}, saved)
         if not converged:
             warnings.warn(f"pcd reached the round limit ({max_rounds}) before max|D'ᵢ(0)| fell "
                           f"to eps={eps:g} of its value at w = 0 ({history[-1]['max_grad']:.3g});"
