@@ -72,8 +72,9 @@ def _manifests(run: pathlib.Path) -> list[int]:
 
 
 def _kill_and_resume(tmp_path, store, n_workers, wait_for, env=None, **extra):
-    """Start a run, SIGKILL its process group once ``wait_for(run)`` holds, resume it; return
-    (the resumed model, the last round logged before the kill, the round resumed from)."""
+    """Start a run, SIGKILL its process group once ``wait_for(run, log)`` holds, resume it;
+    return (the resumed model, the last round logged before the kill, the round resumed
+    from (0: from scratch), the resume's log)."""
     spec = _spec(tmp_path, store, n_workers, **extra)
     run = tmp_path / "runs" / "r"
     log = tmp_path / "run.log"
@@ -82,32 +83,38 @@ def _kill_and_resume(tmp_path, store, n_workers, wait_for, env=None, **extra):
                      env={**os.environ, **(env or {})})
         try:
             deadline = time.monotonic() + 60
-            while not wait_for(run):
+            while not wait_for(run, log):
                 assert p.poll() is None, log.read_text()
-                assert time.monotonic() < deadline, "the run made no checkpoint in time"
+                assert time.monotonic() < deadline, "the kill condition did not come in time"
                 time.sleep(0.02)
         finally:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
     logged = max(int(m) for m in re.findall(r"^round\s+(\d+)\s+primal", log.read_text(), re.M))
+    complete = _manifests(run)
     assert not (tmp_path / "model.dsvm").exists()
     r = subprocess.run([sys.executable, "-m", "distsvm.cli", "resume", str(run)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    resumed = int(re.search(r"resuming from the checkpoint of round (\d+)", r.stderr).group(1))
+    found = re.search(r"resuming from the checkpoint of round (\d+)", r.stderr)
+    resumed = int(found.group(1)) if found else 0
+    assert resumed == max(complete, default=0)  # the newest complete checkpoint
     return load_model(tmp_path / "model.dsvm"), logged, resumed, r.stderr
 
 
 def test_kill_at_a_random_round_then_resume(tmp_path, store, client):
     """Sequential DCD (shrinking state, RNG of the block order): same w as without the kill."""
     ref = _reference(store, client)
-    target = random.Random().uniform(0.0, 1.5)  # seconds after the first checkpoint
-    first = []
+    rng = random.Random()
+    target = rng.randint(EVERY, PARAMS["max_rounds"] - 1)  # kill once this round is logged,
+    delay = rng.uniform(0.0, 0.05)  # and a little later: mid-round or mid-checkpoint
 
-    def wait_for(run):
-        if not first and _manifests(run):
-            first.append(time.monotonic())
-        return bool(first) and time.monotonic() - first[0] >= target
+    def wait_for(run, log):
+        rounds = re.findall(r"^round\s+(\d+)\s+primal", log.read_text(), re.M)
+        if rounds and int(rounds[-1]) >= target:
+            time.sleep(delay)
+            return True
+        return False
 
     model, logged, resumed, _ = _kill_and_resume(tmp_path, store, 1, wait_for)
     assert logged - resumed <= EVERY  # at most k rounds lost
@@ -122,7 +129,7 @@ def test_kill_mid_checkpoint_falls_back_to_the_previous_one(tmp_path, store, cli
     checkpoint is skipped, the previous one used, and the optimum is the same."""
     ref = _reference(store, client, parallel="add", n_workers=1)  # K = 1, as the runs below
 
-    def torn(run):  # the second checkpoint's data are written, its manifest is not
+    def torn(run, log):  # the second checkpoint's data are written, its manifest is not
         d = run / "checkpoints" / f"{2 * EVERY:08d}"
         return (d / "coordinator.npz").exists() and not (d / "manifest.json").exists()
 
