@@ -20,9 +20,9 @@ see ``deploy/pipeline/``):
 
 Idempotence: re-running an interval changes nothing.  Its partitions are in the
 ledger, so nothing is appended; and the latest version, trained on this very dataset
-content (its lineage fingerprint) with these parameters, already holds the decision,
-which is reported again (and a promotion that a killed run decided but did not make
-is made) without training.
+content (its lineage fingerprint) with these parameters and judged on this holdout,
+already holds the decision, which is reported again (and a promotion that a killed
+run decided but did not make is made) without training.
 
 Exit codes (:data:`EXIT_CODES`): 0 promoted, or nothing to do; 3 candidate not
 promoted (worse on the holdout); 2 bad input (spec, partition file, store); 1 any
@@ -164,7 +164,8 @@ def run(spec: dict, progress: Progress | None = None, client=None) -> tuple[int,
         done = registry.versions(reg, name, so)
         if done:
             last = registry.show(reg, name, done[-1], so)
-            if last["lineage"]["dataset_fingerprint"] == fp and last["lineage"]["params"] == params:
+            if (last["lineage"]["dataset_fingerprint"], last["lineage"]["params"],
+                    last["metrics"].get("holdout")) == (fp, params, spec["holdout"]):
                 return _decided(reg, name, last, cur, so, progress)
         holdout = open_dataset(spec["holdout"], so)
         current = registry.load(reg, name, storage_options=so) if cur is not None else None
