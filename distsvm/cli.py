@@ -1,5 +1,5 @@
 """The ``distsvm`` command: ingest | generate | columnize | info | train | predict | report |
-export | import.
+export | import | run | resume | registry | pipeline.
 
 Shaped like LIBLINEAR's ``train [options] data model``: ``-s``, ``-c``, ``-e``,
 ``-B``, ``-q`` mean what they mean there.  Errors are one ``ERROR: …`` line on
@@ -239,6 +239,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("liblinear_model")
     p.add_argument("model")
     _storage_options(p)
+
+    p = sub.add_parser("run", help="run a training job spec (YAML, TOML or JSON; docs/jobs.md)")
+    p.add_argument("spec")
+    p.add_argument("--run-id", help="name of the run directory (default: time and a random tag)")
+    _common(p)
+
+    p = sub.add_parser("resume", help="continue a killed `distsvm run` from its last checkpoint")
+    p.add_argument("run", help="the run directory (RUNS/RUN_ID)")
+    _common(p)
+
+    p = sub.add_parser("registry", help="list, show or promote models of a model registry")
+    p.add_argument("action", choices=("list", "show", "promote"))
+    p.add_argument("registry")
+    p.add_argument("name", nargs="?", help="model name (all models for list)")
+    p.add_argument("version", nargs="?", type=int, help="version number (show, promote)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("pipeline", help="scheduled batch pipeline: ingest new partitions, "
+                                        "retrain, evaluate, promote if not worse (docs/pipeline.md)")
+    p.add_argument("action", choices=("run",))
+    p.add_argument("spec")
+    _common(p)
     return parser
 
 
@@ -426,6 +448,41 @@ def _convert(a):
         save_model(import_liblinear(a.liblinear_model, _so(a)), a.model, _so(a))
 
 
+def _run(a, progress):
+    from . import spec
+
+    if a.command == "resume":
+        return spec.resume(a.run, progress=progress)
+    return spec.run(spec.load_spec(a.spec), run_id=a.run_id, progress=progress)
+
+
+def _registry(a):
+    from storage import checkpoint as files
+
+    from . import registry
+
+    if a.action == "list":
+        names = [a.name] if a.name else [n for n in files.listdir(a.registry)
+                                         if registry.versions(a.registry, n)]
+        out = {n: {"versions": registry.versions(a.registry, n),
+                   "current": registry.current_version(a.registry, n)} for n in names}
+        if not a.json:
+            for n, v in out.items():
+                print(f"{n}: versions {' '.join(f'v{k}' for k in v['versions'])}; current "
+                      f"{'v%d' % v['current'] if v['current'] else 'none'}")
+        return out
+    if not a.name:
+        raise ValueError(f"distsvm registry {a.action}: a model name is required")
+    if a.action == "promote":
+        if a.version is None:
+            raise ValueError("distsvm registry promote: a version number is required")
+        registry.promote(a.registry, a.name, a.version)
+    rec = registry.show(a.registry, a.name, a.version)
+    if not a.json:
+        print(json.dumps(rec, indent=1))
+    return rec
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"WARNING: {message}", file=sys.stderr)
 
@@ -457,14 +514,21 @@ def main(argv=None) -> int:
     if a.command == "train":
         a.class_weight = class_weight
     warnings.showwarning = _show_warning
+    progress = Progress(quiet=getattr(a, "quiet", False),
+                        log_format=getattr(a, "log_format", "text"),
+                        run_dir=getattr(a, "run_dir", None) if a.command == "train" else None)
+    if progress.json:  # warnings too are JSON lines (not silenced by -q, as in text)
+        warnings.showwarning = lambda message, *_, **__: print(json.dumps(
+            {"time": now_iso(), "event": "warning", "message": str(message)}),
+            file=sys.stderr)
+    if a.command == "pipeline":  # exit codes of its own, for schedulers (docs/pipeline.md)
+        from . import pipeline
+
+        code, result = pipeline.main(a.spec, progress)
+        if a.json and result is not None:
+            print(json.dumps(result))
+        return code
     try:
-        progress = Progress(quiet=getattr(a, "quiet", False),
-                            log_format=getattr(a, "log_format", "text"),
-                            run_dir=getattr(a, "run_dir", None) if a.command == "train" else None)
-        if progress.json:  # warnings too are JSON lines (not silenced by -q, as in text)
-            warnings.showwarning = lambda message, *_, **__: print(json.dumps(
-                {"time": now_iso(), "event": "warning", "message": str(message)}),
-                file=sys.stderr)
         if a.command == "ingest":
             result = _ingest(a, progress)
         elif a.command == "columnize":
@@ -479,11 +543,17 @@ def main(argv=None) -> int:
             result = _predict(a, progress)
         elif a.command == "report":
             result = _report(a)
+        elif a.command in ("run", "resume"):
+            result = _run(a, progress)
+        elif a.command == "registry":
+            result = _registry(a)
         else:
             result = _convert(a)
     except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        from .spec import SpecError
+
+        return EXIT_USAGE if isinstance(exc, SpecError) else EXIT_ERROR
     except KeyboardInterrupt:
         print("ERROR: interrupted", file=sys.stderr)
         return 130

@@ -37,20 +37,22 @@ PAUSED_SECONDS = 60.0  # a pinned worker paused this long (over its memory) fail
 @contextlib.contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None,
             memory_limit: str | int | None = "auto", client: Client | None = None,
-            progress=None):
+            progress=None, security=None):
     """Yield a Dask ``Client``: the one given, one for ``scheduler``, or an embedded cluster.
 
     With ``progress`` (a :class:`distsvm.progress.Progress`), a cluster this call connects
     to or starts is announced with its scheduler, workers and dashboard address.  The
     embedded cluster's HTTP server (the dashboard, where bokeh is installed) listens on
-    127.0.0.1, on a free port.
+    127.0.0.1, on a free port.  ``security`` (a ``distributed.security.Security``) secures
+    the connection to the scheduler, or makes the embedded cluster talk TLS (still on
+    127.0.0.1 only).
     """
     if client is not None:
         yield client
         return
     if scheduler:
         try:
-            c = Client(scheduler, timeout="30s")
+            c = Client(scheduler, timeout="30s", security=security)
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from exc
         try:
@@ -62,7 +64,9 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
     n = n_workers or max(1, min(psutil.cpu_count(logical=False) or 1, 4))
     with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address="127.0.0.1:0", memory_limit=memory_limit,
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as c:
+                      silence_logs=logging.ERROR, security=security,
+                      protocol="tls://" if security else None) as cluster, \
+            Client(cluster, security=security) as c:
         _announce(c, progress)
         yield c
 

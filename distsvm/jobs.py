@@ -42,6 +42,8 @@ AUTO_PRIMAL_RATIO = 50
 # SVM-ALM, as Nie et al. 2014; LIBLINEAR's 0.01 for its Newton solver (-s 0, -s 2)
 DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01,
                "newton": 0.01}
+# solvers that write checkpoints and resume from them (distsvm.checkpoint)
+CHECKPOINTED = ("dcd", "pcd", "cutting_plane")  # pcd: exact mode
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):
@@ -218,7 +220,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
           parallel: str | None = None, regularize_bias: bool = True,
           warm_start=None, class_weight=None, scheduler: str | None = None,
           n_workers: int | None = None,
-          client=None, progress: Progress | None = None, owner: str = "train") -> Model:
+          client=None, progress: Progress | None = None, owner: str = "train",
+          checkpoint=None) -> Model:
     """Train a binary linear classifier (or a ranking model) on a dataset (or its URL) and
     return the model.
 
@@ -249,6 +252,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     :mod:`distsvm.solvers.cutting_plane` for their meaning.  ``objective="ordinal"`` takes
     a store whose R ≥ 2 labels are ordered ranks and returns a ranking model (its
     thresholds fitted by :func:`distsvm.solvers.cutting_plane.fit_thresholds`).
+
+    ``checkpoint`` (a :class:`distsvm.checkpoint.Checkpointer`) makes the run write
+    checkpoints and continue from the latest one; solvers in :data:`CHECKPOINTED` only.
     """
     eps = DEFAULT_EPS[solver] if solver in DEFAULT_EPS and eps is None else eps
     check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
@@ -290,6 +296,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         progress.note(f"train: {solver} ({loss}) C={C:g} eps={eps:g} on {meta.n_rows} rows x "
                       f"{meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers")
+        if checkpoint is not None and solver not in CHECKPOINTED:
+            progress.note(f"train: solver {solver} writes no checkpoints (only "
+                          f"{', '.join(CHECKPOINTED)} do); this run cannot be resumed")
+            checkpoint = None
         if solver == "alm":
             return _alm_model(alm.solve(c, dataset, plan, p=p, C=float(C), eps=float(eps),
                                         bias=bias >= 0, max_iter=max_rounds,
@@ -304,11 +314,12 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         elif solver == "pcd":
             result = pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                bias=float(bias), max_rounds=max_rounds, seed=seed,
-                               mode=pcd_mode, progress=progress)
+                               mode=pcd_mode, progress=progress, checkpoint=checkpoint)
         elif solver == "cutting_plane":
             result = cutting_plane.solve(c, dataset, plan, C=float(C), eps=float(eps),
                                          bias=float(bias), max_rounds=max_rounds,
-                                         objective=objective, progress=progress)
+                                         objective=objective, progress=progress,
+                                         checkpoint=checkpoint)
             if objective == "ordinal":
                 thresholds, ranking = cutting_plane.fit_thresholds(c, dataset, plan, result.w,
                                                                    float(bias))
@@ -321,7 +332,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
             result = dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                bias=float(bias), max_rounds=max_rounds, seed=seed,
                                inner_passes=inner_passes, gap_tol=float(gap_tol),
-                               parallel=parallel, progress=progress)
+                               parallel=parallel, progress=progress, checkpoint=checkpoint)
     params = {"C": float(C), "eps": float(eps), "bias": float(bias), "max_rounds": max_rounds,
               "seed": seed, "inner_passes": inner_passes, "gap_tol": float(gap_tol)}
     if solver == "cutting_plane":

@@ -21,12 +21,12 @@ import dataclasses
 import io
 import json
 import os
-import tempfile
-import uuid
 import zipfile
 
 import numpy as np
 import scipy.sparse as sp
+
+from storage.checkpoint import json_default, read_bytes, write_bytes
 
 from . import __version__
 
@@ -124,65 +124,12 @@ class Model:
                                        f"{list(self.thresholds)}")
 
 
-def _is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file://")
-
-
-def _atomic_write(path, write, storage_options: dict | None = None) -> None:
-    """Write through ``write(fileobj)`` into a temporary file beside ``path``, then rename.
-
-    A remote URL (``s3://…`` and other fsspec URLs, with ``storage_options``) is written
-    under a temporary key beside it, then moved into place (a server-side copy on object
-    stores), so a reader of ``path`` sees the old object or the whole new one, never a
-    partial one.
-    """
-    path = os.fspath(path)
-    if not _is_local(path):
-        import fsspec
-
-        fs, key = fsspec.core.url_to_fs(path, **(storage_options or {}))
-        parent, base = key.rsplit("/", 1) if "/" in key else ("", key)
-        tmp = f"{parent}/.{base}.{uuid.uuid4().hex[:12]}.tmp" if parent else f".{base}.tmp"
-        try:
-            with fs.open(tmp, "wb") as f:
-                write(f)
-            fs.mv(tmp, key)
-        except BaseException:
-            if fs.exists(tmp):
-                fs.rm(tmp)
-            raise
-        return
-    path = path[len("file://"):] if path.startswith("file://") else path
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _read_bytes(path: str, storage_options: dict | None = None) -> bytes:
-    """The bytes of a local file or of a remote URL (fsspec, with ``storage_options``)."""
-    if _is_local(path):
-        with open(path[len("file://"):] if path.startswith("file://") else path, "rb") as f:
-            return f.read()
-    import fsspec
-
-    with fsspec.open(path, "rb", **(storage_options or {})) as f:
-        return f.read()
-
-
-def json_default(o):
-    """NumPy scalars and arrays in a model's summary (a solver's np.bool_, np.float64) as JSON."""
-    if isinstance(o, (np.generic, np.ndarray)):
-        return o.tolist()
-    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+def _write(path, write, storage_options: dict | None) -> None:
+    """Serialize through ``write(fileobj)`` in memory, then write the bytes whole or not at
+    all (a local temp file renamed into place; one PUT on an object store)."""
+    buf = io.BytesIO()
+    write(buf)
+    write_bytes(os.fspath(path), buf.getvalue(), storage_options)
 
 
 def save_model(model: Model, path, storage_options: dict | None = None) -> None:
@@ -206,14 +153,14 @@ def save_model(model: Model, path, storage_options: dict | None = None) -> None:
             z.writestr("model.json", json.dumps(header, allow_nan=True, default=json_default))
             z.writestr("w.npy", buf.getvalue())
 
-    _atomic_write(path, write, storage_options)
+    _write(path, write, storage_options)
 
 
 def load_model(path, storage_options: dict | None = None) -> Model:
     """Load a distsvm model, or import a LIBLINEAR text model (detected by its first line);
     ``path`` may be a remote fsspec URL with ``storage_options``."""
     path = os.fspath(path)
-    content = _read_bytes(path, storage_options)
+    content = read_bytes(path, storage_options)
     if content.startswith(b"solver_type"):
         return _parse_liblinear(path, content)
     if not zipfile.is_zipfile(io.BytesIO(content)):
@@ -274,13 +221,13 @@ def export_liblinear(model: Model, path, storage_options: dict | None = None) ->
             out.write("".join(f"{v:.17g} " for v in row) + "\n")
         f.write(out.getvalue().encode())
 
-    _atomic_write(path, write, storage_options)
+    _write(path, write, storage_options)
 
 
 def import_liblinear(path, storage_options: dict | None = None) -> Model:
     """Read LIBLINEAR's text model format into a :class:`Model`."""
     path = os.fspath(path)
-    return _parse_liblinear(path, _read_bytes(path, storage_options))
+    return _parse_liblinear(path, read_bytes(path, storage_options))
 
 
 def _parse_liblinear(path: str, content: bytes) -> Model:

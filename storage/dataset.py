@@ -404,3 +404,48 @@ def abort(stage: str, url: str, storage_options: dict | None = None) -> None:
 
 def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def append(url: str, part: Dataset, record: dict, storage_options: dict | None = None) -> Dataset:
+    """Append the row blocks of dataset ``part`` to the committed dataset at ``url``; return
+    it reopened.  ``record`` (JSON, e.g. the partition file's name and checksum) is added to
+    the store's ledger ``source["appended"]``.
+
+    The blocks are read from ``part`` (checked), their labels mapped to the store's class
+    indices (``part``'s classes must be among the store's), and written under new block
+    names; the metadata, written last in one write (atomic on local disks and object
+    stores), commits them.  Until then the new blocks are not in the block table, so an
+    interrupted append leaves the store as it was (the next append overwrites the
+    orphans).  A column view (``distsvm columnize``) no longer covers every row and is
+    dropped; build it again.  Appends to one store must not run concurrently.
+    """
+    url = str(url)
+    target = open_dataset(url, storage_options)
+    m = target.meta
+    from .errors import InputDataError
+
+    unknown = sorted(set(part.meta.classes) - set(m.classes))
+    if unknown:
+        raise InputDataError(f"{part.url}: labels {unknown} are not classes of {url} "
+                             f"{list(m.classes)}; an append cannot add classes")
+    if part.meta.dtype != m.dtype:
+        raise InputDataError(f"{part.url}: dtype {part.meta.dtype} differs from {url}'s "
+                             f"{m.dtype}")
+    remap = np.searchsorted(np.asarray(m.classes), np.asarray(part.meta.classes)).astype(np.int32)
+    infos = []
+    for i, info in enumerate(part.meta.blocks):
+        b = part.read_block(i)
+        block = RowBlock(b.indptr, b.indices, b.data, remap[b.y])
+        infos.append(write_row_block(url, block_name(len(m.blocks) + i), block, storage_options))
+    counts = list(m.class_counts)
+    for k, c in zip(remap, part.meta.class_counts):
+        counts[k] += c
+    source = {**m.source, "appended": [*m.source.get("appended", []), record]}
+    meta = dataclasses.replace(m, n_rows=m.n_rows + part.meta.n_rows,
+                               n_features=max(m.n_features, part.meta.n_features),
+                               nnz=m.nnz + part.meta.nnz, class_counts=tuple(counts),
+                               blocks=m.blocks + tuple(infos), source=source)
+    meta.check(url)
+    g = zarr.open_group(url, mode="r+", storage_options=storage_options)
+    g.attrs.put({"distsvm": meta.to_json()})  # replaces every attribute: drops the column view
+    return open_dataset(url, storage_options)

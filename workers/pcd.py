@@ -17,11 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from storage import checkpoint as files
 from storage.columns import ColumnInfo, ColumnsMeta, read_column_block, read_labels
 
 from . import blocks
 from .kernels import pcd as kernel
 from .kernels.linear import row_sqnorms
+
+STATE_FILE = "pcd-state.npz"  # a checkpoint's solver state (exact mode)
 
 
 def initial(n_rows: int, dim: int, loss: int, C: float) -> dict:
@@ -126,12 +129,12 @@ def _objective(w, b, loss, C):
 def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: int, run: str, *,
                  eps: float, g0: float, seconds: float, n_items: int, bias: float,
                  n_features: int, loss: int, C: float, storage_options: dict | None = None,
-                 **kw) -> dict:
+                 stop_at: int | None = None, **kw) -> dict:
     """Exact mode: outer iterations r, r+1, … of Algorithm 1 on this worker, each visiting
     every item in the round's random order, until the stopping rule holds (``g0`` is
     max|∇f(0)ᵢ|, NaN before round 1 has measured it), ``max_rounds`` is reached, or
     ``seconds`` have passed (batching rounds into one task spares a scheduler round
-    trip per outer iteration).
+    trip per outer iteration), or round ``stop_at`` is done (a checkpoint is due).
 
     The state stays on this worker for the whole run (:func:`workers.blocks.run_state`,
     made by :func:`initial` in round 1) and is updated in place, so only the reports travel.
@@ -156,7 +159,7 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
         g0 = stats[kernel.MAX_GRAD0] if r == 1 else g0
         r += 1
         done = stats[kernel.MAX_GRAD] <= eps * g0 or r > max_rounds
-        if done or time.perf_counter() - start > seconds:
+        if done or time.perf_counter() - start > seconds or (stop_at and r > stop_at):
             return {"reports": reports, "w": w.copy() if done else None}
 
 
@@ -199,3 +202,23 @@ def weights(prev) -> np.ndarray:
 
 def reports(result: tuple) -> list[dict]:
     return result[1]
+
+
+def save_state(run: str, directory: str, storage_options: dict | None = None) -> dict[str, str]:
+    """Checkpoint (exact mode): write this worker's solver state (w, b, f) into
+    ``directory``; return {file name: SHA-256}."""
+    s = blocks.run_state(run, "state", dict)
+    arrays = {"w": s["w"], "b": s["b"], "f": np.asarray(s["f"])}
+    return {STATE_FILE: files.write_arrays(files.join(directory, STATE_FILE), arrays,
+                                           storage_options)}
+
+
+def load_state(run: str, directory: str, digests: dict[str, str],
+               storage_options: dict | None = None) -> None:
+    """Resume (exact mode): this worker's solver state from a :func:`save_state` file,
+    checked against its digest."""
+    a = files.read_arrays(files.join(directory, STATE_FILE), digests[STATE_FILE],
+                          storage_options)
+    s = blocks.run_state(run, "state", dict)
+    s.clear()
+    s.update(w=a["w"].copy(), b=a["b"].copy(), f=a["f"].copy())

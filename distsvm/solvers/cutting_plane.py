@@ -70,6 +70,7 @@ from storage import Dataset
 from workers.kernels.cutting_plane import concordant_pairs, pair_counts, rank_thresholds
 
 from .. import cluster
+from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
@@ -120,6 +121,18 @@ class _WorkingSet:
         self.H[k, :k + 1] = row
         self.H[:k + 1, k] = row
         self.k = k + 1
+
+    def arrays(self) -> dict:
+        """What a checkpoint keeps: the constraints, their Gram matrix, the dual solution."""
+        k = self.k
+        return {"g": self.g[:k], "b": self.b[:k], "H": self.H[:k, :k], "alpha": self.alpha}
+
+    @classmethod
+    def from_arrays(cls, a: dict) -> _WorkingSet:
+        ws = cls(a["g"].shape[1])
+        ws.k = len(a["b"])
+        ws.g, ws.b, ws.H, ws.alpha = (np.array(a[k]) for k in ("g", "b", "H", "alpha"))
+        return ws
 
     def solve(self, C_op: float, tol: float):
         """Line 4: the optimum over W; returns (w, ξ, the QP's result with the dual value)."""
@@ -219,11 +232,14 @@ def ranking_metrics(scores: np.ndarray, ranks: np.ndarray, thresholds: np.ndarra
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
           max_rounds: int, objective: str = "classification", qp_tol: float | None = None,
-          progress: Progress | None = None) -> Result:
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
     """Train by Algorithm 1 (``classification``) or 2 (``ordinal``); see the module docstring.
 
     ``C`` is LIBLINEAR's (per loss term); ``eps`` the paper's ε on the average loss;
     ``qp_tol`` the working-set QP's tolerance in the same units (default ε/100).
+    With ``checkpoint`` (:mod:`distsvm.checkpoint`) the run continues from its latest
+    checkpoint and writes one every ``checkpoint.every`` rounds: all the state is the
+    coordinator's (w, the working set W with its Gram matrix and dual solution, ξ).
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"The 'objective' parameter must be one of {list(OBJECTIVES)}. "
@@ -244,7 +260,16 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
     converged = False
     start = time.perf_counter()
     primal = np.nan
-    for r in range(1, max_rounds + 1):
+    first = 1
+    found = checkpoint.latest("cutting_plane") if checkpoint is not None else None
+    if found is not None:
+        ws = _WorkingSet.from_arrays(found.arrays)
+        w, xi, dual = found.arrays["w"], found.state["xi"], found.state["dual"]
+        history, first = found.state["history"], found.round + 1
+        start -= found.state["seconds"]
+        progress.note(f"resuming from the checkpoint of round {found.round} "
+                      f"({found.directory})")
+    for r in range(first, max_rounds + 1):
         measured = w  # the w whose objective this round measures, and the one returned
         wf = client.scatter(w, broadcast=True, hash=False)
         if objective == "classification":
@@ -272,6 +297,10 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
                       f"gap {row['gap']:.2e}  {row['seconds']:.2f}s")
         if converged:
             break
+        if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
+            checkpoint.save(r, "cutting_plane", {"w": w, **ws.arrays()},
+                            {"xi": xi, "dual": dual, "history": history,
+                             "seconds": time.perf_counter() - start})
     else:
         warnings.warn(f"cutting-plane reached the round limit ({max_rounds}) with the most "
                       f"violated constraint {history[-1]['violation']:.3g} above eps={eps:g}; "

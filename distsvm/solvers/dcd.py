@@ -78,6 +78,14 @@ sequential mode each round starts from the gathered w rather than from the
 previous round's last task: a loss between rounds must not make Dask re-run a
 stateful task of an earlier round to recompute its lost result.
 
+Checkpoints (:mod:`distsvm.checkpoint`, for ``distsvm resume``): every k rounds each
+owner writes the state of its blocks (α, and in the sequential mode the shrinking state
+and last statistics) straight into the checkpoint's directory, and the coordinator then
+commits w (O(n_features)), the state of the RNG that draws the block orders, the
+shrinking thresholds (16) and the history.  A resumed run loads them and takes the same
+choices as an uninterrupted one (the blocks' seeds derive from (seed, round, block)), so
+it reaches the same w.
+
 Stopping: LIBLINEAR's rule (17): the spread of projected gradients over a
 round whose passes covered every row, max PG − min PG ≤ eps; or, with
 ``gap_tol`` > 0, a duality gap ≤ gap_tol·P(w), which bounds P(w) − P* by the
@@ -102,6 +110,7 @@ from storage import Dataset
 from workers import losses
 
 from .. import cluster
+from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
@@ -196,6 +205,50 @@ def _recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], future
             gone = again.gone
 
 
+def _save(client, checkpoint: Checkpointer, dataset: Dataset, plan: WorkerPlan, run: str,
+          r: int, rng, w: np.ndarray, history: list[dict], start: float, progress: Progress,
+          **state) -> None:
+    """Checkpoint the end of round ``r``: each owner writes its blocks' state
+    (:func:`workers.dcd.save_blocks`), then the coordinator commits w, the permutation RNG's
+    state, the history and ``state``.  A worker lost meanwhile skips this checkpoint (the
+    next round recovers from the loss)."""
+    meta = dataset.meta
+    owners = _owners(plan)
+    futures = [client.submit(workers.dcd.save_blocks, run,
+                             [meta.blocks[b] for b in plan.blocks_of(a)],
+                             checkpoint.directory(r), checkpoint.storage_options,
+                             workers=[a], pure=False) for a in owners]
+    try:
+        written = cluster.gather(client, futures, owners)
+    except cluster.WorkerLost as lost:
+        progress.note(f"round {r}: worker {', '.join(lost.gone)} left while checkpointing; "
+                      "no checkpoint this round")
+        return
+    checkpoint.save(r, "dcd", {"w": w},
+                    {"rng": rng.bit_generator.state, "history": history,
+                     "seconds": time.perf_counter() - start, **state},
+                    {k: v for part in written for k, v in part.items()})
+
+
+def _resume(client, checkpoint: Checkpointer | None, dataset: Dataset, plan: WorkerPlan,
+            run: str, rng, progress: Progress):
+    """The latest checkpoint of the run, its blocks' state loaded on their owners and the
+    RNG set to its state; None (a fresh start) without one."""
+    found = checkpoint.latest("dcd") if checkpoint is not None else None
+    if found is None:
+        return None
+    meta = dataset.meta
+    owners = _owners(plan)
+    cluster.gather(client, [client.submit(workers.dcd.load_blocks, run,
+                                          [meta.blocks[b] for b in plan.blocks_of(a)],
+                                          found.directory, found.files,
+                                          checkpoint.storage_options, workers=[a], pure=False)
+                            for a in owners], owners)
+    rng.bit_generator.state = found.state["rng"]
+    progress.note(f"resuming from the checkpoint of round {found.round} ({found.directory})")
+    return found
+
+
 def _certified(row: dict, gap_tol: float) -> bool:
     """Whether the duality gap certifies P(w) to within gap_tol relative."""
     return gap_tol > 0 and row["gap"] <= gap_tol * abs(row["primal"])
@@ -216,13 +269,19 @@ def _result(w: np.ndarray, history: list[dict], converged: bool, start: float) -
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, seed: int, inner_passes: int = 1, gap_tol: float = 0.0,
-          parallel: str | None = None, progress: Progress | None = None) -> Result:
-    """Train by block-wise DCD on the cluster behind ``client``; see the module docstring."""
+          parallel: str | None = None, progress: Progress | None = None,
+          checkpoint: Checkpointer | None = None) -> Result:
+    """Train by block-wise DCD on the cluster behind ``client``; see the module docstring.
+
+    With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
+    writes one every ``checkpoint.every`` rounds (see "Checkpoints" in the module docstring).
+    """
     progress = progress or Progress(quiet=True)
     if parallel is not None:
         return _solve_parallel(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
                                max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
-                               gap_tol=gap_tol, parallel=parallel, progress=progress)
+                               gap_tol=gap_tol, parallel=parallel, progress=progress,
+                               checkpoint=checkpoint)
     meta = dataset.meta
     code, dim, diag = _problem(loss, C, bias, meta)
     run = uuid.uuid4().hex
@@ -234,8 +293,14 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=1,
                   storage_options=dataset.storage_options)
     shrink = None  # (M̄, m̄) of (16) from the previous round over all blocks; None: unshrink
+    first = 1
     try:
-        for r in range(1, max_rounds + 1):
+        resumed = _resume(client, checkpoint, dataset, plan, run, rng, progress)
+        if resumed is not None:
+            prev, first = resumed.arrays["w"], resumed.round + 1
+            history, shrink = resumed.state["history"], resumed.state["shrink"]
+            start -= resumed.state["seconds"]
+        for r in range(first, max_rounds + 1):
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
             while True:
                 segments = _segments(order, plan.owners)
@@ -282,6 +347,9 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                 shrink = None
             else:
                 shrink = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
+            if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
+                _save(client, checkpoint, dataset, plan, run, r, rng, w, history, start,
+                      progress, shrink=shrink)
         else:
             _round_limit(max_rounds, pg, eps)
     finally:
@@ -291,7 +359,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
 
 def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float,
                     eps: float, bias: float, max_rounds: int, seed: int, inner_passes: int,
-                    gap_tol: float, parallel: str, progress: Progress) -> Result:
+                    gap_tol: float, parallel: str, progress: Progress,
+                    checkpoint: Checkpointer | None) -> Result:
     """Parallel DCD, CoCoA (``average``) or CoCoA+ (``add``); see the module docstring."""
     meta = dataset.meta
     code, dim, diag = _problem(loss, C, bias, meta)
@@ -304,8 +373,14 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
     common = dict(bias=bias, n_features=meta.n_features, loss=code,
                   positive=1, C=C, eps=eps, n_passes=inner_passes,
                   storage_options=dataset.storage_options)
+    first = 1
     try:
-        for r in range(1, max_rounds + 1):
+        resumed = _resume(client, checkpoint, dataset, plan, run, rng, progress)
+        if resumed is not None:
+            w, first = resumed.arrays["w"], resumed.round + 1
+            history = resumed.state["history"]
+            start -= resumed.state["seconds"]
+        for r in range(first, max_rounds + 1):
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
             while True:
                 owners = _owners(plan)
@@ -335,6 +410,9 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                 break
             if r < max_rounds:  # else return the w whose objectives were measured
                 w = w + gamma * np.sum([dw for dw, _ in results], axis=0)
+                if checkpoint is not None and checkpoint.due(r):
+                    _save(client, checkpoint, dataset, plan, run, r, rng, w, history, start,
+                          progress)
         else:
             _round_limit(max_rounds, pg, eps, stacklevel=4)
     finally:

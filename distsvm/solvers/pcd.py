@@ -37,6 +37,12 @@ Stopping (§5.3): the largest |D′ᵢ(0)| seen in an outer iteration, relative 
 the largest |∇f(0)ᵢ| at w = 0: max |D′ᵢ(0)| ≤ eps · max |∇f(0)ᵢ|; or
 ``max_rounds`` with a :class:`~distsvm.errors.ConvergenceWarning`.  The
 Euclidean norm of the D′ᵢ(0) of the round, relative to ‖∇f(0)‖, is logged too.
+
+Worker faults: the solver state (w, the residual vectors) lives in the workers'
+memory and is not rebuilt; when a worker whose tasks a round waits on leaves the
+cluster, the job fails within seconds with a :class:`~distsvm.errors.ClusterError`
+(:func:`distsvm.cluster.gather` watches every worker of the round), never waiting
+on a task pinned to the departed one.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ from workers import losses
 from workers.kernels import pcd as kernel
 
 from .. import cluster
+from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
@@ -67,11 +74,20 @@ LOSSES = ("squared_hinge", "logistic")
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, seed: int, mode: str = "exact",
-          progress: Progress | None = None) -> Result:
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
     """Train by primal coordinate descent on the cluster behind ``client``; see the module
     docstring.  ``plan`` supplies the workers and their cache budgets; parameters are
-    checked by :func:`distsvm.jobs.check_params`."""
+    checked by :func:`distsvm.jobs.check_params`.
+
+    With ``checkpoint`` (exact mode only: :mod:`distsvm.checkpoint`), every
+    ``checkpoint.every`` rounds the worker writes the state (w, b, f) and the coordinator
+    the history, and a run continues from its latest checkpoint; the round orders derive
+    from (seed, round), so a resumed run reaches the same w.
+    """
     progress = progress or Progress(quiet=True)
+    if checkpoint is not None and mode != "exact":
+        progress.note("pcd: parallel mode writes no checkpoints; this run cannot be resumed")
+        checkpoint = None
     code = losses.code(loss)
     meta = dataset.meta
     cmeta = read_columns_meta(dataset)
@@ -102,12 +118,24 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
         state = client.submit(workers.pcd.initial, meta.n_rows, dim, code, C,
                               workers=addrs[:1], pure=False)
     ahead = None
+    found = checkpoint.latest("pcd") if checkpoint is not None else None
     try:
+        if found is not None:
+            cluster.gather(client, [client.submit(
+                workers.pcd.load_state, run, found.directory, found.files,
+                checkpoint.storage_options, workers=addrs[:1], pure=False)], addrs[:1])
+            r, history = found.round + 1, found.state["history"]
+            g0, gnorm0, f = found.state["g0"], found.state["gnorm0"], found.state["f"]
+            start -= found.state["seconds"]
+            progress.note(f"resuming from the checkpoint of round {found.round} "
+                          f"({found.directory})")
         while r <= max_rounds and not converged:
             if mode == "exact":  # the state stays on the worker: only reports come back
+                every = checkpoint.every if checkpoint is not None else None
                 batch = client.submit(
                     workers.pcd.exact_rounds, dataset.url, cmeta, r, max_rounds, seed, run,
                     eps=eps, g0=g0, seconds=BATCH_SECONDS,
+                    stop_at=-(-r // every) * every if every else None,
                     cache_bytes=plan.cache_bytes[addrs[0]], workers=addrs[:1], pure=False,
                     **common)
                 out = cluster.gather(client, [batch], addrs[:1])[0]
@@ -115,8 +143,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             else:  # round r + 1 is submitted before round r's report is read, hiding latency
                 state = ahead or parallel_round(state, r)
                 ahead = parallel_round(state, r + 1) if r < max_rounds else None
-                reps = cluster.gather(client, [client.submit(
-                    workers.pcd.reports, state, workers=addrs[:1], pure=False)], addrs[:1])[0]
+                reps = cluster.gather(client, [client.submit(  # waits on every worker's part
+                    workers.pcd.reports, state, workers=addrs[:1], pure=False)], addrs)[0]
             received = time.perf_counter() - start
             for rep in reps:
                 s = rep["stats"]
@@ -137,13 +165,22 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                                     f"{100 * row['full_newton']:5.1f}%  {row['seconds']:.2f}s")
                 converged = s[kernel.MAX_GRAD] <= eps * g0  # §5.3
                 r += 1
+            if checkpoint is not None and checkpoint.due(r - 1) and not converged \
+                    and r <= max_rounds:
+                saved = cluster.gather(client, [client.submit(
+                    workers.pcd.save_state, run, checkpoint.directory(r - 1),
+                    checkpoint.storage_options, workers=addrs[:1], pure=False)], addrs[:1])[0]
+                checkpoint.save(r - 1, "pcd", {}, {
+                    "history": history, "g0": g0, "gnorm0": gnorm0, "f": f,
+                    "seconds": time.perf_counter() - start}, saved)
         if not converged:
             warnings.warn(f"pcd reached the round limit ({max_rounds}) before max|D'ᵢ(0)| fell "
                           f"to eps={eps:g} of its value at w = 0 ({history[-1]['max_grad']:.3g});"
                           " increase max_rounds or eps", ConvergenceWarning, stacklevel=2)
         if mode == "parallel":
-            w = client.submit(workers.pcd.weights, state, workers=addrs[:1],
-                              pure=False).result()
+            w = cluster.gather(client, [client.submit(workers.pcd.weights, state,
+                                                      workers=addrs[:1], pure=False)],
+                               addrs[:1])[0]
     finally:
         if ahead is not None:
             client.cancel(ahead)

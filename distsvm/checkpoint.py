@@ -1,0 +1,132 @@
+"""Checkpoints of a training run, for ``distsvm resume``: the one interface every solver's
+coordinator uses.
+
+A checkpoint of round r lives in ``RUN/checkpoints/<r>/``: the coordinator's arrays
+(``w``: O(n_features)) in ``coordinator.npz``, the per-block solver state in files the
+workers that own the blocks write themselves (for DCD, ``block-<name>.npz`` with α and
+the shrinking state), and ``manifest.json`` — the round, the solver, its JSON state (RNG
+state, history, …), the job's parameters and the SHA-256 of every file — written last.
+The manifest is the commit: a checkpoint without one, or with a file that fails its
+checksum, is torn and never loaded; :meth:`Checkpointer.latest` falls back to the
+previous one.  Every file is written whole or not at all (:mod:`storage.checkpoint`).
+
+A solver coordinator calls, every round, ``if ckpt and ckpt.due(r): ckpt.save(r, …)``
+after asking its workers to write their blocks' state into ``ckpt.directory(r)``, and at
+its start ``ckpt.latest()`` to continue from the newest complete checkpoint.  What the
+solver keeps must make the continued run take the same choices as an uninterrupted one
+(its RNG state, its shrinking thresholds), so that a resumed run reaches the same
+optimum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+
+import numpy as np
+
+from storage import checkpoint as files
+from storage.errors import CorruptStoreError
+
+from .progress import Progress
+
+FORMAT = "distsvm-checkpoint"
+FORMAT_VERSION = 1
+# tests: seconds to sleep between writing a checkpoint's data and committing its manifest
+PAUSE_ENV = "DISTSVM_TEST_CHECKPOINT_PAUSE"
+COORDINATOR = "coordinator.npz"
+MANIFEST = "manifest.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """A complete checkpoint: round, solver state (JSON), the coordinator's arrays, and the
+    digests of the files the workers wrote (to hand back to them on restore)."""
+
+    round: int
+    directory: str
+    state: dict
+    arrays: dict
+    files: dict
+
+
+class Checkpointer:
+    """Write and find the checkpoints of the run in ``run_dir``, every ``every`` rounds.
+
+    ``params`` (JSON) identify the job: a checkpoint written with other parameters is
+    refused on restore, with the first key that differs.
+    """
+
+    def __init__(self, run_dir: str, every: int | None, params: dict | None = None, *,
+                 keep: int = 2, storage_options: dict | None = None,
+                 progress: Progress | None = None):
+        self.run_dir = str(run_dir)
+        self.every = every
+        self.params = json.loads(json.dumps(params or {}))  # as the manifest holds them
+        self.keep = keep
+        self.storage_options = storage_options
+        self.progress = progress or Progress(quiet=True)
+
+    def due(self, r: int) -> bool:
+        return bool(self.every) and r % self.every == 0
+
+    def directory(self, r: int) -> str:
+        return files.join(self.run_dir, "checkpoints", f"{r:08d}")
+
+    def save(self, r: int, solver: str, arrays: dict[str, np.ndarray], state: dict,
+             worker_files: dict[str, str] | None = None) -> None:
+        """Commit the checkpoint of round ``r``: ``arrays`` and the manifest, after the files
+        ``worker_files`` ({name: SHA-256}) the workers already wrote into
+        :meth:`directory`; then drop all but the newest ``keep`` checkpoints."""
+        d = self.directory(r)
+        digests = dict(worker_files or {})
+        digests[COORDINATOR] = files.write_arrays(files.join(d, COORDINATOR), arrays,
+                                                  self.storage_options)
+        pause = float(os.environ.get(PAUSE_ENV) or 0)
+        if pause:
+            time.sleep(pause)
+        files.write_json(files.join(d, MANIFEST),
+                         {"format": FORMAT, "format_version": FORMAT_VERSION, "round": r,
+                          "solver": solver, "params": self.params, "state": state,
+                          "files": digests}, self.storage_options)
+        self.progress.note(f"round {r}: checkpoint written to {d}")
+        names = files.listdir(files.join(self.run_dir, "checkpoints"), self.storage_options)
+        for old in [n for n in names if n.isdigit() and int(n) < r][: -self.keep + 1 or None]:
+            files.remove(files.join(self.run_dir, "checkpoints", old), self.storage_options)
+
+    def latest(self, solver: str) -> Checkpoint | None:
+        """The newest complete checkpoint (every file present and matching its checksum),
+        or None; ValueError if it belongs to another solver or other parameters."""
+        root = files.join(self.run_dir, "checkpoints")
+        for name in reversed(files.listdir(root, self.storage_options)):
+            if not name.isdigit():
+                continue
+            d = files.join(root, name)
+            try:
+                m = files.read_json(files.join(d, MANIFEST), self.storage_options)
+                if m.get("format") != FORMAT or m.get("format_version") != FORMAT_VERSION:
+                    raise CorruptStoreError(f"{d}: not a {FORMAT} v{FORMAT_VERSION} manifest")
+                for f, digest in m["files"].items():
+                    if f != COORDINATOR:  # read, check and forget: memory of one file
+                        files.read_arrays(files.join(d, f), digest, self.storage_options)
+                arrays = files.read_arrays(files.join(d, COORDINATOR), m["files"][COORDINATOR],
+                                           self.storage_options)
+            except (FileNotFoundError, CorruptStoreError, ValueError, KeyError) as exc:
+                self.progress.note(f"checkpoint {d} is incomplete or damaged, not used: {exc}")
+                continue
+            self._check(d, m, solver)
+            return Checkpoint(int(m["round"]), d, m["state"], arrays, m["files"])
+        return None
+
+    def _check(self, where: str, m: dict, solver: str) -> None:
+        if m["solver"] != solver:
+            raise ValueError(f"{where}: the checkpoint is of solver {m['solver']!r}, "
+                             f"this job runs {solver!r}")
+        for k in sorted(set(self.params) | set(m["params"])):
+            if self.params.get(k) != m["params"].get(k):
+                raise ValueError(f"{where}: the checkpoint was written with {k}="
+                                 f"{m['params'].get(k)!r}, this job has {k}="
+                                 f"{self.params.get(k)!r}; it cannot continue this run")
+

@@ -1,0 +1,229 @@
+"""The scheduled batch pipeline: ``distsvm pipeline run PIPELINE.yaml``.
+
+One run, for one interval (typically from cron, a systemd timer or an Airflow DAG,
+see ``deploy/pipeline/``):
+
+1. **Ingest**: each partition file (LIBSVM text) not yet in the dataset is ingested
+   into a temporary store and its row blocks appended to the dataset
+   (:func:`storage.dataset.append`); the dataset's ledger (``source["appended"]``)
+   records every partition's name and SHA-256.  A partition already in the ledger is
+   skipped; one with the same name and other content is refused (exit 2).  The first
+   partition creates the dataset.
+2. **Train** a candidate with the spec's solver: warm-started from the current
+   model's w where :func:`distsvm.jobs.train` takes ``warm_start`` for that solver,
+   otherwise a cold start (the log says which).
+3. **Evaluate** the candidate and the current model on the holdout store (now, on the
+   same rows), and **publish** the candidate as a new immutable registry version
+   whose record holds both accuracies and the decision.
+4. **Promote** it (``current``) only if its holdout accuracy is not worse than the
+   current model's; otherwise say why and exit 3.
+
+Idempotence: re-running an interval changes nothing.  Its partitions are in the
+ledger, so nothing is appended; and the latest version, trained on this very dataset
+content (its lineage fingerprint) with these parameters and judged on this holdout,
+already holds the decision, which is reported again (and a promotion that a killed
+run decided but did not make is made) without training.
+
+Exit codes (:data:`EXIT_CODES`): 0 promoted, or nothing to do; 3 candidate not
+promoted (worse on the holdout); 2 bad input (spec, partition file, store); 1 any
+other failure (cluster, storage).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import inspect
+import os
+import tempfile
+
+from storage import StorageError, StoreNotFoundError, open_dataset
+from storage.dataset import append
+from storage.errors import InputDataError, InputFormatError
+
+from . import jobs, registry
+from .errors import ClusterError
+from .progress import Progress
+from .spec import SpecError, cluster_client, read_document, validate
+
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_NOT_PROMOTED = 0, 1, 2, 3
+EXIT_CODES = {EXIT_OK: "promoted, or nothing to do", EXIT_FAILURE: "failure",
+              EXIT_BAD_INPUT: "bad input", EXIT_NOT_PROMOTED: "candidate not promoted"}
+
+
+def load_pipeline(path) -> dict:
+    path = os.fspath(path)
+    spec = validate(read_document(path), "pipeline", path)
+    spec["source"] = os.path.abspath(path)
+    return spec
+
+
+def _partitions(spec: dict) -> list[str]:
+    patterns = spec["partitions"]
+    patterns = [patterns] if isinstance(patterns, str) else patterns
+    out = []
+    for p in patterns:
+        found = sorted(glob.glob(p))
+        if not found:
+            raise SpecError(f"{spec['source']}: key 'partitions': no file matches {p!r}")
+        out += [f for f in found if f not in out]
+    return out
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _ledger(dataset) -> dict[str, str]:
+    return {r["partition"]: r["sha256"] for r in dataset.meta.source.get("appended", [])}
+
+
+def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress):
+    """Step 1: append the partitions ``paths`` not yet in the dataset; return (the dataset,
+    names appended)."""
+    from .ingest import DEFAULT_BLOCK_MB, ingest
+
+    url, so = spec["dataset"], spec.get("storage_options")
+    opts = spec.get("ingest", {})
+    kwargs = dict(index_base=0 if opts.get("zero_based") else 1, seed=opts.get("seed", 0),
+                  block_rows=opts.get("block_rows"),
+                  block_mb=None if opts.get("block_rows") else opts.get("block_mb",
+                                                                         DEFAULT_BLOCK_MB),
+                  n_features=opts.get("n_features"), client=client, progress=progress)
+    try:
+        dataset = open_dataset(url, so)
+    except StoreNotFoundError:
+        dataset = None
+    added = []
+    local = "://" not in url
+    for path in paths:
+        name, digest = os.path.basename(path), _sha256(path)
+        seen = _ledger(dataset) if dataset is not None else {}
+        if name in seen:
+            if seen[name] != digest:
+                raise InputDataError(f"{path}: partition {name} was ingested into {url} with "
+                                     f"SHA-256 {seen[name]}, this file has {digest}; "
+                                     "partitions are immutable (use a new name)")
+            progress.note(f"pipeline: {name} already ingested, skipped")
+            continue
+        record = {"partition": name, "sha256": digest}
+        with tempfile.TemporaryDirectory(  # beside a local dataset: same disk, room for it
+                prefix=".distsvm-part-",
+                dir=os.path.dirname(os.path.abspath(url)) if local else None) as tmp:
+            part = ingest(path, os.path.join(tmp, "part.zarr"), **kwargs,
+                          dtype=dataset.meta.dtype if dataset is not None else "float32")
+            if dataset is None:  # the first partition makes the dataset
+                dataset = _copy_store(part, url, record, so)
+            else:
+                dataset = append(url, part, record, so)
+        added.append(name)
+        progress.note(f"pipeline: {name} ({part.meta.n_rows} rows) appended to {url}: now "
+                      f"{dataset.meta.n_rows} rows in {len(dataset.meta.blocks)} blocks")
+    return dataset, added
+
+
+def _copy_store(part, url: str, record: dict, storage_options):
+    """The first partition's store becomes the dataset, committed whole."""
+    from storage import dataset as ds
+
+    stage = ds.prepare(url, overwrite=False, storage_options=storage_options)
+    try:
+        infos = [ds.write_row_block(stage, info.name, part.read_block(i), storage_options)
+                 for i, info in enumerate(part.meta.blocks)]
+        meta = ds.dataclasses.replace(part.meta, blocks=tuple(infos),
+                                      source={**part.meta.source, "appended": [record]})
+        return ds.commit(stage, url, meta, overwrite=False, storage_options=storage_options)
+    except BaseException:
+        ds.abort(stage, url, storage_options)
+        raise
+
+
+def _warm_start(solver: str) -> bool:
+    """Whether jobs.train takes ``warm_start`` for ``solver``."""
+    return ("warm_start" in inspect.signature(jobs.train).parameters
+            and solver in getattr(jobs, "WARM_START_SOLVERS", ("newton",)))
+
+
+def run(spec: dict, progress: Progress | None = None, client=None) -> tuple[int, dict]:
+    """Run one interval of a validated pipeline spec, on ``client`` or the spec's cluster;
+    return (exit code, summary)."""
+    progress = progress or Progress(quiet=True)
+    reg, name, so = spec["registry"], spec["name"], spec.get("storage_options")
+    params = dict(spec.get("solver", {}))
+    paths = _partitions(spec)  # bad input fails before a cluster starts
+    with (contextlib.nullcontext(client) if client is not None
+          else cluster_client(spec.get("cluster", {}), spec["source"], progress)) as c:
+        dataset, added = ingest_partitions(spec, paths, c, progress)
+        fp = registry.fingerprint(dataset)
+        cur = registry.current_version(reg, name, so)
+        done = registry.versions(reg, name, so)
+        if done:
+            last = registry.show(reg, name, done[-1], so)
+            if (last["lineage"]["dataset_fingerprint"], last["lineage"]["params"],
+                    last["metrics"].get("holdout")) == (fp, params, spec["holdout"]):
+                return _decided(reg, name, last, cur, so, progress)
+        holdout = open_dataset(spec["holdout"], so)
+        current = registry.load(reg, name, storage_options=so) if cur is not None else None
+        warm = {}
+        if current is not None:
+            solver = params.get("solver", "dcd")
+            if _warm_start(solver):
+                warm["warm_start"] = jobs._weights_for(current, dataset.meta.n_features)
+                progress.note(f"pipeline: warm start from {name} v{cur}")
+            else:
+                progress.note(f"pipeline: solver {solver} takes no warm start; cold start")
+        model = jobs.train(dataset, client=c, progress=progress,
+                           owner=f"{spec['source']}: solver", **params, **warm)
+        acc = jobs.predict(holdout, model, client=c)["accuracy"]
+        cur_acc = jobs.predict(holdout, current, client=c)["accuracy"] if current else None
+    better = cur_acc is None or acc >= cur_acc
+    reason = ("no current model" if cur_acc is None else
+              f"holdout accuracy {acc:.6f} {'>=' if better else '<'} current v{cur}'s "
+              f"{cur_acc:.6f}")
+    metrics = {"holdout": spec["holdout"], "holdout_accuracy": acc,
+               "current_version": cur, "current_holdout_accuracy": cur_acc,
+               "promote": better, "reason": reason, "partitions_added": added}
+    version = registry.publish(reg, name, model, metrics=metrics, storage_options=so,
+                               lineage=registry.lineage(dataset, params))
+    progress.note(f"pipeline: candidate {name} v{version}: {reason}")
+    return _decided(reg, name, registry.show(reg, name, version, so), cur, so, progress)
+
+
+def _decided(reg, name, rec, cur, so, progress) -> tuple[int, dict]:
+    """Act on a published candidate's decision (again, on a re-run)."""
+    v, m = rec["version"], rec["metrics"]
+    summary = {"version": v, "holdout_accuracy": m["holdout_accuracy"], "reason": m["reason"]}
+    if m["promote"]:
+        if cur != v:
+            registry.promote(reg, name, v, so)
+            progress.note(f"pipeline: promoted {name} v{v} to current")
+        else:
+            progress.note(f"pipeline: nothing new; {name} v{v} is current")
+        return EXIT_OK, {**summary, "promoted": True}
+    progress.note(f"pipeline: NOT promoted: {name} v{v} is worse than the current model "
+                  f"({m['reason']}); current stays v{cur}")
+    return EXIT_NOT_PROMOTED, {**summary, "promoted": False}
+
+
+def main(path: str, progress: Progress) -> tuple[int, dict | None]:
+    """The CLI's ``pipeline run``: (exit code, summary or None); errors printed."""
+    import sys
+
+    try:
+        return run(load_pipeline(path), progress)
+    except (SpecError, InputDataError, InputFormatError, StoreNotFoundError,
+            registry.RegistryError) as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT, None
+    except (StorageError, OSError, ClusterError) as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return EXIT_FAILURE, None
+    except ValueError as exc:  # the solver's parameters (jobs.train)
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT, None
+

@@ -1,0 +1,259 @@
+"""Job specs: ``distsvm run JOB.yaml`` (or ``.toml``, ``.json``) and ``distsvm resume RUN``.
+
+A spec names the training store (and a test store), the solver and its parameters
+(those of :func:`distsvm.jobs.train`), the cluster (embedded, a scheduler address, or
+a dask-jobqueue / dask-kubernetes cluster, with optional TLS), where the model goes
+(a file, a model registry) and the checkpoint policy.  It is validated against the
+JSON schema ``distsvm/schemas/job.schema.json`` (unknown keys rejected); every error
+names the file and the key.  YAML is read with ``yaml.safe_load`` only.  The
+parameters' values are then checked by :func:`distsvm.jobs.train` itself, with the
+file named as the owner.  The format is documented in ``docs/jobs.md``.
+
+A run lives in ``RUNS/RUN_ID/`` (``RUNS`` is ``checkpoint.runs`` or ``TRAIN_STORE/runs``):
+``job.json`` (the spec as validated, to resume it), ``checkpoints/`` and, once done,
+``result.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import importlib
+import json
+import os
+import pathlib
+import uuid
+
+from storage import checkpoint as files
+from storage import open_dataset
+
+from .checkpoint import Checkpointer
+from .progress import Progress
+
+SCHEMAS = pathlib.Path(__file__).with_name("schemas")
+JOBQUEUE_CLASSES = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster",
+                    "lsf": "LSFCluster", "oar": "OARCluster", "htcondor": "HTCondorCluster",
+                    "moab": "MoabCluster"}
+
+
+class SpecError(ValueError):
+    """A spec file that cannot be read or does not follow its schema."""
+
+
+def read_document(path) -> dict:
+    """Parse a YAML (safe_load), TOML or JSON file by its extension."""
+    path = os.fspath(path)
+    ext = os.path.splitext(path)[1].lower()
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+        if ext in (".yaml", ".yml"):
+            import yaml
+
+            doc = yaml.safe_load(raw)
+        elif ext == ".toml":
+            import tomllib
+
+            doc = tomllib.loads(raw.decode())
+        elif ext == ".json":
+            doc = json.loads(raw)
+        else:
+            raise SpecError(f"{path}: unknown spec format {ext!r} (use .yaml, .yml, .toml "
+                            "or .json)")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read the spec: {exc}") from exc
+    except SpecError:
+        raise
+    except Exception as exc:  # yaml.YAMLError, tomllib.TOMLDecodeError, JSONDecodeError
+        raise SpecError(f"{path}: not valid {ext[1:].upper()}: {exc}") from exc
+    return doc
+
+
+def validate(doc, schema_name: str, where: str) -> dict:
+    """Check ``doc`` against ``schemas/<schema_name>.schema.json``; SpecError naming the
+    key of the first problem (an unknown key by its full path)."""
+    import jsonschema
+    import referencing
+
+    schemas = [json.loads(p.read_text()) for p in sorted(SCHEMAS.glob("*.schema.json"))]
+    registry = referencing.Registry().with_resources(
+        (s["$id"], referencing.Resource.from_contents(s)) for s in schemas)
+    schema = next(s for s in schemas if s["$id"].endswith(f"/{schema_name}.schema.json"))
+    validator = jsonschema.Draft202012Validator(schema, registry=registry)
+    errors = sorted(validator.iter_errors(doc), key=lambda e: (list(e.absolute_path), e.message))
+    if not errors:
+        return doc
+    e = errors[0]
+    path = [str(p) for p in e.absolute_path]
+    if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+        unknown = sorted(set(e.instance) - set(e.schema.get("properties", {})))
+        allowed = ", ".join(sorted(e.schema.get("properties", {})))
+        raise SpecError(f"{where}: unknown key '{'.'.join(path + [unknown[0]])}' "
+                        f"(allowed here: {allowed})")
+    if e.validator == "not":
+        raise SpecError(f"{where}: key '{'.'.join(path)}': give at most one of scheduler, "
+                        "jobqueue and kubernetes")
+    key = ".".join(path) or "(top level)"
+    raise SpecError(f"{where}: key '{key}': {e.message}")
+
+
+def load_spec(path) -> dict:
+    """Read and validate a job spec; the result keeps the file's path under ``source``."""
+    path = os.fspath(path)
+    spec = validate(read_document(path), "job", path)
+    spec["source"] = os.path.abspath(path)
+    return spec
+
+
+@contextlib.contextmanager
+def cluster_client(cfg: dict, where: str, progress=None):
+    """A Dask client for a spec's ``cluster`` section (see :func:`distsvm.cluster.connect`)."""
+    from . import cluster
+
+    security = None
+    if "tls" in cfg:
+        from distributed.security import Security
+
+        tls = cfg["tls"]
+        for k in ("ca_file", "cert_file", "key_file"):
+            if not os.path.exists(tls[k]):
+                raise SpecError(f"{where}: key 'cluster.tls.{k}': no file {tls[k]}")
+        certs = {f"tls_{role}_{kind}": tls[f"{kind}_file"]
+                 for role in ("client", "scheduler", "worker") for kind in ("cert", "key")}
+        security = Security(tls_ca_file=tls["ca_file"], require_encryption=True, **certs)
+    if "jobqueue" in cfg or "kubernetes" in cfg:
+        with _external_cluster(cfg, where, security) as address:
+            with cluster.connect(address, cfg.get("n_workers"), security=security,
+                                 progress=progress) as c:
+                yield c
+        return
+    with cluster.connect(cfg.get("scheduler"), cfg.get("n_workers"), security=security,
+                         progress=progress) as c:
+        yield c
+
+
+@contextlib.contextmanager
+def _external_cluster(cfg: dict, where: str, security):
+    """Start the dask-jobqueue or dask-kubernetes cluster of a spec; yield its address."""
+    if "jobqueue" in cfg:
+        jq = cfg["jobqueue"]
+        module, cls_name, key = "dask_jobqueue", JOBQUEUE_CLASSES[jq["type"]], "jobqueue"
+        options, scale = dict(jq.get("options", {})), dict(jobs=jq.get("jobs", 1))
+    else:
+        k8s = cfg["kubernetes"]
+        module, cls_name, key = "dask_kubernetes.operator", "KubeCluster", "kubernetes"
+        options, scale = dict(k8s.get("options", {})), dict(n=k8s.get("workers", 1))
+    try:
+        cls = getattr(importlib.import_module(module), cls_name)
+    except ImportError as exc:
+        package = module.split(".")[0].replace("_", "-")
+        raise SpecError(f"{where}: key 'cluster.{key}' needs the {package} package, which is "
+                        f"not installed (pip install {package})") from exc
+    if security is not None:
+        options.setdefault("security", security)
+    try:
+        c = cls(**options)
+    except TypeError as exc:
+        raise SpecError(f"{where}: key 'cluster.{key}.options': {exc}") from exc
+    with c:
+        c.scale(**scale)
+        yield c.scheduler_address
+
+
+def new_run_id() -> str:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{now}-{uuid.uuid4().hex[:8]}"
+
+
+def run_dir_for(spec: dict, run_id: str) -> str:
+    runs = spec.get("checkpoint", {}).get("runs") or files.join(spec["data"]["train"], "runs")
+    return files.join(runs, run_id)
+
+
+def train_params(spec: dict) -> dict:
+    """The keyword arguments of :func:`distsvm.jobs.train` of a spec."""
+    return dict(spec.get("solver", {}))
+
+
+def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
+        run_dir: str | None = None, client=None) -> dict:
+    """Run a validated job spec (or continue it in ``run_dir``) on ``client`` or the spec's
+    cluster; return its result."""
+    from . import jobs, registry
+    from .model import save_model
+
+    progress = progress or Progress(quiet=True)
+    where = spec["source"]
+    data = spec["data"]
+    so = data.get("storage_options")
+    out = spec.get("output", {})
+    name = out.get("name") or spec.get("name")
+    if "registry" in out and not name:
+        raise SpecError(f"{where}: key 'output.name' (or 'name') is required with "
+                        "'output.registry'")
+    resuming = run_dir is not None
+    if not resuming:
+        run_dir = run_dir_for(spec, run_id or new_run_id())
+        if files.listdir(run_dir, so):
+            raise SpecError(f"{run_dir}: this run already exists; continue it with "
+                            f"`distsvm resume {run_dir}`")
+        files.write_json(files.join(run_dir, "job.json"),
+                         {k: v for k, v in spec.items() if k != "source"}, so)
+    progress.note(f"run: {run_dir}")
+    ckpt_cfg = spec.get("checkpoint", {})
+    params = train_params(spec)
+    dataset = open_dataset(data["train"], so)
+    checkpoint = Checkpointer(run_dir, ckpt_cfg.get("every"),
+                              {"train": data["train"],
+                               "dataset_fingerprint": registry.fingerprint(dataset), **params},
+                              keep=ckpt_cfg.get("keep", 2), storage_options=so,
+                              progress=progress)
+    result = {"run": run_dir}
+    with (contextlib.nullcontext(client) if client is not None
+          else cluster_client(spec.get("cluster", {}), where, progress)) as c:
+        model = jobs.train(dataset, client=c, progress=progress, owner=f"{where}: solver",
+                           checkpoint=checkpoint, **params)
+        s = model.summary
+        result.update(solver=model.solver, loss=model.loss, rounds=s["rounds"],
+                      converged=s["converged"], primal_objective=s["primal_objective"])
+        if "test" in data:
+            test = jobs.predict(open_dataset(data["test"], so), model, client=c)
+            result["test_accuracy"] = test["accuracy"]
+            progress.note(f"run: test accuracy {100 * test['accuracy']:.4f}% on "
+                          f"{test['n_rows']} rows of {data['test']}")
+    if "model" in out:
+        save_model(model, out["model"])
+        result["model"] = out["model"]
+        progress.note(f"run: model written to {out['model']}")
+    if "registry" in out:
+        metrics = {k: result[k] for k in ("test_accuracy", "primal_objective") if k in result}
+        version = registry.publish(out["registry"], name, model, metrics=metrics,
+                                   lineage=registry.lineage(dataset, params, run_dir))
+        if out.get("promote", True):
+            registry.promote(out["registry"], name, version)
+        result["registry_version"] = version
+        progress.note(f"run: registered {out['registry']}/{name}/v{version}"
+                      + (" (current)" if out.get("promote", True) else ""))
+    files.write_json(files.join(run_dir, "result.json"), result, so)
+    return result
+
+
+def resume(run_dir: str, progress: Progress | None = None,
+           storage_options: dict | None = None) -> dict:
+    """Continue the run in ``run_dir`` from its latest checkpoint (or return its result if
+    it finished)."""
+    run_dir = str(run_dir)
+    try:
+        spec = files.read_json(files.join(run_dir, "job.json"), storage_options)
+    except FileNotFoundError as exc:
+        raise SpecError(f"{run_dir}: not a distsvm run directory (no job.json)") from exc
+    with contextlib.suppress(FileNotFoundError):
+        done = files.read_json(files.join(run_dir, "result.json"), storage_options)
+        (progress or Progress(quiet=True)).note(f"resume: {run_dir} has finished; "
+                                                "nothing to do")
+        return done
+    spec = validate(spec, "job", files.join(run_dir, "job.json"))
+    spec["source"] = files.join(run_dir, "job.json")
+    return run(spec, progress=progress, run_dir=run_dir)
+
+

@@ -1,0 +1,141 @@
+"""Files of a run directory: whole-file writes that never leave a torn file, checksummed
+array bundles, and JSON documents — on a local path or any fsspec URL.
+
+A local file is written into a temp file beside it, fsynced and renamed into place
+(``os.replace``); on an object store (``s3://…``) one PUT is already all or nothing.
+Arrays are ``.npz`` bundles read with ``allow_pickle=False``: no pickle anywhere a file
+of a run is read.  Readers check a bundle against the SHA-256 its writer returned
+(:class:`~storage.errors.CorruptStoreError` naming the file otherwise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+
+import numpy as np
+
+from .dataset import _is_local, _local_path
+from .errors import CorruptStoreError
+
+
+def join(url: str, *parts: str) -> str:
+    return "/".join([str(url).rstrip("/"), *parts])
+
+
+def _fs(url: str, storage_options: dict | None):
+    import fsspec
+
+    return fsspec.core.url_to_fs(url, **(storage_options or {}))
+
+
+def write_bytes(url: str, data: bytes, storage_options: dict | None = None) -> None:
+    """Write ``data`` at ``url`` whole or not at all."""
+    url = str(url)
+    if _is_local(url):
+        path = _local_path(url)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        atomic_write(path, lambda f: f.write(data))
+        return
+    fs, path = _fs(url, storage_options)
+    fs.pipe_file(path, data)
+
+
+def atomic_write(path, write) -> None:
+    """Write a local file through ``write(fileobj)`` into a temp file beside ``path``,
+    fsync, then rename it into place: never a partial file at ``path``."""
+    path = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_bytes(url: str, storage_options: dict | None = None) -> bytes:
+    """The bytes at ``url``; FileNotFoundError if there are none."""
+    if _is_local(str(url)):
+        with open(_local_path(str(url)), "rb") as f:
+            return f.read()
+    fs, path = _fs(url, storage_options)
+    return fs.cat_file(path)
+
+
+def write_json(url: str, doc, storage_options: dict | None = None) -> None:
+    data = json.dumps(doc, indent=1, allow_nan=True, default=json_default)
+    write_bytes(url, data.encode(), storage_options)
+
+
+def json_default(o):
+    """NumPy scalars and arrays as JSON numbers and lists."""
+    if isinstance(o, (np.generic, np.ndarray)):
+        return o.tolist()
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+def read_json(url: str, storage_options: dict | None = None):
+    return json.loads(read_bytes(url, storage_options))
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_arrays(url: str, arrays: dict[str, np.ndarray],
+                 storage_options: dict | None = None) -> str:
+    """Write named arrays as one ``.npz`` file; return its SHA-256."""
+    buf = io.BytesIO()
+    np.savez(buf, **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
+    data = buf.getvalue()
+    write_bytes(url, data, storage_options)
+    return sha256(data)
+
+
+def read_arrays(url: str, digest: str, storage_options: dict | None = None) -> dict:
+    """The arrays of a bundle written by :func:`write_arrays`, checked against ``digest``."""
+    try:
+        data = read_bytes(url, storage_options)
+    except FileNotFoundError as exc:
+        raise CorruptStoreError(f"{url}: checkpoint file is missing") from exc
+    if sha256(data) != digest:
+        raise CorruptStoreError(f"{url}: checkpoint file fails its SHA-256 check "
+                                "(torn or damaged)")
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def listdir(url: str, storage_options: dict | None = None) -> list[str]:
+    """Names of the entries directly under ``url`` (none if it does not exist)."""
+    if _is_local(str(url)):
+        path = _local_path(str(url))
+        return sorted(os.listdir(path)) if os.path.isdir(path) else []
+    fs, path = _fs(url, storage_options)
+    if not fs.exists(path):
+        return []
+    return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False))
+
+
+def remove(url: str, storage_options: dict | None = None) -> None:
+    """Remove a file or directory tree (best effort)."""
+    if _is_local(str(url)):
+        import shutil
+
+        path = _local_path(str(url))
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.exists(path):
+            os.unlink(path)
+        return
+    fs, path = _fs(url, storage_options)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
