@@ -68,7 +68,17 @@ MULTICLASS = False
 
 
 class NotFittedError(ValueError, AttributeError):
-    """A method that needs a fitted estimator was called before ``fit`` (as scikit-learn's)."""
+    """A method that needs a fitted estimator was called before ``fit`` (scikit-learn's
+    own ``NotFittedError`` is raised instead when scikit-learn is installed)."""
+
+
+def _sklearn_class(module: str, name: str, fallback):
+    """scikit-learn's exception or warning class ``name``, or ``fallback`` without it (it is
+    not a dependency): with it, scikit-learn code catching its own classes catches ours."""
+    try:
+        return getattr(__import__(f"sklearn.{module}", fromlist=[name]), name)
+    except ImportError:
+        return fallback
 
 
 def _check_X(X, owner: str, n_features: int | None = None):
@@ -84,10 +94,7 @@ def _check_X(X, owner: str, n_features: int | None = None):
             raise ValueError(f"Expected 2D array, got {X.ndim}D array instead. Reshape your "
                              "data either using array.reshape(-1, 1) if your data has a single "
                              "feature or array.reshape(1, -1) if it contains a single sample.")
-        try:
-            X = X.astype(np.float64)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{owner}: X must be numeric ({exc})") from exc
+        X = X.astype(np.float64)  # TypeError / ValueError for what is not a number
         values = X
     if sp.issparse(X) and X.dtype.kind == "c":
         raise ValueError("Complex data not supported")
@@ -112,7 +119,8 @@ def _check_y(y, n_rows: int, owner: str):
 
         warnings.warn("A column-vector y was passed when a 1d array was expected. Please "
                       "change the shape of y to (n_samples,), for example using ravel().",
-                      _data_conversion_warning(), stacklevel=3)
+                      _sklearn_class("exceptions", "DataConversionWarning", UserWarning),
+                      stacklevel=3)
         y = y.ravel()
     if y.ndim != 1:
         raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
@@ -128,14 +136,6 @@ def _check_y(y, n_rows: int, owner: str):
         raise ValueError("Only binary classification is supported. The type of the target "
                          f"is multiclass ({len(classes)} classes).")
     return classes, codes
-
-
-def _data_conversion_warning():
-    try:
-        from sklearn.exceptions import DataConversionWarning
-    except ImportError:  # scikit-learn is not a dependency
-        return UserWarning
-    return DataConversionWarning
 
 
 def _accepts(fn, name: str) -> bool:
@@ -214,8 +214,7 @@ class _LinearClassifier(_Params):
             if kwargs["solver"] == "pcd":  # the primal CD reads the column view
                 from .columns import columnize
 
-                with jobs.client_for(self.scheduler, self.n_workers) as c:
-                    columnize(store, client=c)
+                columnize(store)  # in this process: the rows were in its memory anyway
             self._set_model(jobs.train(store, **kwargs), classes)
         return self
 
@@ -230,8 +229,9 @@ class _LinearClassifier(_Params):
 
     def _check_fitted(self):
         if not hasattr(self, "model_"):
-            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. Call "
-                                 "'fit' with appropriate arguments before using this estimator.")
+            error = _sklearn_class("exceptions", "NotFittedError", NotFittedError)
+            raise error(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
+                        "with appropriate arguments before using this estimator.")
 
     def decision_function(self, X):
         """wᵀx + b for every row of an in-memory matrix: (n,) for two classes (> 0 means
