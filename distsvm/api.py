@@ -195,8 +195,8 @@ class _LinearClassifier(_Params):
         owner = kwargs["owner"]
         if _is_store(X):
             if y is not None or sample_weight is not None:
-                raise ValueError("y and sample_weight must be None when X is a dataset store "
-                                 "(labels and weights are stored)")
+                raise ValueError("y must be None when X is a dataset store (labels are stored), "
+                                 "and so must sample_weight (so are instance weights)")
             model = jobs.train(X, **kwargs)
             self._set_model(model, np.asarray(model.classes))
             return self

@@ -151,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "unless -v; -c sets the start C): prints 'Best C = ...'")
     p.add_argument("--seed", type=int, default=0,
                    help="solver seed, and the draw of the blocks into folds (default 0)")
+    p.add_argument("--concurrent-folds", type=int, default=1, metavar="K",
+                   help="-v/-C: train K folds at a time (default 1)")
     p.add_argument("--max-rounds", type=int, default=1000,
                    help="round limit; reaching it warns (default 1000)")
     p.add_argument("--inner-passes", type=int, default=1,
@@ -339,12 +341,14 @@ def _select(a, progress, solver, loss, options):
                              "as in LIBLINEAR")
         options.pop("pcd_mode")  # the search picks a solver that trains folds
         result = find_c(a.store, 5 if a.n_folds is None else a.n_folds, loss=loss,
-                        start_C=a.C, progress=progress, **options)
+                        start_C=a.C, concurrent_folds=a.concurrent_folds, progress=progress,
+                        **options)
         print(f"Best C = {result['best_C']:g}  CV accuracy = {100 * result['accuracy']:g}%",
               file=where)
         return result
     result = cross_validate(a.store, a.n_folds, solver=solver, loss=loss,
-                            C=1.0 if a.C is None else a.C, progress=progress, **options)
+                            C=1.0 if a.C is None else a.C, concurrent_folds=a.concurrent_folds,
+                            progress=progress, **options)
     print(f"Cross Validation Accuracy = {100 * result['accuracy']:g}%", file=where)
     return result
 

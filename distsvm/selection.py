@@ -27,6 +27,7 @@ stopping rule: larger C change nothing).
 
 from __future__ import annotations
 
+import concurrent.futures as concurrent_futures
 import inspect
 import math
 
@@ -75,7 +76,8 @@ def _block_stats(c, dataset, plan) -> tuple[np.ndarray, float]:
 class _Folds:
     """The folds of a dataset on a cluster: a training view and a test view per fold."""
 
-    def __init__(self, c, dataset, n_folds: int, seed: int, n_workers):
+    def __init__(self, c, dataset, n_folds: int, seed: int, n_workers, concurrent: int):
+        jobs._check_int("cross_validate", "concurrent_folds", concurrent, 1)
         meta = dataset.meta
         self.ids = fold_blocks(len(meta.blocks), n_folds, seed, dataset.url, meta.n_rows)
         plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
@@ -88,24 +90,29 @@ class _Folds:
                                dataset.subset(test, counts[test].sum(axis=0))))
 
 
-def _run_folds(c, folds: _Folds, train_kwargs: dict, n_workers, warm=None) -> tuple[list, list]:
-    """Train every fold (from ``warm[k]`` if given) and predict its held-out blocks."""
-    models, rows = [], []
-    for k, (train_view, test_view) in enumerate(folds.views):
+def _run_folds(c, folds: _Folds, train_kwargs: dict, n_workers, concurrent: int,
+               warm=None) -> tuple[list, list]:
+    """Train every fold (from ``warm[k]`` if given) and predict its held-out blocks, up to
+    ``concurrent`` folds at a time (each its own job on the cluster: their tasks interleave
+    on the workers, hiding each other's scheduler round trips)."""
+    def one(k):
+        train_view, test_view = folds.views[k]
         extra = {} if warm is None or warm[k] is None else {"warm_start": warm[k]}
         model = jobs.train(train_view, client=c, n_workers=n_workers, **train_kwargs, **extra)
         res = jobs.predict(test_view, model, client=c, n_workers=n_workers)
-        models.append(model)
-        rows.append({"fold": k, "blocks": [int(b) for b in folds.ids[k]],
-                     "n_train": train_view.meta.n_rows, "n_test": res["n_rows"],
-                     "correct": int(round(res["accuracy"] * res["n_rows"])),
-                     "accuracy": res["accuracy"], "rounds": model.summary["rounds"]})
-    return models, rows
+        return model, {"fold": k, "blocks": [int(b) for b in folds.ids[k]],
+                       "n_train": train_view.meta.n_rows, "n_test": res["n_rows"],
+                       "correct": int(round(res["accuracy"] * res["n_rows"])),
+                       "accuracy": res["accuracy"], "rounds": model.summary["rounds"]}
+
+    with concurrent_futures.ThreadPoolExecutor(concurrent) as pool:
+        done = list(pool.map(one, range(len(folds.views))))
+    return [m for m, _ in done], [r for _, r in done]
 
 
-def cross_validate(data, n_folds: int = 5, *, seed: int = 0, scheduler: str | None = None,
-                   n_workers: int | None = None, client=None, progress: Progress | None = None,
-                   **train_kwargs) -> dict:
+def cross_validate(data, n_folds: int = 5, *, seed: int = 0, concurrent_folds: int = 1,
+                   scheduler: str | None = None, n_workers: int | None = None, client=None,
+                   progress: Progress | None = None, **train_kwargs) -> dict:
     """``n_folds``-fold cross-validation with folds as sets of row blocks (LIBLINEAR ``-v n``).
 
     ``train_kwargs`` go to :func:`distsvm.jobs.train` for every fold; ``seed`` draws
@@ -113,6 +120,8 @@ def cross_validate(data, n_folds: int = 5, *, seed: int = 0, scheduler: str | No
     of the other blocks and predicts its own blocks there.  Returns ``accuracy`` (held-out
     rows predicted correctly / all rows, as LIBLINEAR's "Cross Validation Accuracy") and
     ``folds``, one entry per fold (its blocks, row counts, accuracy, solver rounds).
+    ``concurrent_folds`` folds train at the same time (each holds its solver state on the
+    workers, so memory grows with it; 1, the default, trains them one after the other).
     """
     progress = progress or Progress(quiet=True)
     dataset = jobs.as_dataset(data)
@@ -121,8 +130,9 @@ def cross_validate(data, n_folds: int = 5, *, seed: int = 0, scheduler: str | No
     if why:
         progress.note(why)
     with jobs.client_for(scheduler, n_workers, client) as c:
-        folds = _Folds(c, dataset, n_folds, seed, n_workers)
-        _, rows = _run_folds(c, folds, dict(train_kwargs, solver=solver, seed=seed), n_workers)
+        folds = _Folds(c, dataset, n_folds, seed, n_workers, concurrent_folds)
+        _, rows = _run_folds(c, folds, dict(train_kwargs, solver=solver, seed=seed), n_workers,
+                             concurrent_folds)
     for r in rows:
         progress.note(f"fold {r['fold'] + 1}/{n_folds}: {len(r['blocks'])} blocks, "
                       f"{r['n_test']} rows, accuracy {100 * r['accuracy']:g}%")
@@ -159,7 +169,7 @@ def fold_solver(solver: str, loss: str, owner: str) -> tuple[str, str | None]:
 
 def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str | None = None,
            start_C: float | None = None, max_C: float = MAX_C, seed: int = 0,
-           scheduler: str | None = None, n_workers: int | None = None, client=None,
+           concurrent_folds: int = 1, scheduler: str | None = None, n_workers: int | None = None, client=None,
            progress: Progress | None = None, **train_kwargs) -> dict:
     """LIBLINEAR's ``-C``: the C of the best ``n_folds``-fold CV accuracy (see the module
     docstring) for ``loss`` "logistic" (``-s 0``) or "squared_hinge" (``-s 2``), trained
@@ -167,7 +177,8 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
     or :func:`fold_solver`'s substitute).
 
     ``start_C`` (LIBLINEAR's ``-c`` with ``-C``) replaces :func:`start_c`; ``max_C`` is
-    LIBLINEAR's 1024.  Logs LIBLINEAR's ``log2c=… rate=…`` line per C.  Returns
+    LIBLINEAR's 1024; ``concurrent_folds`` as :func:`cross_validate`'s.  Logs LIBLINEAR's
+    ``log2c=… rate=…`` line per C.  Returns
     ``best_C``, ``accuracy`` (its CV accuracy) and ``history`` (C, accuracy, folds per C).
     """
     progress = progress or Progress(quiet=True)
@@ -188,7 +199,7 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
     kwargs = dict(train_kwargs, solver=solver, loss=loss, seed=seed)
     history = []
     with jobs.client_for(scheduler, n_workers, client) as c:
-        folds = _Folds(c, dataset, n_folds, seed, n_workers)
+        folds = _Folds(c, dataset, n_folds, seed, n_workers, concurrent_folds)
         C = start_C or start_c(loss, dataset.meta.n_rows,
                                folds.max_sqnorm + (bias * bias if bias >= 0 else 0.0))
         C = min(C, max_C)
@@ -197,7 +208,7 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
         unchanged = 0
         while C <= max_C:
             models, rows = _run_folds(c, folds, dict(kwargs, C=C), n_workers,
-                                      prev if warm_start else None)
+                                      concurrent_folds, prev if warm_start else None)
             ws = [np.asarray(m.w, dtype=np.float64) for m in models]
             if prev[0] is not None and any(np.linalg.norm(w - p) > 1e-15
                                            for w, p in zip(ws, prev)):
