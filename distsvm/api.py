@@ -1,4 +1,4 @@
-"""scikit-learn compatible estimators backed by the distributed solvers: LinearSVC, LogisticRegression.
+"""scikit-learn compatible estimators on the distributed solvers: LinearSVC, LogisticRegression.
 
 ``fit`` accepts a NumPy/SciPy matrix with labels, or a dataset store (path,
 URL or :class:`storage.Dataset`) with ``y=None``.  In-memory data is first
@@ -153,6 +153,12 @@ class _LinearClassifier(_Params):
 
     _estimator_type = "classifier"
 
+    def _keep(self, arguments: dict) -> None:
+        """Store the constructor's arguments as they are (scikit-learn's rule for ``__init__``)."""
+        for k, v in arguments.items():
+            if k != "self":
+                setattr(self, k, v)
+
     def _liblinear_type(self) -> int:
         raise NotImplementedError
 
@@ -275,19 +281,7 @@ class LinearSVC(_LinearClassifier):
     def __init__(self, C=1.0, loss="squared_hinge", dual=True, tol=1e-4, max_iter=1000,
                  fit_intercept=True, intercept_scaling=1.0, class_weight=None,
                  random_state=None, inner_passes=1, scheduler=None, n_workers=None, verbose=0):
-        self.C = C
-        self.loss = loss
-        self.dual = dual
-        self.tol = tol
-        self.max_iter = max_iter
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.class_weight = class_weight
-        self.random_state = random_state
-        self.inner_passes = inner_passes
-        self.scheduler = scheduler
-        self.n_workers = n_workers
-        self.verbose = verbose
+        self._keep(locals())
 
     def _liblinear_type(self) -> int:
         if self.loss not in ("hinge", "squared_hinge"):
@@ -312,17 +306,7 @@ class LogisticRegression(_LinearClassifier):
     def __init__(self, C=1.0, dual=False, tol=1e-4, max_iter=1000, fit_intercept=True,
                  intercept_scaling=1.0, class_weight=None, random_state=None, scheduler=None,
                  n_workers=None, verbose=0):
-        self.C = C
-        self.dual = dual
-        self.tol = tol
-        self.max_iter = max_iter
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.class_weight = class_weight
-        self.random_state = random_state
-        self.scheduler = scheduler
-        self.n_workers = n_workers
-        self.verbose = verbose
+        self._keep(locals())
 
     def _liblinear_type(self) -> int:
         if self.dual not in (True, False):

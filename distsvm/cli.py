@@ -2,7 +2,7 @@
 import.
 
 Shaped like LIBLINEAR's ``train [options] data model``: ``-s``, ``-c``, ``-e``,
-``-B``, ``-q`` mean what they mean there.  Errors are one ``ERROR: …`` line on
+``-B``, ``-q``, ``-v``, ``-C`` mean what they mean there.  Errors are one ``ERROR: …`` line on
 stderr and a non-zero exit status; ``--json`` prints one JSON object on stdout.
 """
 

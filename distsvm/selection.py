@@ -1,4 +1,4 @@
-"""Model selection: cross-validation over folds that are sets of row blocks, and LIBLINEAR's C search.
+"""Model selection: cross-validation over folds that are sets of row blocks; LIBLINEAR's C search.
 
 Folds (what differs from LIBLINEAR).  LIBLINEAR's ``-v n`` shuffles the *rows*
 and cuts the permutation into n folds (``cross_validation`` in linear.cpp).
@@ -91,15 +91,20 @@ class _Folds:
 
 
 def _run_folds(c, folds: _Folds, train_kwargs: dict, n_workers, concurrent: int,
-               warm=None) -> tuple[list, list]:
+               warm=None, progress: Progress | None = None) -> tuple[list, list]:
     """Train every fold (from ``warm[k]`` if given) and predict its held-out blocks, up to
     ``concurrent`` folds at a time (each its own job on the cluster: their tasks interleave
-    on the workers, hiding each other's scheduler round trips)."""
+    on the workers, hiding each other's scheduler round trips); ``progress`` gets a line
+    per fold done."""
     def one(k):
         train_view, test_view = folds.views[k]
         extra = {} if warm is None or warm[k] is None else {"warm_start": warm[k]}
         model = jobs.train(train_view, client=c, n_workers=n_workers, **train_kwargs, **extra)
         res = jobs.predict(test_view, model, client=c, n_workers=n_workers)
+        if progress is not None:
+            progress.note(f"fold {k + 1}/{len(folds.views)}: {len(folds.ids[k])} blocks, "
+                          f"{res['n_rows']} rows, accuracy {100 * res['accuracy']:g}% "
+                          f"({model.summary['rounds']} rounds)")
         return model, {"fold": k, "blocks": [int(b) for b in folds.ids[k]],
                        "n_train": train_view.meta.n_rows, "n_test": res["n_rows"],
                        "correct": int(round(res["accuracy"] * res["n_rows"])),
@@ -132,10 +137,7 @@ def cross_validate(data, n_folds: int = 5, *, seed: int = 0, concurrent_folds: i
     with jobs.client_for(scheduler, n_workers, client) as c:
         folds = _Folds(c, dataset, n_folds, seed, n_workers, concurrent_folds)
         _, rows = _run_folds(c, folds, dict(train_kwargs, solver=solver, seed=seed), n_workers,
-                             concurrent_folds)
-    for r in rows:
-        progress.note(f"fold {r['fold'] + 1}/{n_folds}: {len(r['blocks'])} blocks, "
-                      f"{r['n_test']} rows, accuracy {100 * r['accuracy']:g}%")
+                             concurrent_folds, progress=progress)
     correct = sum(r["correct"] for r in rows)
     return {"accuracy": correct / max(1, dataset.meta.n_rows), "n_folds": n_folds,
             "n_rows": dataset.meta.n_rows, "folds": rows}
@@ -169,7 +171,8 @@ def fold_solver(solver: str, loss: str, owner: str) -> tuple[str, str | None]:
 
 def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str | None = None,
            start_C: float | None = None, max_C: float = MAX_C, seed: int = 0,
-           concurrent_folds: int = 1, scheduler: str | None = None, n_workers: int | None = None, client=None,
+           concurrent_folds: int = 1, scheduler: str | None = None,
+           n_workers: int | None = None, client=None,
            progress: Progress | None = None, **train_kwargs) -> dict:
     """LIBLINEAR's ``-C``: the C of the best ``n_folds``-fold CV accuracy (see the module
     docstring) for ``loss`` "logistic" (``-s 0``) or "squared_hinge" (``-s 2``), trained
@@ -193,7 +196,9 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
     if start_C is not None:
         jobs._check_real("find_c", "start_C", start_C, 0.0)
     jobs._check_real("find_c", "max_C", max_C, 0.0)
-    warm_start = "warm_start" in inspect.signature(jobs.train).parameters
+    # warm start with LIBLINEAR's own -s 0/-s 2 solver, once jobs.train takes it (issue 7a)
+    warm_start = ("warm_start" in inspect.signature(jobs.train).parameters
+                  and solver == jobs.LIBLINEAR_TYPES[SEARCH_TYPES[loss]][0])
     dataset = jobs.as_dataset(data)
     bias = float(train_kwargs.get("bias", -1.0))
     kwargs = dict(train_kwargs, solver=solver, loss=loss, seed=seed)
