@@ -156,4 +156,5 @@ def block_stats(url: str, info: BlockInfo, n_classes: int, cache_bytes: int,
 
 
 __all__ = ["RowBlock", "load", "stream", "cached", "cached_bytes", "read_counts", "set_prefetch",
-           "take_bytes_read", "run_state", "drop_run", "clear_cache", "block_decisions", "block_stats"]
+           "take_bytes_read", "run_state", "drop_run", "clear_cache", "block_decisions",
+           "block_stats"]
