@@ -1,14 +1,14 @@
 """distsvm: distributed, out-of-core training of LIBLINEAR's linear classifiers on Dask and Zarr."""
 
 __version__ = "0.1.0"
-__all__ = ["LinearSVC", "ingest", "open_dataset", "train", "predict", "load_model", "save_model"]
+__all__ = ["LinearSVC", "LogisticRegression", "ingest", "open_dataset", "train", "predict", "load_model", "save_model"]
 
 
 def __getattr__(name):  # lazy, so that `import distsvm` (and the CLI's --help) stays fast
-    if name == "LinearSVC":
-        from .api import LinearSVC
+    if name in ("LinearSVC", "LogisticRegression"):
+        from . import api
 
-        return LinearSVC
+        return getattr(api, name)
     if name == "ingest":
         from .ingest import ingest
 

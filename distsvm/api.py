@@ -1,4 +1,4 @@
-"""scikit-learn compatible estimators backed by the distributed solvers.
+"""scikit-learn compatible estimators on the distributed solvers: LinearSVC, LogisticRegression.
 
 ``fit`` accepts a NumPy/SciPy matrix with labels, or a dataset store (path,
 URL or :class:`storage.Dataset`) with ``y=None``.  In-memory data is first
@@ -8,6 +8,13 @@ Parameters mean what they mean in scikit-learn's ``LinearSVC``: the same C
 ``intercept_scaling`` (LIBLINEAR's ``-B``), ``tol`` as LIBLINEAR's ``eps``.
 The cluster is the active Dask client if there is one, else ``scheduler``,
 else an embedded local cluster for the duration of ``fit``.
+
+Both estimators share :class:`_LinearClassifier`; each only maps its parameters
+to a LIBLINEAR solver type (:data:`distsvm.jobs.LIBLINEAR_TYPES`), so they train
+with whatever solver the project runs for that type.  In-memory labels are
+encoded as their index in ``classes_`` before ingest (any label values, strings
+included); predictions map back.  In-memory input is checked as scikit-learn
+does (2-D, numeric, finite, non-empty, the fitted number of features).
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ import os
 import tempfile
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit
 
 from storage import Dataset
 
@@ -54,93 +63,265 @@ def _is_store(X) -> bool:
     return isinstance(X, (str, os.PathLike, Dataset))
 
 
-class LinearSVC(_Params):
-    """Linear SVM (L1- or L2-loss) trained by distributed dual coordinate descent.
+# needs issue-7b (multi-class): True once jobs.train trains one-vs-rest on K > 2 classes.
+MULTICLASS = False
 
-    Minimizes ``½‖w‖² + C Σᵢ loss(yᵢ wᵀxᵢ)`` with loss ``hinge`` (LIBLINEAR ``-s 3``)
-    or ``squared_hinge`` (``-s 1``).  Binary classification.
+
+class NotFittedError(ValueError, AttributeError):
+    """A method that needs a fitted estimator was called before ``fit`` (scikit-learn's
+    own ``NotFittedError`` is raised instead when scikit-learn is installed)."""
+
+
+def _sklearn_class(module: str, name: str, fallback):
+    """scikit-learn's exception or warning class ``name``, or ``fallback`` without it (it is
+    not a dependency): with it, scikit-learn code catching its own classes catches ours."""
+    try:
+        return getattr(__import__(f"sklearn.{module}", fromlist=[name]), name)
+    except ImportError:
+        return fallback
+
+
+def _check_X(X, owner: str, n_features: int | None = None):
+    """A 2-D numeric finite non-empty matrix (CSR if sparse), in scikit-learn's words."""
+    if sp.issparse(X):
+        X = X.tocsr()
+        values = X.data
+    else:
+        X = np.asarray(X)
+        if X.dtype.kind == "c":
+            raise ValueError("Complex data not supported")
+        if X.ndim != 2:
+            raise ValueError(f"Expected 2D array, got {X.ndim}D array instead. Reshape your "
+                             "data either using array.reshape(-1, 1) if your data has a single "
+                             "feature or array.reshape(1, -1) if it contains a single sample.")
+        X = X.astype(np.float64)  # TypeError / ValueError for what is not a number
+        values = X
+    if sp.issparse(X) and X.dtype.kind == "c":
+        raise ValueError("Complex data not supported")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"Found array with {X.shape[0]} sample(s) and {X.shape[1]} feature(s) "
+                         f"(shape={X.shape}) while a minimum of 1 is required by {owner}.")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("Input X contains NaN or infinity.")
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, but {owner} is expecting {n_features} "
+                         "features as input.")
+    return X
+
+
+def _check_y(y, n_rows: int, owner: str):
+    """Labels as an index into their sorted unique values: (classes, codes)."""
+    if y is None:
+        raise ValueError(f"{owner} requires y to be passed, but the target y is None")
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        import warnings
+
+        warnings.warn("A column-vector y was passed when a 1d array was expected. Please "
+                      "change the shape of y to (n_samples,), for example using ravel().",
+                      _sklearn_class("exceptions", "DataConversionWarning", UserWarning),
+                      stacklevel=3)
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
+    if len(y) != n_rows:
+        raise ValueError(f"Found input variables with inconsistent numbers of samples: "
+                         f"[{n_rows}, {len(y)}]")
+    if y.dtype.kind in "fc" and (not np.all(np.isfinite(y)) or np.any(y != np.round(y))):
+        raise ValueError("Unknown label type: continuous. Maybe you are trying to fit a "
+                         "classifier, which expects discrete classes on a regression target "
+                         "with continuous values.")
+    classes, codes = np.unique(y, return_inverse=True)
+    if len(classes) > 2 and not MULTICLASS:
+        raise ValueError("Only binary classification is supported. The type of the target "
+                         f"is multiclass ({len(classes)} classes).")
+    return classes, codes
+
+
+def _accepts(fn, name: str) -> bool:
+    """Whether ``fn`` takes the keyword ``name`` (class and instance weights arrive with
+    issue 7a: until then they are refused with a clear error)."""
+    return name in inspect.signature(fn).parameters
+
+
+class _LinearClassifier(_Params):
+    """fit / predict / decision_function / score over :func:`distsvm.jobs.train`.
+
+    A subclass defines ``_liblinear_type()``, the LIBLINEAR ``-s`` code of its
+    parameters; the rest (bias, weights, tolerance, labels, stores) is shared.
     """
 
     _estimator_type = "classifier"
 
-    def __init__(self, C=1.0, loss="squared_hinge", tol=1e-4, max_iter=1000,
-                 fit_intercept=True, intercept_scaling=1.0, random_state=None,
-                 inner_passes=1, scheduler=None, n_workers=None, verbose=0):
-        self.C = C
-        self.loss = loss
-        self.tol = tol
-        self.max_iter = max_iter
-        self.fit_intercept = fit_intercept
-        self.intercept_scaling = intercept_scaling
-        self.random_state = random_state
-        self.inner_passes = inner_passes
-        self.scheduler = scheduler
-        self.n_workers = n_workers
-        self.verbose = verbose
+    def _keep(self, arguments: dict) -> None:
+        """Store the constructor's arguments as they are (scikit-learn's rule for ``__init__``)."""
+        for k, v in arguments.items():
+            if k != "self":
+                setattr(self, k, v)
+
+    def _liblinear_type(self) -> int:
+        raise NotImplementedError
+
+    def _solver_loss(self) -> tuple[str, str]:
+        s = self._liblinear_type()
+        if s not in jobs.LIBLINEAR_TYPES:
+            raise ValueError(f"{type(self).__name__}: LIBLINEAR solver type -s {s} is not "
+                             "available in this version")
+        return jobs.LIBLINEAR_TYPES[s]
 
     def _train_kwargs(self):
+        owner = type(self).__name__
         if self.fit_intercept:
-            jobs._check_real(type(self).__name__, "intercept_scaling", self.intercept_scaling, 0.0)
-        return dict(loss=self.loss, C=self.C, eps=self.tol,
-                    bias=float(self.intercept_scaling) if self.fit_intercept else -1.0,
-                    max_rounds=self.max_iter,
-                    seed=0 if self.random_state is None else self.random_state,
-                    inner_passes=self.inner_passes, scheduler=self.scheduler,
-                    n_workers=self.n_workers, progress=Progress(quiet=not self.verbose),
-                    owner=type(self).__name__)
+            jobs._check_real(owner, "intercept_scaling", self.intercept_scaling, 0.0)
+        solver, loss = self._solver_loss()
+        kwargs = dict(solver=solver, loss=loss, C=self.C, eps=self.tol,
+                      bias=float(self.intercept_scaling) if self.fit_intercept else -1.0,
+                      max_rounds=self.max_iter,
+                      seed=0 if self.random_state is None else self.random_state,
+                      scheduler=self.scheduler, n_workers=self.n_workers,
+                      progress=Progress(quiet=not self.verbose), owner=owner)
+        kwargs.update(self._solver_kwargs(solver))
+        jobs.check_params(owner, solver=solver, loss=loss, C=kwargs["C"], eps=kwargs["eps"],
+                          bias=kwargs["bias"], max_rounds=kwargs["max_rounds"],
+                          seed=kwargs["seed"], inner_passes=kwargs.get("inner_passes", 1))
+        if self.class_weight is not None:
+            if not _accepts(jobs.train, "class_weight"):
+                raise ValueError(f"The 'class_weight' parameter of {owner} needs class "
+                                 "weights (LIBLINEAR -wi), not available in this version")
+            kwargs["class_weight"] = self.class_weight
+        return kwargs
 
-    def fit(self, X, y=None):
-        """Fit on ``(X, y)`` in memory, or on a dataset store given as ``X`` with ``y=None``."""
+    def _solver_kwargs(self, solver: str) -> dict:
+        return {}
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit on ``(X, y)`` in memory, or on a dataset store given as ``X`` with ``y=None``
+        (its labels and any instance weights are stored)."""
         kwargs = self._train_kwargs()
-        jobs.check_params(kwargs["owner"], solver="dcd", loss=kwargs["loss"], C=kwargs["C"],
-                          eps=kwargs["eps"], bias=kwargs["bias"],
-                          max_rounds=kwargs["max_rounds"], seed=kwargs["seed"],
-                          inner_passes=kwargs["inner_passes"])
+        owner = kwargs["owner"]
         if _is_store(X):
-            if y is not None:
-                raise ValueError("y must be None when X is a dataset store (labels are stored)")
-            self._set_model(jobs.train(X, **kwargs))
+            if y is not None or sample_weight is not None:
+                raise ValueError("y must be None when X is a dataset store (labels are stored), "
+                                 "and so must sample_weight (so are instance weights)")
+            model = jobs.train(X, **kwargs)
+            self._set_model(model, np.asarray(model.classes))
             return self
-        if y is None:
-            raise ValueError(f"{type(self).__name__}.fit requires y when X is an array")
+        X = _check_X(X, owner)
+        classes, codes = _check_y(y, X.shape[0], owner)
+        extra = {}
+        if sample_weight is not None:
+            if not _accepts(ingest, "sample_weight"):
+                raise ValueError(f"{owner}.fit: sample_weight needs instance weights in the "
+                                 "store, not available in this version")
+            extra["sample_weight"] = np.asarray(sample_weight, dtype=np.float64)
         with tempfile.TemporaryDirectory(prefix="distsvm-fit-") as tmp:
-            store = os.path.join(tmp, "train.zarr")
-            ingest((X, y), store, seed=kwargs["seed"])
-            self._set_model(jobs.train(store, **kwargs))
+            store = ingest((X, codes.astype(np.float64)), os.path.join(tmp, "train.zarr"),
+                           seed=kwargs["seed"], **extra)
+            if kwargs["solver"] == "pcd":  # the primal CD reads the column view
+                from .columns import columnize
+
+                columnize(store)  # in this process: the rows were in its memory anyway
+            self._set_model(jobs.train(store, **kwargs), classes)
         return self
 
-    def _set_model(self, model: Model):
+    def _set_model(self, model: Model, classes):
         self.model_ = model
-        self.classes_ = np.asarray(model.classes)
+        self.classes_ = classes
         self.coef_ = np.atleast_2d(model.coef_)
         self.intercept_ = np.atleast_1d(model.intercept_).astype(np.float64)
         self.n_features_in_ = model.n_features
         self.n_iter_ = model.summary["rounds"]
         self.objective_ = model.summary["primal_objective"]
-        self.duality_gap_ = model.summary["duality_gap"]
 
     def _check_fitted(self):
         if not hasattr(self, "model_"):
-            raise ValueError(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
-                             "with appropriate arguments before using this estimator.")
+            error = _sklearn_class("exceptions", "NotFittedError", NotFittedError)
+            raise error(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
+                        "with appropriate arguments before using this estimator.")
 
     def decision_function(self, X):
-        """wᵀx + b for every row of an in-memory matrix; > 0 means ``classes_[1]``."""
+        """wᵀx + b for every row of an in-memory matrix: (n,) for two classes (> 0 means
+        ``classes_[1]``), else (n, n_classes)."""
         self._check_fitted()
         if _is_store(X):
             raise ValueError("decision_function takes an in-memory matrix; use score() or "
                              "distsvm.jobs.predict for a dataset store")
-        return self.model_.decision_function(X)
+        return self.model_.decision_function(_check_X(X, type(self).__name__,
+                                                      self.n_features_in_))
 
     def predict(self, X):
         """Predicted labels (values from ``classes_``) for an in-memory matrix."""
-        self._check_fitted()
-        return self.model_.predict(X)
+        dv = self.decision_function(X)
+        return self.classes_[(dv > 0).astype(np.int64) if dv.ndim == 1 else np.argmax(dv, 1)]
 
-    def score(self, X, y=None):
+    def score(self, X, y=None, sample_weight=None):
         """Mean accuracy on ``(X, y)``, or on a dataset store (``y=None``) computed on the cluster."""
         self._check_fitted()
         if _is_store(X):
             return jobs.predict(X, self.model_, scheduler=self.scheduler,
                                 n_workers=self.n_workers)["accuracy"]
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+        return float(np.average(self.predict(X) == np.asarray(y), weights=sample_weight))
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import Tags, ClassifierTags, TargetTags, InputTags
+
+        return Tags(estimator_type="classifier", target_tags=TargetTags(required=True),
+                    classifier_tags=ClassifierTags(multi_class=MULTICLASS),
+                    input_tags=InputTags(sparse=True))
+
+
+class LinearSVC(_LinearClassifier):
+    """Linear SVM (L1- or L2-loss), scikit-learn's ``LinearSVC`` on the distributed solvers.
+
+    Minimizes ``½‖w‖² + C Σᵢ loss(yᵢ wᵀxᵢ)``: ``dual=True`` by dual coordinate descent,
+    loss ``hinge`` (LIBLINEAR ``-s 3``) or ``squared_hinge`` (``-s 1``); ``dual=False``
+    the L2-loss problem in the primal (``-s 2``).  ``inner_passes`` is the dual solver's.
+    """
+
+    def __init__(self, C=1.0, loss="squared_hinge", dual=True, tol=1e-4, max_iter=1000,
+                 fit_intercept=True, intercept_scaling=1.0, class_weight=None,
+                 random_state=None, inner_passes=1, scheduler=None, n_workers=None, verbose=0):
+        self._keep(locals())
+
+    def _liblinear_type(self) -> int:
+        if self.loss not in ("hinge", "squared_hinge"):
+            raise ValueError(f"The 'loss' parameter of LinearSVC must be one of ['hinge', "
+                             f"'squared_hinge']. Got {self.loss!r} instead.")
+        if self.dual not in (True, False):
+            raise ValueError(f"The 'dual' parameter of LinearSVC must be a bool. Got "
+                             f"{self.dual!r} instead.")
+        if not self.dual and self.loss == "hinge":
+            raise ValueError("Unsupported set of arguments: The combination of penalty='l2' "
+                             "and loss='hinge' are not supported when dual=False")
+        return (3 if self.loss == "hinge" else 1) if self.dual else 2
+
+    def _solver_kwargs(self, solver: str) -> dict:
+        return {"inner_passes": self.inner_passes} if solver == "dcd" else {}
+
+
+class LogisticRegression(_LinearClassifier):
+    """L2-regularized logistic regression, ``½‖w‖² + C Σᵢ log(1 + e^{−yᵢwᵀxᵢ})``:
+    LIBLINEAR ``-s 0`` (primal, ``dual=False``) or ``-s 7`` (dual, ``dual=True``)."""
+
+    def __init__(self, C=1.0, dual=False, tol=1e-4, max_iter=1000, fit_intercept=True,
+                 intercept_scaling=1.0, class_weight=None, random_state=None, scheduler=None,
+                 n_workers=None, verbose=0):
+        self._keep(locals())
+
+    def _liblinear_type(self) -> int:
+        if self.dual not in (True, False):
+            raise ValueError(f"The 'dual' parameter of LogisticRegression must be a bool. Got "
+                             f"{self.dual!r} instead.")
+        return 7 if self.dual else 0
+
+    def predict_proba(self, X):
+        """Class probabilities (n, n_classes), LIBLINEAR's: σ(wᵀx + b) for two classes;
+        one-vs-rest σ(w_kᵀx + b_k) normalized to sum 1 for more."""
+        dv = self.decision_function(X)
+        p = expit(dv)
+        if dv.ndim == 1:
+            return np.column_stack([1.0 - p, p])
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict_log_proba(self, X):
+        return np.log(self.predict_proba(X))

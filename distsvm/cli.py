@@ -2,7 +2,7 @@
 export | import | run | resume | registry | pipeline.
 
 Shaped like LIBLINEAR's ``train [options] data model``: ``-s``, ``-c``, ``-e``,
-``-B``, ``-q`` mean what they mean there.  Errors are one ``ERROR: …`` line on
+``-B``, ``-q``, ``-v``, ``-C`` mean what they mean there.  Errors are one ``ERROR: …`` line on
 stderr and a non-zero exit status; ``--json`` prints one JSON object on stdout.
 """
 
@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train a linear classifier on a store")
     p.add_argument("store")
-    p.add_argument("model")
+    p.add_argument("model", nargs="?", help="where to write the model (not with -v or -C)")
     p.add_argument("--solver", choices=("dcd", "pcd", "cutting-plane", "alm", "newton", "auto"),
                    help="dcd = dual CD over row blocks (default); pcd = primal CD over column "
                         "blocks; cutting-plane = Joachims 2006 (hinge loss only); alm = SVM-ALM "
@@ -186,7 +186,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gap-tol", type=float, default=0.0, metavar="TOL",
                    help="also stop when the duality gap is <= TOL x the primal objective "
                         "(a certified relative accuracy; default 0: off)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-v", dest="n_folds", type=int, metavar="N",
+                   help="N-fold cross-validation (folds are sets of row blocks; no model is "
+                        "written): prints LIBLINEAR's 'Cross Validation Accuracy'")
+    p.add_argument("-C", dest="find_c", action="store_true",
+                   help="search C by warm-started cross-validation (-s 0 or -s 2; 5 folds "
+                        "unless -v; -c sets the start C): prints 'Best C = ...'")
+    p.add_argument("--seed", type=int, default=0,
+                   help="solver seed, and the draw of the blocks into folds (default 0)")
+    p.add_argument("--concurrent-folds", type=int, default=1, metavar="K",
+                   help="-v/-C: train K folds at a time (default 1)")
     p.add_argument("--max-rounds", type=int, default=1000,
                    help="round limit; reaching it warns (default 1000)")
     p.add_argument("--inner-passes", type=int, default=1,
@@ -367,15 +376,17 @@ def _train(a, progress):
     elif a.p is not None or a.no_bias:
         raise ValueError("--p and --no-bias are options of --solver alm")
     store = open_dataset(a.store, _so(a)) if _so(a) else a.store
+    options = dict(eps=a.eps, objective=a.objective, c_perf=a.c_perf, bias=a.bias,
+                   max_rounds=a.max_rounds, seed=a.seed, inner_passes=a.inner_passes,
+                   gap_tol=a.gap_tol, pcd_mode=a.pcd_mode, parallel=a.parallel,
+                   regularize_bias=not a.unregularized_bias, class_weight=a.class_weight,
+                   scheduler=a.scheduler, n_workers=a.workers, owner="distsvm train", **extra)
+    if a.find_c or a.n_folds is not None:
+        return _select(a, progress, solver, loss or "squared_hinge", options, store)
+    if a.model is None:
+        raise ValueError("distsvm train: the MODEL path is required (except with -v or -C)")
     model = train(store, solver=solver, loss=loss or "squared_hinge",
-                  C=1.0 if a.C is None else a.C, eps=a.eps, objective=a.objective,
-                  c_perf=a.c_perf, bias=a.bias, max_rounds=a.max_rounds, seed=a.seed,
-                  inner_passes=a.inner_passes, gap_tol=a.gap_tol, pcd_mode=a.pcd_mode,
-                  parallel=a.parallel, regularize_bias=not a.unregularized_bias,
-                  class_weight=a.class_weight,
-                  scheduler=a.scheduler, n_workers=a.workers,
-                  progress=progress,
-                  owner="distsvm train", **extra)
+                  C=1.0 if a.C is None else a.C, progress=progress, **options)
     save_model(model, a.model, _so(a))
     if a.run_dir:
         from .report import write_summary
@@ -398,6 +409,33 @@ def _train(a, progress):
     return {"solver": model.solver, "loss": model.loss, "C": model.params["C"],
             "eps": model.params["eps"], **bias, "model": a.model,
             **{k: (None if s[k] != s[k] else s[k]) for k in keys}, **ranking}
+
+
+def _select(a, progress, solver, loss, options, store):
+    """``train -v N`` (cross-validation) and ``-C`` (C search), printed in LIBLINEAR's words
+    on stdout (stderr with --json); no model is written, as LIBLINEAR's train."""
+    from .jobs import cross_validate, find_c
+
+    if a.model is not None:
+        raise ValueError("distsvm train: -v and -C write no model; drop the MODEL argument")
+    where = sys.stderr if a.json else sys.stdout
+    options = {k: v for k, v in options.items() if k != "owner"}
+    if a.find_c:
+        if a.liblinear_type not in (0, 2):
+            raise ValueError("-C (the C search) is available for -s 0 and -s 2 only, "
+                             "as in LIBLINEAR")
+        options.pop("pcd_mode")  # the search picks a solver that trains folds
+        result = find_c(store, 5 if a.n_folds is None else a.n_folds, loss=loss,
+                        start_C=a.C, concurrent_folds=a.concurrent_folds, progress=progress,
+                        **options)
+        print(f"Best C = {result['best_C']:g}  CV accuracy = {100 * result['accuracy']:g}%",
+              file=where)
+        return result
+    result = cross_validate(store, a.n_folds, solver=solver, loss=loss,
+                            C=1.0 if a.C is None else a.C, concurrent_folds=a.concurrent_folds,
+                            progress=progress, **options)
+    print(f"Cross Validation Accuracy = {100 * result['accuracy']:g}%", file=where)
+    return result
 
 
 def _alm_options(a) -> dict:

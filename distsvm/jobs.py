@@ -196,6 +196,8 @@ def choose_solver(dataset: Dataset, loss: str) -> tuple[str, str]:
 
     m = dataset.meta
     ratio = m.n_rows / max(1, m.n_features)
+    if dataset.is_subset and loss in SOLVER_LOSSES["dcd"]:
+        return "dcd", "a view of some row blocks (a fold) has no column view for pcd"
     if loss not in SOLVER_LOSSES["pcd"]:
         return "dcd", f"only dcd trains the {loss} loss"
     if loss not in SOLVER_LOSSES["dcd"]:
@@ -279,6 +281,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     class_cost, warm_start = check_newton_options(
         owner, solver=solver, meta=meta, C=float(C), bias=bias, regularize_bias=regularize_bias,
         class_weight=class_weight, warm_start=warm_start)
+    if solver == "pcd" and dataset.is_subset:
+        raise ValueError(f"The 'solver' parameter of {owner} cannot be 'pcd' on a view of some "
+                         "row blocks (a cross-validation fold): pcd reads the store's column "
+                         "view, which covers every row")
     if len(meta.classes) != 2 and objective != "ordinal":
         raise ValueError(f"{dataset.url}: {len(meta.classes)} classes; this version trains "
                          "binary classifiers only (labels must take exactly two values), "
@@ -442,3 +448,7 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
             np.asarray(model.thresholds), len(classes))
         result.update(ranks=list(model.classes), **metrics)
     return result
+
+
+# Model selection (LIBLINEAR -v and -C): folds are sets of row blocks; see distsvm/selection.py.
+from .selection import cross_validate, find_c  # noqa: E402  (it calls train and predict)

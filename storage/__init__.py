@@ -11,6 +11,7 @@ from .dataset import (
     DatasetMeta,
     RowBlock,
     open_dataset,
+    read_block_labels,
     read_row_block,
 )
 from .errors import (
@@ -26,7 +27,7 @@ from .errors import (
 
 __all__ = [
     "FORMAT_VERSION", "BlockInfo", "Dataset", "DatasetMeta", "RowBlock", "open_dataset",
-    "read_row_block", "CorruptStoreError", "FormatVersionError", "IncompleteStoreError",
+    "read_block_labels", "read_row_block", "CorruptStoreError", "FormatVersionError", "IncompleteStoreError",
     "InputDataError", "InputFormatError", "StorageError", "StoreExistsError",
     "StoreNotFoundError",
 ]

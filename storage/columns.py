@@ -118,6 +118,9 @@ class ColumnsMeta:
 
 def read_columns_meta(dataset: ds.Dataset) -> ColumnsMeta:
     """The column view's metadata; ``IncompleteStoreError`` if the store has none."""
+    if dataset.is_subset:
+        raise StorageError(f"{dataset.url}: a view of blocks {list(dataset.block_ids)} has no "
+                           "column view (the store's covers every row)")
     g = zarr.open_group(dataset.url, mode="r", storage_options=dataset.storage_options)
     attrs = g.attrs.asdict()
     if ATTRIBUTE not in attrs:

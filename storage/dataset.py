@@ -204,15 +204,53 @@ class Dataset:
     can be shipped to Dask workers, which then read blocks themselves.
     """
 
-    def __init__(self, url: str, meta: DatasetMeta, storage_options: dict | None = None):
+    def __init__(self, url: str, meta: DatasetMeta, storage_options: dict | None = None,
+                 block_ids: tuple[int, ...] | None = None):
         self.url = url
         self.meta = meta
         self.storage_options = storage_options
+        self.block_ids = block_ids  # None: every block; else a view (see subset)
 
     def __repr__(self) -> str:
         m = self.meta
+        view = "" if self.block_ids is None else f", of blocks {list(self.block_ids)}"
         return (f"Dataset({self.url!r}, n_rows={m.n_rows}, n_features={m.n_features}, "
-                f"nnz={m.nnz}, blocks={len(m.blocks)})")
+                f"nnz={m.nnz}, blocks={len(m.blocks)}{view})")
+
+    @property
+    def is_subset(self) -> bool:
+        return self.block_ids is not None
+
+    def subset(self, block_ids, class_counts=None) -> Dataset:
+        """A view of this dataset restricted to the row blocks ``block_ids`` (no data copied).
+
+        The view has the same URL, classes and features; its metadata lists only the
+        chosen blocks (in the order given), with their row and non-zero totals, so
+        anything that reads ``meta.blocks`` — every row-block solver, ``predict`` —
+        sees a smaller dataset.  Block ids index *this* dataset's block table.
+        ``class_counts`` (per class, for the chosen blocks) spares reading each
+        block's label chunk (4 bytes a row) here to count them.  The column view
+        covers every row of the store, so a view has none.
+        """
+        ids = [int(b) for b in block_ids]
+        n = len(self.meta.blocks)
+        if not ids or len(set(ids)) != len(ids) or min(ids) < 0 or max(ids) >= n:
+            raise ValueError(f"{self.url}: block ids must be distinct integers in "
+                             f"[0, {n}) (at least one); got {ids!r}")
+        infos = tuple(self.meta.blocks[b] for b in ids)
+        if class_counts is None:
+            k = len(self.meta.classes)
+            class_counts = sum((np.bincount(read_block_labels(self.url, info,
+                                                              self.storage_options),
+                                            minlength=k) for info in infos),
+                               np.zeros(k, np.int64))
+        meta = dataclasses.replace(
+            self.meta, n_rows=sum(b.n_rows for b in infos), nnz=sum(b.nnz for b in infos),
+            class_counts=tuple(int(c) for c in class_counts), blocks=infos)
+        meta.check(self.url)
+        parent = self.block_ids or range(n)
+        return Dataset(self.url, meta, self.storage_options,
+                       tuple(parent[b] for b in ids))
 
     @property
     def n_blocks(self) -> int:
@@ -301,6 +339,20 @@ def checksum_error(url: str, path: str, array) -> CorruptStoreError:
             None: "is missing or damaged"}[missing]
     return CorruptStoreError(f"{url}: array {path} fails its CRC-32 check: its chunk 0 "
                              f"({path}/c/0) {what}")
+
+
+def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = None,
+                      verify: bool = True) -> np.ndarray:
+    """The class indices of one row block: its ``y`` chunk only, checked like a block."""
+    where = f"rows/{info.name}/y"
+    try:
+        y = zarr.open_group(url, mode="r", storage_options=storage_options)[where][...]
+    except Exception as exc:
+        raise CorruptStoreError(f"{url}: cannot read array {where}: {exc!r}") from exc
+    if y.shape != (info.n_rows,) or (verify and _crc(y) != info.crc32["y"]):
+        raise CorruptStoreError(f"{url}: array {where} has the wrong shape or fails its "
+                                "CRC-32 check: the chunk is missing or damaged")
+    return y
 
 
 def open_dataset(url: str, storage_options: dict | None = None) -> Dataset:

@@ -65,3 +65,51 @@ def test_parameter_errors_in_sklearn_wording(a9a, params, match):
 def test_not_fitted():
     with pytest.raises(ValueError, match="not fitted yet"):
         distsvm.LinearSVC().predict(np.zeros((1, 3)))
+
+
+def test_logistic_regression_matches_liblinear_s0_and_probabilities(client, a9a):
+    """LogisticRegression = LIBLINEAR -s 0 (through jobs.LIBLINEAR_TYPES[0]); predict_proba
+    = LIBLINEAR's predict -b 1 for two classes: σ(wᵀx + b) of classes_[1]."""
+    from liblinear.liblinearutil import parameter, predict, problem, train
+
+    X, y = a9a[0][:4000], a9a[1][:4000]
+    clf = distsvm.LogisticRegression(C=0.5, tol=1e-5).fit(X, y)
+    assert clf.model_.loss == "logistic" and clf.coef_.shape == (1, 123)
+    w = np.append(clf.coef_.ravel(), clf.intercept_[0])
+    _, p_ref = liblinear_optimum(X, y, "logistic", C=0.5, bias=1.0)
+    assert primal_objective(w, X, y, "logistic", C=0.5, bias=1.0) <= p_ref * (1 + 1e-5)
+    m = train(problem(y, X.astype(np.float64)), parameter("-s 0 -c 0.5 -B 1 -e 1e-5 -q"))
+    _, _, ref = predict(y[:200], X[:200].astype(np.float64), m, "-b 1 -q")
+    ref = np.asarray(ref)[:, np.argsort(m.get_labels())]  # columns in classes_ order
+    proba = clf.predict_proba(X[:200])
+    np.testing.assert_allclose(proba, ref, atol=5e-3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert np.array_equal(clf.classes_[np.argmax(proba, axis=1)], clf.predict(X[:200]))
+
+
+def test_primal_linear_svc_string_labels_and_input_checks(client, a9a):
+    X, y = a9a[0][:2000], a9a[1][:2000]
+    labels = np.where(y > 0, "yes", "no")
+    clf = distsvm.LinearSVC(dual=False, tol=1e-3).fit(X, labels)  # LIBLINEAR -s 2
+    assert clf.model_.solver == distsvm.jobs.LIBLINEAR_TYPES[2][0]
+    assert clf.classes_.tolist() == ["no", "yes"]
+    assert set(clf.predict(X)) <= {"no", "yes"} and clf.score(X, labels) > 0.8
+    with pytest.raises(ValueError, match="X has 122 features, but LinearSVC is expecting 123"):
+        clf.predict(X[:, :122])
+    with pytest.raises(ValueError, match="Expected 2D array"):
+        clf.predict(np.zeros(123))
+    with pytest.raises(ValueError, match="not supported when dual=False"):
+        distsvm.LinearSVC(dual=False, loss="hinge").fit(X, y)
+    with pytest.raises(ValueError, match="Unknown label type: continuous"):
+        distsvm.LinearSVC().fit(X[:10], np.linspace(0, 1, 10))
+    with pytest.raises(ValueError, match="requires y to be passed"):
+        distsvm.LinearSVC().fit(X[:10])
+
+
+def test_weights_are_refused_until_issue_7a(a9a):
+    # needs issue-7a (weights): class_weight and sample_weight then train; flip this test
+    X, y = a9a[0][:50], a9a[1][:50]
+    with pytest.raises(ValueError, match="'class_weight' parameter of LogisticRegression"):
+        distsvm.LogisticRegression(class_weight="balanced").fit(X, y)
+    with pytest.raises(ValueError, match="sample_weight needs instance weights"):
+        distsvm.LinearSVC().fit(X, y, sample_weight=np.ones(50))

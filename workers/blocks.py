@@ -154,6 +154,14 @@ def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_fea
     return out, block.y
 
 
+def block_stats(url: str, info: BlockInfo, n_classes: int, cache_bytes: int,
+                storage_options: dict | None = None):
+    """The class counts of one block (int64, ``n_classes``) and its largest ‖xᵢ‖² (model
+    selection: fold sizes and LIBLINEAR's start C); the block stays cached for training."""
+    block, sqnorm = load(url, info, cache_bytes, storage_options)
+    return np.bincount(block.y, minlength=n_classes), float(sqnorm.max(initial=0.0))
+
+
 __all__ = ["RowBlock", "load", "stream", "cached", "cached_bytes", "read_counts", "set_prefetch",
            "take_bytes_read", "run_state", "row_costs", "drop_run", "clear_cache",
-           "block_decisions"]
+           "block_decisions", "block_stats"]
