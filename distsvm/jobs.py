@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 import os
+import time
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from storage import Dataset, open_dataset
 from . import cluster
 from .model import Model
 from .progress import Progress
-from .solvers import alm, cutting_plane, dcd, pcd
+from .solvers import alm, cutting_plane, dcd, ovr, pcd
 
 SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "auto")
 LOSSES = ("hinge", "squared_hinge", "logistic", "lp")
@@ -209,11 +210,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                          f"{list(pcd.MODES)}. Got {pcd_mode!r} instead.")
     dataset = as_dataset(data)
     meta = dataset.meta
-    if len(meta.classes) != 2 and objective != "ordinal":
-        raise ValueError(f"{dataset.url}: {len(meta.classes)} classes; this version trains "
-                         "binary classifiers only (labels must take exactly two values), "
-                         "or, with solver cutting_plane and objective 'ordinal', a ranking "
-                         "model of ordered labels")
+    if len(meta.classes) < 2:
+        raise ValueError(f"{dataset.url}: {len(meta.classes)} class; a classifier needs labels "
+                         "of at least two values")
+    multiclass = len(meta.classes) > 2 and objective != "ordinal"
     if c_perf is not None:
         C = cutting_plane.c_from_c_perf(c_perf, meta.class_counts, objective)
     progress = progress or Progress(quiet=True)
@@ -225,33 +225,44 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
         progress.note(f"train: {solver} ({loss}) C={C:g} eps={eps:g} on {meta.n_rows} rows x "
                       f"{meta.n_features} features, {len(meta.blocks)} blocks, "
-                      f"{len(plan.workers)} workers")
+                      f"{len(plan.workers)} workers"
+                      + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
+
+        def fit(positive, plan, progress):
+            """The binary problem of class index ``positive`` (+1) against the rest."""
+            if solver == "alm":
+                return alm.solve(c, dataset, plan, p=p, C=float(C), eps=float(eps),
+                                 bias=bias >= 0, max_iter=max_rounds, progress=progress,
+                                 positive=positive, **alm_options)
+            if solver == "pcd":
+                return pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+                                 bias=float(bias), max_rounds=max_rounds, seed=seed,
+                                 mode=pcd_mode, progress=progress, positive=positive)
+            if solver == "cutting_plane":
+                return cutting_plane.solve(c, dataset, plan, C=float(C), eps=float(eps),
+                                           bias=float(bias), max_rounds=max_rounds,
+                                           objective=objective, progress=progress,
+                                           positive=positive)
+            return dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+                             bias=float(bias), max_rounds=max_rounds, seed=seed,
+                             inner_passes=inner_passes, gap_tol=float(gap_tol),
+                             parallel=parallel, progress=progress, positive=positive)
+
+        start = time.perf_counter()
+        results = (ovr.solve(fit, meta.classes, plan, progress) if multiclass
+                   else [fit(1, plan, progress)])
+        seconds = time.perf_counter() - start
         if solver == "alm":
-            return _alm_model(alm.solve(c, dataset, plan, p=p, C=float(C), eps=float(eps),
-                                        bias=bias >= 0, max_iter=max_rounds,
-                                        progress=progress, **alm_options),
-                              dataset, loss, C, eps, p, max_rounds)
-        if solver == "pcd":
-            result = pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
-                               bias=float(bias), max_rounds=max_rounds, seed=seed,
-                               mode=pcd_mode, progress=progress)
-        elif solver == "cutting_plane":
-            result = cutting_plane.solve(c, dataset, plan, C=float(C), eps=float(eps),
-                                         bias=float(bias), max_rounds=max_rounds,
-                                         objective=objective, progress=progress)
-            if objective == "ordinal":
-                thresholds, ranking = cutting_plane.fit_thresholds(c, dataset, plan, result.w,
-                                                                   float(bias))
-                progress.note(f"train: {len(meta.classes)} ranks, thresholds "
-                              f"{' '.join(f'{t:.6g}' for t in thresholds)}; training rank "
-                              f"accuracy {ranking['rank_accuracy']:.4f}, mean absolute rank "
-                              f"error {ranking['mean_abs_rank_error']:.4f}, pairwise "
-                              f"accuracy {ranking['pairwise_accuracy']:.4f}")
-        else:
-            result = dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
-                               bias=float(bias), max_rounds=max_rounds, seed=seed,
-                               inner_passes=inner_passes, gap_tol=float(gap_tol),
-                               parallel=parallel, progress=progress)
+            return _alm_model(results, seconds, dataset, loss, C, eps, p, max_rounds)
+        result = results[0]
+        if solver == "cutting_plane" and objective == "ordinal":
+            thresholds, ranking = cutting_plane.fit_thresholds(c, dataset, plan, result.w,
+                                                               float(bias))
+            progress.note(f"train: {len(meta.classes)} ranks, thresholds "
+                          f"{' '.join(f'{t:.6g}' for t in thresholds)}; training rank "
+                          f"accuracy {ranking['rank_accuracy']:.4f}, mean absolute rank "
+                          f"error {ranking['mean_abs_rank_error']:.4f}, pairwise "
+                          f"accuracy {ranking['pairwise_accuracy']:.4f}")
     params = {"C": float(C), "eps": float(eps), "bias": float(bias), "max_rounds": max_rounds,
               "seed": seed, "inner_passes": inner_passes, "gap_tol": float(gap_tol)}
     if solver == "cutting_plane":
@@ -263,32 +274,57 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         params["parallel"] = parallel
     if why:
         params["auto_choice"] = why
-    summary = {"rounds": result.rounds, "converged": result.converged,
-               "primal_objective": result.primal_objective,
-               "dual_objective": result.dual_objective, "duality_gap": result.duality_gap,
-               "train_seconds": result.train_seconds, "n_rows": meta.n_rows,
-               "n_features": meta.n_features, "dataset": dataset.url,
-               "history": result.history}
+    w, summary = _combined(results, _summary, seconds)
+    summary.update(n_rows=meta.n_rows, n_features=meta.n_features, dataset=dataset.url)
     ranked = solver == "cutting_plane" and objective == "ordinal"
     if ranked:
         summary.update({f"train_{k}": v for k, v in ranking.items()})
-    return Model(w=result.w, bias=float(bias), classes=meta.classes, solver=solver, loss=loss,
+    return Model(w=w, bias=float(bias), classes=meta.classes, solver=solver, loss=loss,
                  params=params, summary=summary, n_features=meta.n_features,
                  thresholds=tuple(float(t) for t in thresholds) if ranked else None)
 
 
-def _alm_model(result, dataset, loss, C, eps, p, max_rounds) -> Model:
-    """The model of an SVM-ALM run: the intercept b is the weight of a bias feature of value 1."""
+def _summary(result) -> dict:
+    """A binary run's summary (DCD, PCD, cutting plane)."""
+    return {"rounds": result.rounds, "converged": result.converged,
+            "primal_objective": result.primal_objective,
+            "dual_objective": result.dual_objective, "duality_gap": result.duality_gap,
+            "train_seconds": result.train_seconds, "history": result.history}
+
+
+def _alm_summary(result) -> dict:
+    return {"rounds": result.iterations, "converged": result.converged,
+            "primal_objective": result.objective, "grad_norm": result.grad_norm,
+            "passes": result.passes, "train_seconds": result.train_seconds,
+            "history": result.history}
+
+
+def _combined(results: list, summarize, seconds: float) -> tuple[np.ndarray, dict]:
+    """w and summary of one binary run, or of K one-vs-rest runs: W (K × n [+1]) with
+    problem k in row k, and a summary whose objectives are the sums of the K problems'
+    (each is a separate problem), ``train_seconds`` the wall time of all of them, and
+    ``per_class`` the K runs' own summaries."""
+    if len(results) == 1:
+        return results[0].w, summarize(results[0])
+    per = [summarize(r) for r in results]
+    summary = {"rounds": max(s["rounds"] for s in per),
+               "converged": all(s["converged"] for s in per), "train_seconds": seconds,
+               "per_class": per, "history": []}
+    for key in ("primal_objective", "dual_objective", "duality_gap"):
+        if key in per[0]:
+            summary[key] = sum(s[key] for s in per)
+    return np.stack([r.w for r in results]), summary
+
+
+def _alm_model(results, seconds, dataset, loss, C, eps, p, max_rounds) -> Model:
+    """The model of SVM-ALM runs: the intercept b is the weight of a bias feature of value 1."""
     meta = dataset.meta
-    bias = 1.0 if len(result.w) > meta.n_features else -1.0
+    bias = 1.0 if results[0].w.shape[-1] > meta.n_features else -1.0
     params = {"C": float(C), "eps": float(eps), "bias": bias, "max_rounds": max_rounds,
-              "p": p, **result.options}
-    summary = {"rounds": result.iterations, "converged": result.converged,
-               "primal_objective": result.objective, "grad_norm": result.grad_norm,
-               "passes": result.passes, "train_seconds": result.train_seconds,
-               "n_rows": meta.n_rows, "n_features": meta.n_features, "dataset": dataset.url,
-               "history": result.history}
-    return Model(w=result.w, bias=bias, classes=meta.classes, solver="alm", loss=loss,
+              "p": p, **results[0].options}
+    w, summary = _combined(results, _alm_summary, seconds)
+    summary.update(n_rows=meta.n_rows, n_features=meta.n_features, dataset=dataset.url)
+    return Model(w=w, bias=bias, classes=meta.classes, solver="alm", loss=loss,
                  params=params, summary=summary, n_features=meta.n_features)
 
 
@@ -296,11 +332,11 @@ def _weights_for(model: Model, n_features: int) -> np.ndarray:
     """The model's weights laid out for data with ``n_features`` columns (LIBLINEAR's rule:
     features the model has not seen weigh 0; a bias weight goes last)."""
     has_bias = model.bias >= 0
-    w = np.zeros(n_features + has_bias)
+    w = np.zeros(model.w.shape[:-1] + (n_features + has_bias,))  # one row per class if K > 2
     k = min(n_features, model.n_features)
-    w[:k] = model.w[:k]
+    w[..., :k] = model.w[..., :k]
     if has_bias:
-        w[n_features] = model.w[model.n_features]
+        w[..., n_features] = model.w[..., model.n_features]
     return w
 
 
@@ -342,6 +378,8 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
                     pred = classes[model.ranks_of(dv)]
                     scores.append(dv)
                     ranks.append(true_rank[y])
+                elif dv.ndim == 2:  # one-vs-rest: the class of the largest decision value
+                    pred = classes[np.argmax(dv, axis=1)]
                 else:
                     pred = classes[(dv > 0).astype(np.int64)]
                 correct += int(np.sum(pred == truth_values[y]))

@@ -96,6 +96,19 @@ class Model:
             return classes[(dv > 0).astype(np.int64)]
         return classes[np.argmax(dv, axis=1)]
 
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, (n_rows, n_classes) in ``classes`` order, of a logistic
+        regression model (LIBLINEAR's ``predict_probability``; see :func:`probabilities`)."""
+        self.check_probability()
+        return probabilities(self.decision_function(X))
+
+    def check_probability(self) -> None:
+        """Raise ``ValueError`` unless the model gives probabilities (logistic loss only, as
+        LIBLINEAR's ``check_probability_model``)."""
+        if self.loss != "logistic" or self.is_ranking:
+            raise ValueError(f"probability output is only supported for logistic regression; "
+                             f"this model's loss is {self.loss!r}")
+
     def ranks_of(self, scores) -> np.ndarray:
         """A ranking model's rank indices (into ``classes``) of scores: #{k : s > θ_k}."""
         return np.searchsorted(np.asarray(self.thresholds), scores, side="left")
@@ -121,6 +134,18 @@ class Model:
                 raise ModelFormatError(f"{where}: a ranking model with {n} ranks needs {n - 1} "
                                        f"finite nondecreasing thresholds, got "
                                        f"{list(self.thresholds)}")
+
+
+def probabilities(dv) -> np.ndarray:
+    """Probabilities from logistic decision values, as LIBLINEAR's ``predict_probability``:
+    binary (``dv`` of shape (n,)), P(classes[1]) = σ(wᵀx) = 1/(1 + e^{−wᵀx}) and
+    P(classes[0]) = 1 − that; one-vs-rest (``dv`` of shape (n, K)), the K sigmoids σ(wₖᵀx)
+    divided by their sum.  Returns (n, K) in ``classes`` order."""
+    dv = np.asarray(dv, dtype=np.float64)
+    p = 0.5 * (1.0 + np.tanh(0.5 * dv))  # σ without overflow
+    if dv.ndim == 1:
+        return np.column_stack([1.0 - p, p])
+    return p / p.sum(axis=1, keepdims=True)
 
 
 def _atomic_write(path, write) -> None:

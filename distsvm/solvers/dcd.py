@@ -167,7 +167,8 @@ def _owners(plan: WorkerPlan) -> list[str]:
 
 
 def _recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], futures: list,
-             run: str, r: int, bias: float, progress: Progress) -> tuple[WorkerPlan, np.ndarray]:
+             run: str, r: int, bias: float, progress: Progress,
+             positive: int = 1) -> tuple[WorkerPlan, np.ndarray]:
     """After workers ``gone`` left during round ``r``: the plan without them and the w to
     retry the round from (see "Worker faults" in the module docstring).
 
@@ -186,7 +187,7 @@ def _recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], future
                       f"{n_lost} blocks restart from alpha = 0 on the other "
                       f"{len(plan.workers)} worker(s), and round {r} is run again")
         futures = [client.submit(workers.dcd.restore, dataset.url, held[a], run, r, bias=bias,
-                                 n_features=meta.n_features, positive=1,
+                                 n_features=meta.n_features, positive=positive,
                                  cache_bytes=plan.cache_bytes[a],
                                  storage_options=dataset.storage_options, workers=[a], pure=False)
                    for a in plan.workers]
@@ -216,13 +217,17 @@ def _result(w: np.ndarray, history: list[dict], converged: bool, start: float) -
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, seed: int, inner_passes: int = 1, gap_tol: float = 0.0,
-          parallel: str | None = None, progress: Progress | None = None) -> Result:
-    """Train by block-wise DCD on the cluster behind ``client``; see the module docstring."""
+          parallel: str | None = None, progress: Progress | None = None,
+          positive: int = 1) -> Result:
+    """Train by block-wise DCD on the cluster behind ``client``; see the module docstring.
+    ``positive`` is the class index whose rows have yᵢ = +1 (the others −1): the binary
+    problem of one class against the rest (one-vs-rest, :mod:`distsvm.solvers.ovr`)."""
     progress = progress or Progress(quiet=True)
     if parallel is not None:
         return _solve_parallel(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
                                max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
-                               gap_tol=gap_tol, parallel=parallel, progress=progress)
+                               gap_tol=gap_tol, parallel=parallel, progress=progress,
+                               positive=positive)
     meta = dataset.meta
     code, dim, diag = _problem(loss, C, bias, meta)
     run = uuid.uuid4().hex
@@ -231,7 +236,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
-    common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=1,
+    common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=positive,
                   storage_options=dataset.storage_options)
     shrink = None  # (M̄, m̄) of (16) from the previous round over all blocks; None: unshrink
     try:
@@ -262,7 +267,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                     break
                 except cluster.WorkerLost as lost:
                     plan, prev = _recover(client, dataset, plan, lost.gone, futures, run, r,
-                                          bias, progress)
+                                          bias, progress, positive)
                     shrink = None
             prev = w  # the next round starts from the gathered w, not from a future: a
             # worker lost between rounds then cannot make Dask re-run an old segment
@@ -291,7 +296,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
 
 def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float,
                     eps: float, bias: float, max_rounds: int, seed: int, inner_passes: int,
-                    gap_tol: float, parallel: str, progress: Progress) -> Result:
+                    gap_tol: float, parallel: str, progress: Progress,
+                    positive: int) -> Result:
     """Parallel DCD, CoCoA (``average``) or CoCoA+ (``add``); see the module docstring."""
     meta = dataset.meta
     code, dim, diag = _problem(loss, C, bias, meta)
@@ -302,7 +308,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
     start = time.perf_counter()
     converged = False
     common = dict(bias=bias, n_features=meta.n_features, loss=code,
-                  positive=1, C=C, eps=eps, n_passes=inner_passes,
+                  positive=positive, C=C, eps=eps, n_passes=inner_passes,
                   storage_options=dataset.storage_options)
     try:
         for r in range(1, max_rounds + 1):
@@ -324,7 +330,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                     break
                 except cluster.WorkerLost as lost:
                     plan, w = _recover(client, dataset, plan, lost.gone, futures, run, r, bias,
-                                       progress)
+                                       progress, positive)
             row = _round(r, [rep for _, rep in results], float(w @ w), C, diag, meta.n_rows,
                          start, meta.n_rows)
             history.append(row)
