@@ -55,8 +55,8 @@ def dna():
 @pytest.fixture(scope="module")
 def dna_store(tmp_path_factory, dna):
     (X, y), _ = dna
-    # two blocks, so the K problems' block plans rotate over the two workers
-    return ingest((X, y), str(tmp_path_factory.mktemp("mc") / "dna.zarr"), block_rows=1000)
+    # one block: problem k's rotated plan puts it on worker k mod 2
+    return ingest((X, y), str(tmp_path_factory.mktemp("mc") / "dna.zarr"))
 
 
 def test_dcd_one_vs_rest_matches_liblinear(client, dna, dna_store, tmp_path):
@@ -65,7 +65,7 @@ def test_dcd_one_vs_rest_matches_liblinear(client, dna, dna_store, tmp_path):
     (X, y), (Xt, yt) = dna
     loss = "squared_hinge"
     _, W_ref = liblinear_model(X, y, "-s 1 -c 0.1 -e 1e-5")
-    model = train(dna_store, loss=loss, C=0.1, eps=1e-9, gap_tol=1e-4, max_rounds=1000,
+    model = train(dna_store, loss=loss, C=0.1, eps=1e-9, gap_tol=5e-4, max_rounds=1000,
                   client=client)
     assert model.w.shape == (3, 180) and model.classes == (1.0, 2.0, 3.0)
     assert model.summary["converged"] and len(model.summary["per_class"]) == 3
