@@ -26,14 +26,14 @@ from .solvers import alm, cutting_plane, dcd, ovr, pcd
 SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "auto")
 LOSSES = ("hinge", "squared_hinge", "logistic", "lp")
 # The losses each solver trains ("auto" picks a solver that trains the loss).
-SOLVER_LOSSES = {"dcd": ("hinge", "squared_hinge"), "pcd": pcd.LOSSES,
+SOLVER_LOSSES = {"dcd": ("hinge", "squared_hinge", "logistic"), "pcd": pcd.LOSSES,
                  "cutting_plane": ("hinge",), "alm": ("hinge", "squared_hinge", "lp")}
 # SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
 ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
 ALM_METHODS = ("inexact", "exact")
 # LIBLINEAR's -s codes that this version trains, as (solver, loss).
 LIBLINEAR_TYPES = {0: ("pcd", "logistic"), 1: ("dcd", "squared_hinge"),
-                   2: ("pcd", "squared_hinge"), 3: ("dcd", "hinge")}
+                   2: ("pcd", "squared_hinge"), 3: ("dcd", "hinge"), 7: ("dcd", "logistic")}
 # --solver auto takes the primal when rows outnumber features by this factor (l ≫ n).
 AUTO_PRIMAL_RATIO = 50
 # default stopping tolerance per solver: LIBLINEAR's eps for dcd and pcd (whose rule is
@@ -197,8 +197,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     if parallel not in (None, "average", "add"):
         raise ValueError(f"The 'parallel' parameter of {owner} must be one of "
                          f"[None, 'average', 'add']. Got {parallel!r} instead.")
-    if parallel is not None and solver != "dcd":
-        raise ValueError(f"The 'parallel' parameter of {owner} belongs to solver 'dcd'.")
+    if parallel is not None and (solver != "dcd" or loss == "logistic"):
+        raise ValueError(f"The 'parallel' parameter of {owner} belongs to solver 'dcd' with "
+                         "the hinge or squared_hinge loss.")
     alm_options = dict(method=method, mu0=mu0, rho=rho, rtol=rtol)
     if solver == "alm":
         p = check_alm_params(owner, loss=loss, p=p, **alm_options)

@@ -15,7 +15,9 @@ from storage import BlockInfo
 
 from . import blocks
 from .kernels import dcd as kernel
+from .kernels import dcd_lr
 from .kernels.linear import loss_sum
+from .losses import LOGISTIC
 
 
 def _state(run: str, info: BlockInfo) -> dict:
@@ -43,6 +45,9 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, C, eps, n_passe
     ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all blocks by the
     coordinator, or None to reactivate every row of the block first.
     """
+    if loss == LOGISTIC:
+        return _visit_lr(w, block, sqnorm, s, seed, bias=bias, n_features=n_features, C=C,
+                         eps=eps, n_passes=n_passes, positive=positive)
     state = s["state"]
     if shrink is None:
         state[kernel.ACTIVE] = block.n_rows
@@ -54,6 +59,29 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, C, eps, n_passe
         n_features, s["alpha"], s["index"], state, loss, C, eps, n_passes, seed, 1.0, False)
     s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
                   "sum_alpha": sum_a, "sum_alpha_sq": sum_a2, "active": int(state[kernel.ACTIVE]),
+                  "skipped": False}
+
+
+def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, C, eps, n_passes, positive):
+    """Dual CD passes for logistic regression (:mod:`workers.kernels.dcd_lr`) on one block.
+
+    Its statistics fit the coordinator's round: ``pg_max`` = max |g′| (LIBLINEAR's
+    stopping quantity for ``-s 7``, against eps) and ``pg_min`` = 0; every row is always
+    active (no shrinking); ``sum_alpha`` holds −Σ[αᵢ log αᵢ + (Cᵢ−αᵢ) log(Cᵢ−αᵢ) − Cᵢ log Cᵢ],
+    so that the coordinator's dual Σ sum_alpha − ½‖w‖² is the logistic dual objective
+    (its Dᵢᵢ is 0 for this loss).  The complement Cᵢ − αᵢ is rebuilt from α if missing
+    (first visit, or α rolled back by :func:`restore`).
+    """
+    upper = np.full(block.n_rows, C)  # per-row Cᵢ
+    if "alpha_c" not in s:
+        s["alpha_c"] = upper - s["alpha"]
+        s["innereps"] = 1e-2
+    gmax, _, s["innereps"], entropy = dcd_lr.lr_passes(
+        block.indptr, block.indices, block.data, block.y, positive, sqnorm, w, bias,
+        n_features, s["alpha"], s["alpha_c"], upper, s["index"], s["innereps"], eps, n_passes,
+        seed)
+    s["stats"] = {**(s["stats"] or {}), "pg_max": gmax, "pg_min": 0.0, "full": True,
+                  "sum_alpha": -entropy, "sum_alpha_sq": 0.0, "active": block.n_rows,
                   "skipped": False}
 
 

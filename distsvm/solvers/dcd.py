@@ -3,7 +3,10 @@
 Problem: LIBLINEAR's ``min_w ½wᵀw + C Σᵢ ξ(w; xᵢ, yᵢ)`` with the L1 (hinge,
 ``-s 3``) or L2 (squared hinge, ``-s 1``) loss, solved through its dual (4) of
 Hsieh et al. 2008 (ICML), Algorithm 1 with the random permutation of §3.1 and
-the shrinking of §3.2.  Kernel: :mod:`workers.kernels.dcd`.
+the shrinking of §3.2.  Kernel: :mod:`workers.kernels.dcd`.  With the logistic
+loss (``-s 7``) the same coordinator runs the dual CD of Yu, Huang & Lin 2011 on
+each block (:mod:`workers.kernels.dcd_lr`: no shrinking, stopping on max |g′| < eps,
+sequential mode only).
 
 Distribution (what differs from the paper): the rows are split into blocks
 held by workers, and every round visits all blocks in a fresh random order
@@ -158,7 +161,7 @@ def _problem(loss: str, C: float, bias: float, meta):
     and the dual's Dᵢᵢ of (4)."""
     code = losses.code(loss)
     dim = meta.n_features + (1 if bias >= 0 else 0)
-    diag = 0.0 if code == losses.HINGE else 0.5 / C
+    diag = 0.5 / C if code == losses.SQUARED_HINGE else 0.0
     return code, dim, diag
 
 
