@@ -19,28 +19,31 @@ import workers.blocks
 from storage import Dataset, open_dataset
 
 from . import cluster
-from .model import Model
+from .model import Model, liblinear_label_order, probabilities
 from .progress import Progress
-from .solvers import alm, cutting_plane, dcd, ovr, pcd
+from .solvers import alm, crammer_singer, cutting_plane, dcd, ovr, pcd
 
-SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "auto")
-LOSSES = ("hinge", "squared_hinge", "logistic", "lp")
+SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "crammer_singer", "auto")
+LOSSES = ("hinge", "squared_hinge", "logistic", "lp", "crammer_singer")
 # The losses each solver trains ("auto" picks a solver that trains the loss).
 SOLVER_LOSSES = {"dcd": ("hinge", "squared_hinge", "logistic"), "pcd": pcd.LOSSES,
-                 "cutting_plane": ("hinge",), "alm": ("hinge", "squared_hinge", "lp")}
+                 "cutting_plane": ("hinge",), "alm": ("hinge", "squared_hinge", "lp"),
+                 "crammer_singer": ("crammer_singer",)}
 # SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
 ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
 ALM_METHODS = ("inexact", "exact")
 # LIBLINEAR's -s codes that this version trains, as (solver, loss).
 LIBLINEAR_TYPES = {0: ("pcd", "logistic"), 1: ("dcd", "squared_hinge"),
-                   2: ("pcd", "squared_hinge"), 3: ("dcd", "hinge"), 7: ("dcd", "logistic")}
+                   2: ("pcd", "squared_hinge"), 3: ("dcd", "hinge"),
+                   4: ("crammer_singer", "crammer_singer"), 7: ("dcd", "logistic")}
 # --solver auto takes the primal when rows outnumber features by this factor (l ≫ n).
 AUTO_PRIMAL_RATIO = 50
 # default stopping tolerance per solver: LIBLINEAR's eps for dcd and pcd (whose rule is
 # relative to the gradient at w = 0); the paper's ε = 0.001 (precision of the average
 # training loss) for the cutting-plane solver (Joachims 2006 §4.4); ‖∇obj‖ ≤ 0.01 for
 # SVM-ALM, as Nie et al. 2014
-DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01}
+DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01,
+               "crammer_singer": 0.1}
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):
@@ -146,6 +149,8 @@ def choose_solver(dataset: Dataset, loss: str) -> tuple[str, str]:
 
     m = dataset.meta
     ratio = m.n_rows / max(1, m.n_features)
+    if loss == "crammer_singer":
+        return "crammer_singer", "only crammer_singer trains the crammer_singer loss"
     if loss not in SOLVER_LOSSES["pcd"]:
         return "dcd", f"only dcd trains the {loss} loss"
     if loss not in SOLVER_LOSSES["dcd"]:
@@ -214,7 +219,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     if len(meta.classes) < 2:
         raise ValueError(f"{dataset.url}: {len(meta.classes)} class; a classifier needs labels "
                          "of at least two values")
-    multiclass = len(meta.classes) > 2 and objective != "ordinal"
+    # one-vs-rest for K > 2 classes; Crammer–Singer is multi-class by itself
+    multiclass = len(meta.classes) > 2 and objective != "ordinal" and solver != "crammer_singer"
     if c_perf is not None:
         C = cutting_plane.c_from_c_perf(c_perf, meta.class_counts, objective)
     progress = progress or Progress(quiet=True)
@@ -244,6 +250,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                                            bias=float(bias), max_rounds=max_rounds,
                                            objective=objective, progress=progress,
                                            positive=positive)
+            if solver == "crammer_singer":
+                return crammer_singer.solve(c, dataset, plan, C=float(C), eps=float(eps),
+                                            bias=float(bias), max_rounds=max_rounds, seed=seed,
+                                            progress=progress)
             return dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                              bias=float(bias), max_rounds=max_rounds, seed=seed,
                              inner_passes=inner_passes, gap_tol=float(gap_tol),
@@ -342,15 +352,22 @@ def _weights_for(model: Model, n_features: int) -> np.ndarray:
 
 
 def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int | None = None,
-            client=None, output=None) -> dict:
+            client=None, output=None, probability: bool = False) -> dict:
     """Predict every row of a dataset; return accuracy and row count, optionally write labels.
 
     ``output`` (a path) receives one predicted label per line in the store's row order.
+    With ``probability`` (a logistic model only, else ``ValueError``; LIBLINEAR's
+    ``predict -b 1``), LIBLINEAR's format: a header ``labels l₁ … l_K`` and per row the
+    label and the K probabilities in that order (:func:`distsvm.model.probabilities`); the
+    labels are in the order of the model's LIBLINEAR export (binary: the class of positive
+    decision values first).
     For a ranking model the labels are ranks, "accuracy" is the rank accuracy, and the
     result adds the mean absolute rank error and the pairwise ordering accuracy
     (:func:`distsvm.solvers.cutting_plane.ranking_metrics`; the scores of every row are
     then held on the coordinator, 12 bytes a row).
     """
+    if probability:
+        model.check_probability()
     dataset = as_dataset(data)
     meta = dataset.meta
     w = _weights_for(model, meta.n_features)
@@ -372,6 +389,9 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
                             dataset.storage_options, workers=[plan.owners[b]], pure=False)
                    for b, info in enumerate(meta.blocks)]
         with open(output, "w") if output else contextlib.nullcontext() as out:
+            columns = liblinear_label_order(model)
+            if out is not None and probability:
+                out.write("labels" + "".join(f" {classes[k]:g}" for k in columns) + "\n")
             for f in futures:  # in block order; each block's result is released once used
                 [(dv, y)] = cluster.gather(c, [f], plan.workers)
                 f.release()
@@ -384,7 +404,10 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
                 else:
                     pred = classes[(dv > 0).astype(np.int64)]
                 correct += int(np.sum(pred == truth_values[y]))
-                if out is not None:
+                if out is not None and probability:
+                    out.writelines(f"{p:g}" + "".join(f" {v:g}" for v in row) + "\n"
+                                   for p, row in zip(pred, probabilities(dv)[:, columns]))
+                elif out is not None:
                     out.writelines(f"{p:g}\n" for p in pred)
     result = {"accuracy": correct / max(1, meta.n_rows), "n_rows": meta.n_rows}
     if model.is_ranking:

@@ -229,6 +229,12 @@ def load_model(path) -> Model:
     return model
 
 
+def liblinear_label_order(model: Model) -> list[int]:
+    """Indices into ``classes`` in the order of the model's LIBLINEAR labels: binary, the
+    class of positive decision values first (LIBLINEAR's ``label[0]``); else sorted."""
+    return [1, 0] if model.w.ndim == 1 else list(range(len(model.classes)))
+
+
 def export_liblinear(model: Model, path) -> None:
     """Write LIBLINEAR's text model (as ``save_model`` in linear.cpp), loadable by LIBLINEAR."""
     if model.is_ranking:
@@ -240,7 +246,7 @@ def export_liblinear(model: Model, path) -> None:
         raise ModelFormatError(f"{path}: LIBLINEAR has no solver type for solver "
                                f"{model.solver!r} with loss {model.loss!r}")
     binary = model.w.ndim == 1
-    labels = [model.classes[1], model.classes[0]] if binary else list(model.classes)
+    labels = [model.classes[k] for k in liblinear_label_order(model)]
     cols = model.w[:, None] if binary else model.w.T  # one line per feature, nr_w weights
 
     def write(f):

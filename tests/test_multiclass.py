@@ -168,3 +168,37 @@ def test_shared_datasets_one_vs_rest(client, tmp_path, name, n_features, solver,
     except pytest.skip.Exception:
         return  # news20 has no test split here
     assert abs(accuracy(model.w, Xt, yt) - accuracy(W_ref, Xt, yt)) <= 0.003
+
+
+def test_cli_s7_and_predict_b1_match_liblinear(client, dna, tmp_path):
+    """``train -s 7`` and ``predict -b 1 --output``: LIBLINEAR's probability file format and
+    values; ``-b 1`` refused for an SVM model, as LIBLINEAR does."""
+    import subprocess
+    import sys
+
+    from liblinear.liblinearutil import predict as ll_predict
+
+    def run(*args, ok=True):
+        p = subprocess.run([sys.executable, "-m", "distsvm.cli", *map(str, args), "-q",
+                            "--scheduler", client.scheduler.address],
+                           capture_output=True, text=True, timeout=300)
+        assert (p.returncode == 0) == ok, p.stderr
+        return p
+
+    (X, y), (Xt, yt) = dna
+    run("ingest", DATA / "dna.scale.xz", tmp_path / "tr.zarr")
+    run("ingest", DATA / "dna.scale.t.xz", tmp_path / "te.zarr", "--no-shuffle")
+    run("train", tmp_path / "tr.zarr", tmp_path / "lr.model", "-s", 7, "-c", 0.1, "-e", 1e-4)
+    run("predict", tmp_path / "te.zarr", tmp_path / "lr.model", "-b", 1,
+        "--output", tmp_path / "p.txt")
+    lines = (tmp_path / "p.txt").read_text().splitlines()
+    assert lines[0] == "labels 1 2 3" and len(lines) == 1 + len(yt)
+    got = np.array([[float(v) for v in line.split()] for line in lines[1:]])
+    m, _ = liblinear_model(X, y, "-s 7 -c 0.1 -e 1e-4")
+    labels, _, ref = ll_predict(yt, Xt.astype(np.float64), m, "-b 1 -q")
+    np.testing.assert_allclose(got[:, 1:], np.asarray(ref)[:, np.argsort(m.get_labels())],
+                               atol=2e-3)
+    assert np.mean(got[:, 0] == labels) > 0.99
+    run("train", tmp_path / "tr.zarr", tmp_path / "svm.model", "-s", 1, "-c", 0.1)
+    p = run("predict", tmp_path / "te.zarr", tmp_path / "svm.model", "-b", 1, ok=False)
+    assert "only supported for logistic regression" in p.stderr
