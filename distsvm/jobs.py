@@ -86,9 +86,10 @@ def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds
     _check_int(owner, "max_iter", max_rounds, 1)
     _check_int(owner, "random_state", seed, 0)
     _check_int(owner, "inner_passes", inner_passes, 1)
-    if gap_tol and solver != "dcd":
+    if gap_tol and solver not in ("dcd", "crammer_singer"):
         raise ValueError(f"The 'gap_tol' parameter of {owner} applies to solver 'dcd' only "
-                         f"(its duality gap is the certificate). Got solver {solver!r}.")
+                         f"(its duality gap is the certificate; also 'crammer_singer'). "
+                         f"Got solver {solver!r}.")
     if objective not in cutting_plane.OBJECTIVES or (objective != "classification"
                                                      and solver != "cutting_plane"):
         raise ValueError(f"The 'objective' parameter of {owner} must be one of "
@@ -253,7 +254,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
             if solver == "crammer_singer":
                 return crammer_singer.solve(c, dataset, plan, C=float(C), eps=float(eps),
                                             bias=float(bias), max_rounds=max_rounds, seed=seed,
-                                            progress=progress)
+                                            gap_tol=float(gap_tol), progress=progress)
             return dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                              bias=float(bias), max_rounds=max_rounds, seed=seed,
                              inner_passes=inner_passes, gap_tol=float(gap_tol),

@@ -53,13 +53,15 @@ def test_sub_problem_is_the_qp_optimum():
             assert np.all(b >= A * bounds[~free] + B[~free] - 1e-9)
 
 
-@pytest.mark.parametrize("block_rows", [None, 700])
+@pytest.mark.parametrize("block_rows", [None, pytest.param(700, marks=pytest.mark.slow)])
 def test_matches_liblinear_s4(client, dna, tmp_path, block_rows):
     (X, y), (Xt, yt) = dna
     _, W_ref = liblinear_model(X, y, "-s 4 -c 0.1 -e 1e-4")
     p_ref = cs_primal(W_ref, X, y, 0.1)
     store = ingest((X, y), str(tmp_path / "dna.zarr"), block_rows=block_rows)
-    model = train(store, solver="crammer_singer", loss="crammer_singer", C=0.1, eps=0.003,
+    # several blocks: LIBLINEAR's rule stops ~1e-3 above the optimum, so the gap decides
+    model = train(store, solver="crammer_singer", loss="crammer_singer", C=0.1,
+                  eps=1e-9 if block_rows else 0.003, gap_tol=5e-4 if block_rows else 0.0,
                   max_rounds=2000, client=client)
     s = model.summary
     assert model.w.shape == (3, 180) and s["converged"]
@@ -67,6 +69,8 @@ def test_matches_liblinear_s4(client, dna, tmp_path, block_rows):
     assert abs(p - s["primal_objective"]) <= 1e-9 * p  # the reported objective is the true one
     assert abs(p - p_ref) <= 1e-3 * p_ref, (p, p_ref)
     assert s["dual_objective"] <= p_ref * (1 + 1e-9)  # weak duality
+    if block_rows:
+        assert s["duality_gap"] <= 5e-4 * p
     assert abs(accuracy(model.w, Xt, yt) - accuracy(W_ref, Xt, yt)) <= 0.003
     np.testing.assert_array_equal(model.predict(Xt), np.unique(y)[np.argmax(
         Xt.astype(np.float64) @ model.w.T, axis=1)])

@@ -17,7 +17,8 @@ largest ``max G − min G`` of the round's passes, if ``stopping < eps_shrink``
 then the run stops when also ``stopping < eps`` on a round that started with every
 row and class active, and otherwise every block reactivates everything next
 round and ``eps_shrink ← max(eps_shrink/2, eps)``; ``eps_shrink`` starts at
-max(10·eps, 1).  Each round reports the primal objective
+max(10·eps, 1); or, with ``gap_tol``, on the duality gap.  Each round reports the
+primal objective
 ½‖W‖² + C Σ ξᵢ, the dual −(½‖W‖² + Σ eᵢᵐαᵢᵐ) (the negated minimum of (15): a
 lower bound of the primal optimum) and their gap.
 
@@ -45,8 +46,11 @@ from .dcd import Result, _owners, _result, _seed, _segments
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
-          max_rounds: int, seed: int, progress: Progress | None = None) -> Result:
-    """Train W (K × n [+1]) on the cluster behind ``client``; see the module docstring."""
+          max_rounds: int, seed: int, gap_tol: float = 0.0,
+          progress: Progress | None = None) -> Result:
+    """Train W (K × n [+1]) on the cluster behind ``client``; see the module docstring.
+    ``gap_tol`` > 0 also stops once the duality gap is ≤ gap_tol·P(W), which bounds
+    P(W) − P* by the same amount (LIBLINEAR's rule gives no such bound)."""
     progress = progress or Progress(quiet=True)
     meta = dataset.meta
     K = len(meta.classes)
@@ -99,6 +103,9 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
             history.append(row)
             progress.round(row)
             unshrink = False
+            if gap_tol > 0 and row["gap"] <= gap_tol * abs(primal):
+                converged = True
+                break
             if stopping < eps_shrink:  # LIBLINEAR's Solver_MCSVM_CS::Solve
                 if stopping < eps and start_from_all:
                     converged = True
