@@ -186,8 +186,8 @@ def test_cli_s7_and_predict_b1_match_liblinear(client, dna, tmp_path):
         return p
 
     (X, y), (Xt, yt) = dna
-    run("ingest", DATA / "dna.scale.xz", tmp_path / "tr.zarr")
-    run("ingest", DATA / "dna.scale.t.xz", tmp_path / "te.zarr", "--no-shuffle")
+    ingest((X, y), str(tmp_path / "tr.zarr"))
+    ingest((Xt, yt), str(tmp_path / "te.zarr"), shuffle=False)
     run("train", tmp_path / "tr.zarr", tmp_path / "lr.model", "-s", 7, "-c", 0.1, "-e", 1e-4)
     run("predict", tmp_path / "te.zarr", tmp_path / "lr.model", "-b", 1,
         "--output", tmp_path / "p.txt")
@@ -199,6 +199,6 @@ def test_cli_s7_and_predict_b1_match_liblinear(client, dna, tmp_path):
     np.testing.assert_allclose(got[:, 1:], np.asarray(ref)[:, np.argsort(m.get_labels())],
                                atol=2e-3)
     assert np.mean(got[:, 0] == labels) > 0.99
-    run("train", tmp_path / "tr.zarr", tmp_path / "svm.model", "-s", 1, "-c", 0.1)
+    save_model(train(tmp_path / "tr.zarr", C=0.1, client=client), tmp_path / "svm.model")
     p = run("predict", tmp_path / "te.zarr", tmp_path / "svm.model", "-b", 1, ok=False)
     assert "only supported for logistic regression" in p.stderr
