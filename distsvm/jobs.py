@@ -87,8 +87,8 @@ def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds
     _check_int(owner, "random_state", seed, 0)
     _check_int(owner, "inner_passes", inner_passes, 1)
     if gap_tol and solver not in ("dcd", "crammer_singer"):
-        raise ValueError(f"The 'gap_tol' parameter of {owner} applies to solver 'dcd' only "
-                         f"(its duality gap is the certificate; also 'crammer_singer'). "
+        raise ValueError(f"The 'gap_tol' parameter of {owner} applies to solvers 'dcd' and "
+                         f"'crammer_singer' only (their duality gaps are the certificates). "
                          f"Got solver {solver!r}.")
     if objective not in cutting_plane.OBJECTIVES or (objective != "classification"
                                                      and solver != "cutting_plane"):

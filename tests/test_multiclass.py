@@ -16,20 +16,26 @@ from .conftest import DATA, load_xy, primal_objective, shared_dataset
 
 
 def liblinear_model(X, y, options):
-    """LIBLINEAR's model on (X, y) and its weights as W (K × n [+1]) in sorted class order
-    (LIBLINEAR orders classes by first appearance)."""
+    """LIBLINEAR's model on (X, y) and its weights (see :func:`liblinear_weights`)."""
     from liblinear.liblinearutil import parameter, problem
     from liblinear.liblinearutil import train as ll_train
 
     m = ll_train(problem(y, X.astype(np.float64)), parameter(options + " -q"))
+    return m, liblinear_weights(m)
+
+
+def liblinear_weights(m):
+    """A LIBLINEAR model's weights as W (K × n [+1]) in sorted class order (LIBLINEAR orders
+    classes by first appearance; its w is feature-major, one weight per class, or one
+    vector for label[0] when there are two classes and the solver is not Crammer–Singer)."""
     labels = m.get_labels()
     width = m.get_nr_feature() + (1 if m.bias >= 0 else 0)
-    W = np.array([[m.get_decfun_coef(j + 1, k) for j in range(m.get_nr_feature())]
-                  + ([m.get_decfun_bias(k)] if m.bias >= 0 else [])
-                  for k in range(len(labels))]).reshape(len(labels), width)
-    if m.bias >= 0:
-        W[:, -1] /= m.bias  # get_decfun_bias returns w_bias · bias
-    return m, W[np.argsort(labels)]
+    nr_w = 1 if len(labels) == 2 and m.param.solver_type != 4 else len(labels)
+    w = np.ctypeslib.as_array(m.w, shape=(width * nr_w,)).reshape(width, nr_w).T.copy()
+    if nr_w == 1:
+        w = np.vstack([-w[0], w[0]])  # decision values of label[1], label[0]
+        labels = [labels[1], labels[0]]
+    return w[np.argsort(labels)]
 
 
 def ovr_objectives(W, X, y, loss, C=1.0, bias=-1.0):
