@@ -261,8 +261,15 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                              parallel=parallel, progress=progress, positive=positive)
 
         start = time.perf_counter()
-        results = (ovr.solve(fit, meta.classes, plan, progress) if multiclass
-                   else [fit(1, plan, progress)])
+        if multiclass and solver == "dcd" and parallel is None:  # K problems, one read a block
+            results = dcd.solve_ovr(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+                                    bias=float(bias), max_rounds=max_rounds, seed=seed,
+                                    inner_passes=inner_passes, gap_tol=float(gap_tol),
+                                    progress=progress)
+        elif multiclass:
+            results = ovr.solve(fit, meta.classes, plan, progress)
+        else:
+            results = [fit(1, plan, progress)]
         seconds = time.perf_counter() - start
         if solver == "alm":
             return _alm_model(results, seconds, dataset, loss, C, eps, p, max_rounds)

@@ -3,10 +3,13 @@ the cluster, probabilities against LIBLINEAR's ``predict -b 1``."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from distsvm.columns import columnize
+from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.jobs import predict, train
 from distsvm.model import (export_liblinear, import_liblinear, load_model, probabilities,
@@ -86,6 +89,26 @@ def test_dcd_one_vs_rest_matches_liblinear(client, dna, dna_store, tmp_path):
     out = predict(test_store, model, client=client, output=tmp_path / "pred.txt")
     np.testing.assert_array_equal(np.loadtxt(tmp_path / "pred.txt"), model.predict(Xt))
     assert out["accuracy"] == pytest.approx(accuracy(model.w, Xt, yt))
+
+
+def test_shared_read_ovr_equals_the_binary_runs(client, dna, tmp_path):
+    """dcd's one-vs-rest job (one task visits a block for all K problems) follows, problem by
+    problem, exactly the path of K binary runs, over three blocks on two workers."""
+    from distsvm import cluster
+    from distsvm.solvers import dcd
+
+    (X, y), _ = dna
+    store = ingest((X, y), str(tmp_path / "dna3.zarr"), block_rows=700)
+    plan = cluster.plan(client, len(store.meta.blocks), None, store)
+    opts = dict(loss="squared_hinge", C=0.1, eps=0.3, bias=1.0, max_rounds=40, seed=3)
+    with warnings.catch_warnings():  # both may stop at the round limit, identically
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        shared = dcd.solve_ovr(client, store, plan, **opts)
+        for k in range(3):
+            alone = dcd.solve(client, store, plan, positive=k, **opts)
+            np.testing.assert_array_equal(shared[k].w, alone.w)
+            assert shared[k].rounds == alone.rounds
+            assert shared[k].primal_objective == pytest.approx(alone.primal_objective, rel=1e-12)
 
 
 def test_model_files_and_liblinear_round_trip(client, dna, dna_store, tmp_path):

@@ -218,3 +218,40 @@ def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, bias: float
         if bias >= 0:
             out[-1] += bias * v.sum()
     return out
+
+
+def ovr_segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], runs: list[str],
+                positives: list[int], shrinks: list, *,
+                report_infos: list[BlockInfo] | None = None, cache_bytes: int,
+                storage_options: dict | None = None, tag: int = 0, **kw):
+    """:func:`segment` for several one-vs-rest problems at once on one read of each block.
+
+    ``prev`` is W (one row per problem: class index ``positives[j]`` against the rest,
+    with its own run id ``runs[j]`` for the per-block state and its round's shrinking
+    thresholds ``shrinks[j]``) or the previous segment's ``(W, reports)``.  Each block is
+    read (or taken from the cache) once and every problem visits it in turn, with the
+    block's seed (so problem j follows :func:`segment`'s path for ``positive[j]``).  Returns
+    ``(W, reports)``: one :func:`report` per problem for ``report_infos``, or None.
+    """
+    W = np.array(prev[0] if isinstance(prev, tuple) else prev, dtype=np.float64)
+    for info, seed, (block, sqnorm) in zip(infos, seeds,
+                                           blocks.stream(url, infos, cache_bytes, storage_options)):
+        for j, (run, k) in enumerate(zip(runs, positives)):
+            s = _state(run, info)
+            _checkpoint(s, tag)
+            _visit(W[j], block, sqnorm, s, seed, positive=k, shrink=shrinks[j], **kw)
+        del block, sqnorm
+    out = None
+    if report_infos:
+        out = ovr_report(W, url, report_infos, runs, positives, bias=kw["bias"],
+                         n_features=kw["n_features"], loss=kw["loss"], cache_bytes=cache_bytes,
+                         storage_options=storage_options)
+    return W, out
+
+
+def ovr_report(prev, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
+               **kw) -> list[dict]:
+    """:func:`report` of each problem of :func:`ovr_segment` (blocks from the cache)."""
+    W = prev[0] if isinstance(prev, tuple) else prev
+    return [report(W[j], url, infos, run, positive=k, **kw)
+            for j, (run, k) in enumerate(zip(runs, positives))]

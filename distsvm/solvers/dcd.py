@@ -108,6 +108,7 @@ from .. import cluster
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
+from .ovr import Tagged
 
 
 @dataclasses.dataclass
@@ -349,3 +350,86 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
     finally:
         client.run(workers.blocks.drop_run, run)
     return _result(w, history, converged, start)
+
+
+def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
+              bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
+              gap_tol: float = 0.0, progress: Progress | None = None) -> list[Result]:
+    """One-vs-rest for K classes by sequential DCD, the K problems sharing each block read.
+
+    Each round chains one task per run of consecutive blocks with the same owner, as
+    :func:`solve`, but a task carries W (one row per problem still running) and visits each
+    block once for all of them (:func:`workers.dcd.ovr_segment`): every problem keeps its own
+    α and shrinking state per block (its own run id), its own thresholds (16) and its own
+    stopping test, and leaves the round loop when it stops; the round's reports are per
+    problem.  So the number of tasks and block reads per round does not grow with K.  What
+    :func:`solve` does and this does not: recovery from a lost worker (the job fails with
+    ClusterError).  Returns the K problems' results in class order.
+    """
+    progress = progress or Progress(quiet=True)
+    meta = dataset.meta
+    K = len(meta.classes)
+    code, dim, diag = _problem(loss, C, bias, meta)
+    run = uuid.uuid4().hex
+    runs = [f"{run}-{k}" for k in range(K)]
+    rng = np.random.default_rng(seed)
+    W = np.zeros((K, dim))
+    histories: list[list[dict]] = [[] for _ in range(K)]
+    shrink: list = [None] * K
+    done = [False] * K
+    converged = [False] * K
+    tagged = [Tagged(progress, f"{c:g}") for c in meta.classes]
+    start = time.perf_counter()
+    common = dict(bias=bias, n_features=meta.n_features, loss=code,
+                  storage_options=dataset.storage_options)
+    try:
+        for r in range(1, max_rounds + 1):
+            live = [k for k in range(K) if not done[k]]
+            if not live:
+                break
+            order = [int(b) for b in rng.permutation(len(meta.blocks))]
+            segments, owners = _segments(order, plan.owners), _owners(plan)
+            prev = W[live]
+            for i, (a, blocks) in enumerate(segments):
+                last = i == len(segments) - 1
+                prev = client.submit(
+                    workers.dcd.ovr_segment, prev, dataset.url, [meta.blocks[b] for b in blocks],
+                    [_seed(seed, r, b) for b in blocks], [runs[k] for k in live], live,
+                    [shrink[k] for k in live],
+                    report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
+                    C=C, eps=eps, n_passes=inner_passes, cache_bytes=plan.cache_bytes[a], tag=r,
+                    workers=[a], pure=False, **common)
+            extra = [client.submit(workers.dcd.ovr_report, prev, dataset.url,
+                                   [meta.blocks[b] for b in plan.blocks_of(a)],
+                                   [runs[k] for k in live], live, bias=bias,
+                                   n_features=meta.n_features, loss=code,
+                                   cache_bytes=plan.cache_bytes[a],
+                                   storage_options=dataset.storage_options, workers=[a],
+                                   pure=False)
+                     for a in owners if a != segments[-1][0]]
+            (Wl, own), *rest = cluster.gather(client, [prev] + extra, owners)
+            W[live] = Wl
+            for j, k in enumerate(live):
+                reports = [own[j]] + [p[j] for p in rest]
+                row = _round(r, reports, reports[0]["ww"], C, diag, meta.n_rows, start,
+                             sum(p["active"] for p in reports))
+                row["stale_blocks"] = 0
+                histories[k].append(row)
+                tagged[k].round(row)
+                pg = row["pg_violation"]
+                pg_max = max(p["pg_max"] for p in reports)
+                pg_min = min(p["pg_min"] for p in reports)
+                if (pg <= eps and all(p["full"] for p in reports)) or _certified(row, gap_tol):
+                    done[k] = converged[k] = True
+                elif r == max_rounds:
+                    done[k] = True
+                    _round_limit(max_rounds, pg, eps)
+                elif pg <= eps:
+                    shrink[k] = None
+                else:
+                    shrink[k] = (pg_max if pg_max > 0 else np.inf,
+                                 pg_min if pg_min < 0 else -np.inf)
+    finally:
+        for name in runs:
+            client.run(workers.blocks.drop_run, name)
+    return [_result(W[k], histories[k], converged[k], start) for k in range(K)]
