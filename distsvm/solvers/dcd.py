@@ -359,10 +359,14 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
 
     Each round chains one task per run of consecutive blocks with the same owner, as
     :func:`solve`, but a task carries W (one row per problem still running) and visits each
-    block once for all of them (:func:`workers.dcd.ovr_segment`): every problem keeps its own
+    block once for all of them (:func:`workers.dcd.ovr_segment`).  The running problems are
+    dealt into one group per worker, each group its own chain over the round's block order:
+    the chains follow each other from worker to worker (a pipeline), so all workers work at
+    the same time while each problem keeps the path of a binary run.  Every problem keeps its own
     α and shrinking state per block (its own run id), its own thresholds (16) and its own
     stopping test, and leaves the round loop when it stops; the round's reports are per
-    problem.  So the number of tasks and block reads per round does not grow with K.  What
+    problem.  So the number of tasks and block reads per round does not grow with K (it grows
+    with the number of workers).  What
     :func:`solve` does and this does not: recovery from a lost worker (the job fails with
     ClusterError).  Returns the K problems' results in class order.
     """
@@ -389,28 +393,41 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                 break
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
             segments, owners = _segments(order, plan.owners), _owners(plan)
-            prev = W[live]
-            for i, (a, blocks) in enumerate(segments):
-                last = i == len(segments) - 1
-                prev = client.submit(
-                    workers.dcd.ovr_segment, prev, dataset.url, [meta.blocks[b] for b in blocks],
-                    [_seed(seed, r, b) for b in blocks], [runs[k] for k in live], live,
-                    [shrink[k] for k in live],
-                    report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
-                    C=C, eps=eps, n_passes=inner_passes, cache_bytes=plan.cache_bytes[a], tag=r,
-                    workers=[a], pure=False, **common)
-            extra = [client.submit(workers.dcd.ovr_report, prev, dataset.url,
-                                   [meta.blocks[b] for b in plan.blocks_of(a)],
-                                   [runs[k] for k in live], live, bias=bias,
-                                   n_features=meta.n_features, loss=code,
-                                   cache_bytes=plan.cache_bytes[a],
-                                   storage_options=dataset.storage_options, workers=[a],
-                                   pure=False)
-                     for a in owners if a != segments[-1][0]]
-            (Wl, own), *rest = cluster.gather(client, [prev] + extra, owners)
-            W[live] = Wl
-            for j, k in enumerate(live):
-                reports = [own[j]] + [p[j] for p in rest]
+            # one chain of tasks per group of problems, all over the same block order: the
+            # groups follow each other from worker to worker, so the workers work at once
+            groups = [g for g in (live[i::len(owners)] for i in range(len(owners))) if g]
+            chains = []
+            for group in groups:
+                prev = W[group]
+                for i, (a, blocks) in enumerate(segments):
+                    last = i == len(segments) - 1
+                    prev = client.submit(
+                        workers.dcd.ovr_segment, prev, dataset.url,
+                        [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks],
+                        [runs[k] for k in group], group, [shrink[k] for k in group],
+                        report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last
+                        else None, C=C, eps=eps, n_passes=inner_passes,
+                        cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False,
+                        **common)
+                chains.append([prev] + [
+                    client.submit(workers.dcd.ovr_report, prev, dataset.url,
+                                  [meta.blocks[b] for b in plan.blocks_of(a)],
+                                  [runs[k] for k in group], group, bias=bias,
+                                  n_features=meta.n_features, loss=code,
+                                  cache_bytes=plan.cache_bytes[a],
+                                  storage_options=dataset.storage_options, workers=[a],
+                                  pure=False)
+                    for a in owners if a != segments[-1][0]])
+            replies = cluster.gather(client, [f for chain in chains for f in chain], owners)
+            by_class = {}
+            for group, chain in zip(groups, chains):
+                (Wg, own), *rest = replies[:len(chain)]
+                replies = replies[len(chain):]
+                W[group] = Wg
+                for j, k in enumerate(group):
+                    by_class[k] = [own[j]] + [p[j] for p in rest]
+            for k in live:
+                reports = by_class[k]
                 row = _round(r, reports, reports[0]["ww"], C, diag, meta.n_rows, start,
                              sum(p["active"] for p in reports))
                 row["stale_blocks"] = 0
