@@ -102,7 +102,8 @@ class _Passes:
         self.owners = [a for a in plan.workers if plan.blocks_of(a)]
         self.infos = [[dataset.meta.blocks[b] for b in plan.blocks_of(a)] for a in self.owners]
         self.common = dict(bias=bias_value, n_features=dataset.meta.n_features,
-                           positive=positive, storage_options=dataset.storage_options)
+                           storage_options=dataset.storage_options)
+        self.positive = positive  # the class index of yᵢ = +1, for the passes that read labels
         self.count = 0
 
     def each(self, fn, *args, per_worker=None, **kw) -> list:
@@ -137,8 +138,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
     try:
         for k in range(1, max_iter + 1):
             # pass A: (9) of the previous iteration, obj (4) and ∇obj, (10), Xr of (16)
-            reps = passes.each(workers.alm.gradient_pass, run, x, mu_prev=mu_prev,
-                               mu=mu, C=C, p=p)
+            reps = passes.each(workers.alm.gradient_pass, run, x, positive=passes.positive,
+                               mu_prev=mu_prev, mu=mu, C=C, p=p)
             obj = _objective(x, sum(r["loss"] for r in reps), C, d)
             grad = C * sum(r["gloss"] for r in reps)
             grad[:d] += x[:d]
@@ -194,7 +195,7 @@ def _lsqr_correction(passes, run, x, mu, d, tol, iter_lim):
     current x the right side of the correction's problem is [−r; −µ^-½ w] with
     r = Xᵀw + 1b − z.  Row vectors are laid out worker by worker, block by block.
     """
-    parts = passes.each(workers.alm.residuals, run, x, mu=mu)
+    parts = passes.each(workers.alm.residuals, run, x, positive=passes.positive, mu=mu)
     sizes = [[len(v) for v in part] for part in parts]
     r = np.concatenate([v for part in parts for v in part])
     n, scale = len(r), mu ** -0.5
