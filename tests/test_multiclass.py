@@ -188,7 +188,7 @@ def test_shared_datasets_one_vs_rest(client, tmp_path, name, n_features, solver,
     store = ingest((X, y), str(tmp_path / f"{name}.zarr"))
     if solver == "pcd":
         columnize(store, memory_mb=64, block_mb=64)
-    model = train(store, solver=solver, loss=loss, eps=1e-3, max_rounds=3000, client=client)
+    model = train(store, solver=solver, loss=loss, eps=1e-6, max_rounds=3000, client=client)
     np.testing.assert_allclose(ovr_objectives(model.w, X, y, loss),
                                ovr_objectives(W_ref, X, y, loss), rtol=1e-3)
     Xt, yt = load_xy(shared_dataset(f"{name}.t"), n_features)
