@@ -25,13 +25,12 @@ import tempfile
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
 
 from storage import Dataset
 
 from . import jobs
 from .ingest import ingest
-from .model import Model
+from .model import Model, probabilities
 from .progress import Progress
 
 
@@ -61,10 +60,6 @@ class _Params:
 
 def _is_store(X) -> bool:
     return isinstance(X, (str, os.PathLike, Dataset))
-
-
-# needs issue-7b (multi-class): True once jobs.train trains one-vs-rest on K > 2 classes.
-MULTICLASS = False
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -132,9 +127,6 @@ def _check_y(y, n_rows: int, owner: str):
                          "classifier, which expects discrete classes on a regression target "
                          "with continuous values.")
     classes, codes = np.unique(y, return_inverse=True)
-    if len(classes) > 2 and not MULTICLASS:
-        raise ValueError("Only binary classification is supported. The type of the target "
-                         f"is multiclass ({len(classes)} classes).")
     return classes, codes
 
 
@@ -266,7 +258,7 @@ class _LinearClassifier(_Params):
         from sklearn.utils import Tags, ClassifierTags, TargetTags, InputTags
 
         return Tags(estimator_type="classifier", target_tags=TargetTags(required=True),
-                    classifier_tags=ClassifierTags(multi_class=MULTICLASS),
+                    classifier_tags=ClassifierTags(multi_class=True),
                     input_tags=InputTags(sparse=True))
 
 
@@ -317,11 +309,7 @@ class LogisticRegression(_LinearClassifier):
     def predict_proba(self, X):
         """Class probabilities (n, n_classes), LIBLINEAR's: σ(wᵀx + b) for two classes;
         one-vs-rest σ(w_kᵀx + b_k) normalized to sum 1 for more."""
-        dv = self.decision_function(X)
-        p = expit(dv)
-        if dv.ndim == 1:
-            return np.column_stack([1.0 - p, p])
-        return p / p.sum(axis=1, keepdims=True)
+        return probabilities(self.decision_function(X))
 
     def predict_log_proba(self, X):
         return np.log(self.predict_proba(X))

@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a linear classifier on a store")
     p.add_argument("store")
     p.add_argument("model", nargs="?", help="where to write the model (not with -v or -C)")
-    p.add_argument("--solver", choices=("dcd", "pcd", "cutting-plane", "alm", "newton", "auto"),
+    p.add_argument("--solver", choices=("dcd", "pcd", "cutting-plane", "alm", "newton",
+                                        "crammer-singer", "auto"),
                    help="dcd = dual CD over row blocks (default); pcd = primal CD over column "
                         "blocks; cutting-plane = Joachims 2006 (hinge loss only); alm = SVM-ALM "
                         "primal solver; newton = LIBLINEAR's line-search Newton (logistic, "
@@ -155,13 +156,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--objective", choices=("classification", "ordinal"), default="classification",
                    help="cutting-plane only: ordinal = a ranking model of the labels' order "
                         "(R >= 2 ordered ranks; ROC area for two labels)")
-    p.add_argument("--loss", choices=("hinge", "squared-hinge", "logistic", "lp"),
+    p.add_argument("--loss", choices=("hinge", "squared-hinge", "logistic", "lp",
+                                      "crammer-singer"),
                    help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default), "
-                        "logistic = logistic regression (newton, pcd), lp = max(0, 1 - m)^p (alm)")
-    p.add_argument("-s", dest="liblinear_type", type=int, choices=(0, 1, 2, 3), metavar="TYPE",
+                        "logistic = logistic regression (newton, pcd, dcd), lp = max(0, 1 - m)^p "
+                        "(alm)")
+    p.add_argument("-s", dest="liblinear_type", type=int, choices=(0, 1, 2, 3, 4, 7), metavar="TYPE",
                    help="LIBLINEAR solver type: 0 = logistic regression primal (newton), "
-                        "1 = L2-loss SVM dual, 2 = L2-loss SVM primal (newton), "
-                        "3 = L1-loss SVM dual")
+                        "1 = L2-loss SVM dual, 2 = L2-loss SVM primal (newton), 3 = L1-loss SVM "
+                        "dual, 4 = Crammer-Singer multi-class SVM, 7 = logistic regression "
+                        "dual (dcd)")
     p.add_argument("--pcd-mode", choices=("exact", "parallel"), default="exact",
                    help="pcd: one worker per round (exact), or all workers on their column "
                         "blocks with a global line search (parallel)")
@@ -229,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="a distsvm model or a LIBLINEAR text model")
     p.add_argument("--output", metavar="FILE",
                    help="write one predicted label (a ranking model: rank) per line")
+    p.add_argument("-b", dest="probability", type=int, choices=(0, 1), default=0,
+                   help="1: --output gets LIBLINEAR's probability format (a 'labels' header, "
+                        "then label and probabilities per row); logistic models only")
     _cluster_options(p)
     _storage_options(p)
     _common(p)
@@ -370,6 +377,8 @@ def _train(a, progress):
         solver = (a.solver or "dcd").replace("-", "_")
     if solver == "cutting_plane":
         loss = loss or "hinge"
+    if solver == "crammer_singer":
+        loss = loss or "crammer_singer"
     extra = {}
     if solver == "alm":
         extra = _alm_options(a)
@@ -455,7 +464,7 @@ def _predict(a, progress):
     model = load_model(a.model, _so(a))
     store = open_dataset(a.store, _so(a)) if _so(a) else a.store
     result = predict(store, model, scheduler=a.scheduler, n_workers=a.workers,
-                     output=a.output)
+                     output=a.output, probability=bool(a.probability))
     where = sys.stderr if a.json else sys.stdout
     what = "Rank accuracy" if model.is_ranking else "Accuracy"
     print(f"{what} = {100 * result['accuracy']:.4f}% ({round(result['accuracy'] * result['n_rows'])}"

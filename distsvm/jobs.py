@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 import os
+import time
 
 import numpy as np
 
@@ -18,22 +19,23 @@ import workers.blocks
 from storage import Dataset, open_dataset
 
 from . import cluster
-from .model import Model
+from .model import Model, liblinear_label_order, probabilities
 from .progress import Progress
-from .solvers import alm, cutting_plane, dcd, newton, pcd
+from .solvers import alm, crammer_singer, cutting_plane, dcd, newton, ovr, pcd
 
-SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "newton", "auto")
-LOSSES = ("hinge", "squared_hinge", "logistic", "lp")
+SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "newton", "crammer_singer", "auto")
+LOSSES = ("hinge", "squared_hinge", "logistic", "lp", "crammer_singer")
 # The losses each solver trains ("auto" picks a solver that trains the loss).
-SOLVER_LOSSES = {"dcd": ("hinge", "squared_hinge"), "pcd": pcd.LOSSES,
+SOLVER_LOSSES = {"dcd": ("hinge", "squared_hinge", "logistic"), "pcd": pcd.LOSSES,
                  "cutting_plane": ("hinge",), "alm": ("hinge", "squared_hinge", "lp"),
-                 "newton": newton.LOSSES}
+                 "newton": newton.LOSSES, "crammer_singer": ("crammer_singer",)}
 # SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
 ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
 ALM_METHODS = ("inexact", "exact")
 # LIBLINEAR's -s codes that this version trains, as (solver, loss).
 LIBLINEAR_TYPES = {0: ("newton", "logistic"), 1: ("dcd", "squared_hinge"),
-                   2: ("newton", "squared_hinge"), 3: ("dcd", "hinge")}
+                   2: ("newton", "squared_hinge"), 3: ("dcd", "hinge"),
+                   4: ("crammer_singer", "crammer_singer"), 7: ("dcd", "logistic")}
 # --solver auto takes the primal when rows outnumber features by this factor (l ≫ n).
 AUTO_PRIMAL_RATIO = 50
 # default stopping tolerance per solver: LIBLINEAR's eps for dcd and pcd (whose rule is
@@ -41,7 +43,7 @@ AUTO_PRIMAL_RATIO = 50
 # training loss) for the cutting-plane solver (Joachims 2006 §4.4); ‖∇obj‖ ≤ 0.01 for
 # SVM-ALM, as Nie et al. 2014; LIBLINEAR's 0.01 for its Newton solver (-s 0, -s 2)
 DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01,
-               "newton": 0.01}
+               "newton": 0.01, "crammer_singer": 0.1}
 # solvers that write checkpoints and resume from them (distsvm.checkpoint)
 CHECKPOINTED = ("dcd", "pcd", "cutting_plane")  # pcd: exact mode
 
@@ -86,9 +88,10 @@ def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds
     _check_int(owner, "max_iter", max_rounds, 1)
     _check_int(owner, "random_state", seed, 0)
     _check_int(owner, "inner_passes", inner_passes, 1)
-    if gap_tol and solver != "dcd":
-        raise ValueError(f"The 'gap_tol' parameter of {owner} applies to solver 'dcd' only "
-                         f"(its duality gap is the certificate). Got solver {solver!r}.")
+    if gap_tol and solver not in ("dcd", "crammer_singer"):
+        raise ValueError(f"The 'gap_tol' parameter of {owner} applies to solvers 'dcd' and "
+                         f"'crammer_singer' only (their duality gaps are the certificates). "
+                         f"Got solver {solver!r}.")
     if objective not in cutting_plane.OBJECTIVES or (objective != "classification"
                                                      and solver != "cutting_plane"):
         raise ValueError(f"The 'objective' parameter of {owner} must be one of "
@@ -198,6 +201,8 @@ def choose_solver(dataset: Dataset, loss: str) -> tuple[str, str]:
     ratio = m.n_rows / max(1, m.n_features)
     if dataset.is_subset and loss in SOLVER_LOSSES["dcd"]:
         return "dcd", "a view of some row blocks (a fold) has no column view for pcd"
+    if loss == "crammer_singer":
+        return "crammer_singer", "only crammer_singer trains the crammer_singer loss"
     if loss not in SOLVER_LOSSES["pcd"]:
         return "dcd", f"only dcd trains the {loss} loss"
     if loss not in SOLVER_LOSSES["dcd"]:
@@ -265,8 +270,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     if parallel not in (None, "average", "add"):
         raise ValueError(f"The 'parallel' parameter of {owner} must be one of "
                          f"[None, 'average', 'add']. Got {parallel!r} instead.")
-    if parallel is not None and solver != "dcd":
-        raise ValueError(f"The 'parallel' parameter of {owner} belongs to solver 'dcd'.")
+    if parallel is not None and (solver != "dcd" or loss == "logistic"):
+        raise ValueError(f"The 'parallel' parameter of {owner} belongs to solver 'dcd' with "
+                         "the hinge or squared_hinge loss.")
     alm_options = dict(method=method, mu0=mu0, rho=rho, rtol=rtol)
     if solver == "alm":
         p = check_alm_params(owner, loss=loss, p=p, **alm_options)
@@ -285,11 +291,14 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         raise ValueError(f"The 'solver' parameter of {owner} cannot be 'pcd' on a view of some "
                          "row blocks (a cross-validation fold): pcd reads the store's column "
                          "view, which covers every row")
-    if len(meta.classes) != 2 and objective != "ordinal":
-        raise ValueError(f"{dataset.url}: {len(meta.classes)} classes; this version trains "
-                         "binary classifiers only (labels must take exactly two values), "
-                         "or, with solver cutting_plane and objective 'ordinal', a ranking "
-                         "model of ordered labels")
+    if len(meta.classes) < 2:
+        raise ValueError(f"{dataset.url}: {len(meta.classes)} class; a classifier needs labels "
+                         "of at least two values")
+    # one-vs-rest for K > 2 classes; Crammer–Singer is multi-class by itself
+    multiclass = len(meta.classes) > 2 and objective != "ordinal" and solver != "crammer_singer"
+    if multiclass and warm_start is not None:
+        raise ValueError(f"The 'warm_start' parameter of {owner} takes one weight vector: "
+                         f"binary problems only (the store has {len(meta.classes)} classes)")
     if c_perf is not None:
         C = cutting_plane.c_from_c_perf(c_perf, meta.class_counts, objective)
     progress = progress or Progress(quiet=True)
@@ -301,44 +310,70 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
         progress.note(f"train: {solver} ({loss}) C={C:g} eps={eps:g} on {meta.n_rows} rows x "
                       f"{meta.n_features} features, {len(meta.blocks)} blocks, "
-                      f"{len(plan.workers)} workers")
-        if checkpoint is not None and solver not in CHECKPOINTED:
+                      f"{len(plan.workers)} workers"
+                      + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
+        if checkpoint is not None and (solver not in CHECKPOINTED or multiclass):
             progress.note(f"train: solver {solver} writes no checkpoints (only "
-                          f"{', '.join(CHECKPOINTED)} do); this run cannot be resumed")
+                          f"{', '.join(CHECKPOINTED)} do, on binary problems); this run cannot "
+                          "be resumed")
             checkpoint = None
-        if solver == "alm":
-            return _alm_model(alm.solve(c, dataset, plan, p=p, C=float(C), eps=float(eps),
-                                        bias=bias >= 0, max_iter=max_rounds,
-                                        progress=progress, **alm_options),
-                              dataset, loss, C, eps, p, max_rounds)
-        if solver == "newton":
-            result = newton.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
-                                  bias=float(bias), max_rounds=max_rounds,
-                                  regularize_bias=bool(regularize_bias),
-                                  warm_start=warm_start, class_cost=class_cost,
-                                  progress=progress)
-        elif solver == "pcd":
-            result = pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
-                               bias=float(bias), max_rounds=max_rounds, seed=seed,
-                               mode=pcd_mode, progress=progress, checkpoint=checkpoint)
-        elif solver == "cutting_plane":
-            result = cutting_plane.solve(c, dataset, plan, C=float(C), eps=float(eps),
-                                         bias=float(bias), max_rounds=max_rounds,
-                                         objective=objective, progress=progress,
-                                         checkpoint=checkpoint)
-            if objective == "ordinal":
-                thresholds, ranking = cutting_plane.fit_thresholds(c, dataset, plan, result.w,
-                                                                   float(bias))
-                progress.note(f"train: {len(meta.classes)} ranks, thresholds "
-                              f"{' '.join(f'{t:.6g}' for t in thresholds)}; training rank "
-                              f"accuracy {ranking['rank_accuracy']:.4f}, mean absolute rank "
-                              f"error {ranking['mean_abs_rank_error']:.4f}, pairwise "
-                              f"accuracy {ranking['pairwise_accuracy']:.4f}")
+
+        def fit(positive, plan, progress):
+            """The binary problem of class index ``positive`` (+1) against the rest."""
+            if solver == "alm":
+                return alm.solve(c, dataset, plan, p=p, C=float(C), eps=float(eps),
+                                 bias=bias >= 0, max_iter=max_rounds, progress=progress,
+                                 positive=positive, **alm_options)
+            if solver == "newton":
+                # one-vs-rest as LIBLINEAR: class k's rows cost its weighted C, the rest C
+                cost = class_cost if not multiclass else np.where(
+                    np.arange(len(class_cost)) == positive, class_cost, float(C))
+                return newton.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+                                    bias=float(bias), max_rounds=max_rounds,
+                                    regularize_bias=bool(regularize_bias),
+                                    warm_start=warm_start, class_cost=cost,
+                                    progress=progress, positive=positive)
+            if solver == "pcd":
+                return pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+                                 bias=float(bias), max_rounds=max_rounds, seed=seed,
+                                 mode=pcd_mode, progress=progress, checkpoint=checkpoint,
+                                 positive=positive)
+            if solver == "cutting_plane":
+                return cutting_plane.solve(c, dataset, plan, C=float(C), eps=float(eps),
+                                           bias=float(bias), max_rounds=max_rounds,
+                                           objective=objective, progress=progress,
+                                           checkpoint=checkpoint, positive=positive)
+            if solver == "crammer_singer":
+                return crammer_singer.solve(c, dataset, plan, C=float(C), eps=float(eps),
+                                            bias=float(bias), max_rounds=max_rounds, seed=seed,
+                                            gap_tol=float(gap_tol), progress=progress)
+            return dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+                             bias=float(bias), max_rounds=max_rounds, seed=seed,
+                             inner_passes=inner_passes, gap_tol=float(gap_tol),
+                             parallel=parallel, progress=progress, checkpoint=checkpoint,
+                             positive=positive)
+        start = time.perf_counter()
+        if multiclass and solver == "dcd" and parallel is None:  # K problems, one read a block
+            results = dcd.solve_ovr(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+                                    bias=float(bias), max_rounds=max_rounds, seed=seed,
+                                    inner_passes=inner_passes, gap_tol=float(gap_tol),
+                                    progress=progress)
+        elif multiclass:
+            results = ovr.solve(fit, meta.classes, plan, progress)
         else:
-            result = dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
-                               bias=float(bias), max_rounds=max_rounds, seed=seed,
-                               inner_passes=inner_passes, gap_tol=float(gap_tol),
-                               parallel=parallel, progress=progress, checkpoint=checkpoint)
+            results = [fit(1, plan, progress)]
+        seconds = time.perf_counter() - start
+        if solver == "alm":
+            return _alm_model(results, seconds, dataset, loss, C, eps, p, max_rounds)
+        result = results[0]
+        if solver == "cutting_plane" and objective == "ordinal":
+            thresholds, ranking = cutting_plane.fit_thresholds(c, dataset, plan, result.w,
+                                                               float(bias))
+            progress.note(f"train: {len(meta.classes)} ranks, thresholds "
+                          f"{' '.join(f'{t:.6g}' for t in thresholds)}; training rank "
+                          f"accuracy {ranking['rank_accuracy']:.4f}, mean absolute rank "
+                          f"error {ranking['mean_abs_rank_error']:.4f}, pairwise "
+                          f"accuracy {ranking['pairwise_accuracy']:.4f}")
     params = {"C": float(C), "eps": float(eps), "bias": float(bias), "max_rounds": max_rounds,
               "seed": seed, "inner_passes": inner_passes, "gap_tol": float(gap_tol)}
     if solver == "cutting_plane":
@@ -356,32 +391,57 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         params["parallel"] = parallel
     if why:
         params["auto_choice"] = why
-    summary = {"rounds": result.rounds, "converged": result.converged,
-               "primal_objective": result.primal_objective,
-               "dual_objective": result.dual_objective, "duality_gap": result.duality_gap,
-               "train_seconds": result.train_seconds, "n_rows": meta.n_rows,
-               "n_features": meta.n_features, "dataset": dataset.url,
-               "history": result.history}
+    w, summary = _combined(results, _summary, seconds)
+    summary.update(n_rows=meta.n_rows, n_features=meta.n_features, dataset=dataset.url)
     ranked = solver == "cutting_plane" and objective == "ordinal"
     if ranked:
         summary.update({f"train_{k}": v for k, v in ranking.items()})
-    return Model(w=result.w, bias=float(bias), classes=meta.classes, solver=solver, loss=loss,
+    return Model(w=w, bias=float(bias), classes=meta.classes, solver=solver, loss=loss,
                  params=params, summary=summary, n_features=meta.n_features,
                  thresholds=tuple(float(t) for t in thresholds) if ranked else None)
 
 
-def _alm_model(result, dataset, loss, C, eps, p, max_rounds) -> Model:
-    """The model of an SVM-ALM run: the intercept b is the weight of a bias feature of value 1."""
+def _summary(result) -> dict:
+    """A binary run's summary (DCD, PCD, cutting plane)."""
+    return {"rounds": result.rounds, "converged": result.converged,
+            "primal_objective": result.primal_objective,
+            "dual_objective": result.dual_objective, "duality_gap": result.duality_gap,
+            "train_seconds": result.train_seconds, "history": result.history}
+
+
+def _alm_summary(result) -> dict:
+    return {"rounds": result.iterations, "converged": result.converged,
+            "primal_objective": result.objective, "grad_norm": result.grad_norm,
+            "passes": result.passes, "train_seconds": result.train_seconds,
+            "history": result.history}
+
+
+def _combined(results: list, summarize, seconds: float) -> tuple[np.ndarray, dict]:
+    """w and summary of one binary run, or of K one-vs-rest runs: W (K × n [+1]) with
+    problem k in row k, and a summary whose objectives are the sums of the K problems'
+    (each is a separate problem), ``train_seconds`` the wall time of all of them, and
+    ``per_class`` the K runs' own summaries."""
+    if len(results) == 1:
+        return results[0].w, summarize(results[0])
+    per = [summarize(r) for r in results]
+    summary = {"rounds": max(s["rounds"] for s in per),
+               "converged": all(s["converged"] for s in per), "train_seconds": seconds,
+               "per_class": per, "history": []}
+    for key in ("primal_objective", "dual_objective", "duality_gap"):
+        if key in per[0]:
+            summary[key] = sum(s[key] for s in per)
+    return np.stack([r.w for r in results]), summary
+
+
+def _alm_model(results, seconds, dataset, loss, C, eps, p, max_rounds) -> Model:
+    """The model of SVM-ALM runs: the intercept b is the weight of a bias feature of value 1."""
     meta = dataset.meta
-    bias = 1.0 if len(result.w) > meta.n_features else -1.0
+    bias = 1.0 if results[0].w.shape[-1] > meta.n_features else -1.0
     params = {"C": float(C), "eps": float(eps), "bias": bias, "max_rounds": max_rounds,
-              "p": p, **result.options}
-    summary = {"rounds": result.iterations, "converged": result.converged,
-               "primal_objective": result.objective, "grad_norm": result.grad_norm,
-               "passes": result.passes, "train_seconds": result.train_seconds,
-               "n_rows": meta.n_rows, "n_features": meta.n_features, "dataset": dataset.url,
-               "history": result.history}
-    return Model(w=result.w, bias=bias, classes=meta.classes, solver="alm", loss=loss,
+              "p": p, **results[0].options}
+    w, summary = _combined(results, _alm_summary, seconds)
+    summary.update(n_rows=meta.n_rows, n_features=meta.n_features, dataset=dataset.url)
+    return Model(w=w, bias=bias, classes=meta.classes, solver="alm", loss=loss,
                  params=params, summary=summary, n_features=meta.n_features)
 
 
@@ -389,24 +449,31 @@ def _weights_for(model: Model, n_features: int) -> np.ndarray:
     """The model's weights laid out for data with ``n_features`` columns (LIBLINEAR's rule:
     features the model has not seen weigh 0; a bias weight goes last)."""
     has_bias = model.bias >= 0
-    w = np.zeros(n_features + has_bias)
+    w = np.zeros(model.w.shape[:-1] + (n_features + has_bias,))  # one row per class if K > 2
     k = min(n_features, model.n_features)
-    w[:k] = model.w[:k]
+    w[..., :k] = model.w[..., :k]
     if has_bias:
-        w[n_features] = model.w[model.n_features]
+        w[..., n_features] = model.w[..., model.n_features]
     return w
 
 
 def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int | None = None,
-            client=None, output=None) -> dict:
+            client=None, output=None, probability: bool = False) -> dict:
     """Predict every row of a dataset; return accuracy and row count, optionally write labels.
 
     ``output`` (a path) receives one predicted label per line in the store's row order.
+    With ``probability`` (a logistic model only, else ``ValueError``; LIBLINEAR's
+    ``predict -b 1``), LIBLINEAR's format: a header ``labels l₁ … l_K`` and per row the
+    label and the K probabilities in that order (:func:`distsvm.model.probabilities`); the
+    labels are in the order of the model's LIBLINEAR export (binary: the class of positive
+    decision values first).
     For a ranking model the labels are ranks, "accuracy" is the rank accuracy, and the
     result adds the mean absolute rank error and the pairwise ordering accuracy
     (:func:`distsvm.solvers.cutting_plane.ranking_metrics`; the scores of every row are
     then held on the coordinator, 12 bytes a row).
     """
+    if probability:
+        model.check_probability()
     dataset = as_dataset(data)
     meta = dataset.meta
     w = _weights_for(model, meta.n_features)
@@ -428,6 +495,9 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
                             dataset.storage_options, workers=[plan.owners[b]], pure=False)
                    for b, info in enumerate(meta.blocks)]
         with open(output, "w") if output else contextlib.nullcontext() as out:
+            columns = liblinear_label_order(model)
+            if out is not None and probability:
+                out.write("labels" + "".join(f" {classes[k]:g}" for k in columns) + "\n")
             for f in futures:  # in block order; each block's result is released once used
                 [(dv, y)] = cluster.gather(c, [f], plan.workers)
                 f.release()
@@ -435,10 +505,15 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
                     pred = classes[model.ranks_of(dv)]
                     scores.append(dv)
                     ranks.append(true_rank[y])
+                elif dv.ndim == 2:  # one-vs-rest: the class of the largest decision value
+                    pred = classes[np.argmax(dv, axis=1)]
                 else:
                     pred = classes[(dv > 0).astype(np.int64)]
                 correct += int(np.sum(pred == truth_values[y]))
-                if out is not None:
+                if out is not None and probability:
+                    out.writelines(f"{p:g}" + "".join(f" {v:g}" for v in row) + "\n"
+                                   for p, row in zip(pred, probabilities(dv)[:, columns]))
+                elif out is not None:
                     out.writelines(f"{p:g}\n" for p in pred)
     result = {"accuracy": correct / max(1, meta.n_rows), "n_rows": meta.n_rows}
     if model.is_ranking:

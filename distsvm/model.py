@@ -97,6 +97,19 @@ class Model:
             return classes[(dv > 0).astype(np.int64)]
         return classes[np.argmax(dv, axis=1)]
 
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, (n_rows, n_classes) in ``classes`` order, of a logistic
+        regression model (LIBLINEAR's ``predict_probability``; see :func:`probabilities`)."""
+        self.check_probability()
+        return probabilities(self.decision_function(X))
+
+    def check_probability(self) -> None:
+        """Raise ``ValueError`` unless the model gives probabilities (logistic loss only, as
+        LIBLINEAR's ``check_probability_model``)."""
+        if self.loss != "logistic" or self.is_ranking:
+            raise ValueError(f"probability output is only supported for logistic regression; "
+                             f"this model's loss is {self.loss!r}")
+
     def ranks_of(self, scores) -> np.ndarray:
         """A ranking model's rank indices (into ``classes``) of scores: #{k : s > θ_k}."""
         return np.searchsorted(np.asarray(self.thresholds), scores, side="left")
@@ -122,6 +135,18 @@ class Model:
                 raise ModelFormatError(f"{where}: a ranking model with {n} ranks needs {n - 1} "
                                        f"finite nondecreasing thresholds, got "
                                        f"{list(self.thresholds)}")
+
+
+def probabilities(dv) -> np.ndarray:
+    """Probabilities from logistic decision values, as LIBLINEAR's ``predict_probability``:
+    binary (``dv`` of shape (n,)), P(classes[1]) = σ(wᵀx) = 1/(1 + e^{−wᵀx}) and
+    P(classes[0]) = 1 − that; one-vs-rest (``dv`` of shape (n, K)), the K sigmoids σ(wₖᵀx)
+    divided by their sum.  Returns (n, K) in ``classes`` order."""
+    dv = np.asarray(dv, dtype=np.float64)
+    p = 0.5 * (1.0 + np.tanh(0.5 * dv))  # σ without overflow
+    if dv.ndim == 1:
+        return np.column_stack([1.0 - p, p])
+    return p / p.sum(axis=1, keepdims=True)
 
 
 def _write(path, write, storage_options: dict | None) -> None:
@@ -198,6 +223,12 @@ def load_model(path, storage_options: dict | None = None) -> Model:
     return model
 
 
+def liblinear_label_order(model: Model) -> list[int]:
+    """Indices into ``classes`` in the order of the model's LIBLINEAR labels: binary, the
+    class of positive decision values first (LIBLINEAR's ``label[0]``); else sorted."""
+    return [1, 0] if model.w.ndim == 1 else list(range(len(model.classes)))
+
+
 def export_liblinear(model: Model, path, storage_options: dict | None = None) -> None:
     """Write LIBLINEAR's text model (as ``save_model`` in linear.cpp), loadable by LIBLINEAR."""
     if model.is_ranking:
@@ -209,7 +240,7 @@ def export_liblinear(model: Model, path, storage_options: dict | None = None) ->
         raise ModelFormatError(f"{path}: LIBLINEAR has no solver type for solver "
                                f"{model.solver!r} with loss {model.loss!r}")
     binary = model.w.ndim == 1
-    labels = [model.classes[1], model.classes[0]] if binary else list(model.classes)
+    labels = [model.classes[k] for k in liblinear_label_order(model)]
     cols = model.w[:, None] if binary else model.w.T  # one line per feature, nr_w weights
 
     def write(f):

@@ -249,7 +249,7 @@ def test_solver_selection_and_errors(client, tmp_path, a9a, a9a_store):
     solver, why = choose_solver(plain, "squared_hinge")
     assert solver == "dcd" and "no column view" in why
     model = train(a9a_store, solver="auto", loss="logistic", eps=0.1, client=client)
-    assert model.solver == "pcd" and "only pcd" in model.params["auto_choice"]
+    assert model.solver == "pcd" and "fewer variables" in model.params["auto_choice"]
     with pytest.raises(ValueError, match=r"'loss' parameter of train must be one of "
                                          r"\['squared_hinge', 'logistic'\] with solver='pcd'"):
         train(a9a_store, solver="pcd", loss="hinge", client=client)

@@ -18,7 +18,9 @@ from storage import checkpoint as files
 
 from . import blocks
 from .kernels import dcd as kernel
+from .kernels import dcd_lr
 from .kernels.linear import loss_sum
+from .losses import LOGISTIC
 
 
 def _state(run: str, info: BlockInfo) -> dict:
@@ -46,6 +48,9 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, C, eps, n_passe
     ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all blocks by the
     coordinator, or None to reactivate every row of the block first.
     """
+    if loss == LOGISTIC:
+        return _visit_lr(w, block, sqnorm, s, seed, bias=bias, n_features=n_features, C=C,
+                         eps=eps, n_passes=n_passes, positive=positive)
     state = s["state"]
     if shrink is None:
         state[kernel.ACTIVE] = block.n_rows
@@ -57,6 +62,29 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, C, eps, n_passe
         n_features, s["alpha"], s["index"], state, loss, C, eps, n_passes, seed, 1.0, False)
     s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
                   "sum_alpha": sum_a, "sum_alpha_sq": sum_a2, "active": int(state[kernel.ACTIVE]),
+                  "skipped": False}
+
+
+def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, C, eps, n_passes, positive):
+    """Dual CD passes for logistic regression (:mod:`workers.kernels.dcd_lr`) on one block.
+
+    Its statistics fit the coordinator's round: ``pg_max`` = max |g′| (LIBLINEAR's
+    stopping quantity for ``-s 7``, against eps) and ``pg_min`` = 0; every row is always
+    active (no shrinking); ``sum_alpha`` holds −Σ[αᵢ log αᵢ + (Cᵢ−αᵢ) log(Cᵢ−αᵢ) − Cᵢ log Cᵢ],
+    so that the coordinator's dual Σ sum_alpha − ½‖w‖² is the logistic dual objective
+    (its Dᵢᵢ is 0 for this loss).  The complement Cᵢ − αᵢ is rebuilt from α if missing
+    (first visit, or α rolled back by :func:`restore`).
+    """
+    upper = np.full(block.n_rows, C)  # per-row Cᵢ
+    if "alpha_c" not in s:
+        s["alpha_c"] = upper - s["alpha"]
+        s["innereps"] = 1e-2
+    gmax, _, s["innereps"], entropy = dcd_lr.lr_passes(
+        block.indptr, block.indices, block.data, block.y, positive, sqnorm, w, bias,
+        n_features, s["alpha"], s["alpha_c"], upper, s["index"], s["innereps"], eps, n_passes,
+        seed)
+    s["stats"] = {**(s["stats"] or {}), "pg_max": gmax, "pg_min": 0.0, "full": True,
+                  "sum_alpha": -entropy, "sum_alpha_sq": 0.0, "active": block.n_rows,
                   "skipped": False}
 
 
@@ -226,3 +254,40 @@ def load_blocks(run: str, infos: list[BlockInfo], directory: str, digests: dict[
             s.update(index=a["index"].copy(), state=a["state"].copy(),
                      stats=json.loads(a["stats"].tobytes()))
     return len(infos)
+
+
+def ovr_segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], runs: list[str],
+                positives: list[int], shrinks: list, *,
+                report_infos: list[BlockInfo] | None = None, cache_bytes: int,
+                storage_options: dict | None = None, tag: int = 0, **kw):
+    """:func:`segment` for several one-vs-rest problems at once on one read of each block.
+
+    ``prev`` is W (one row per problem: class index ``positives[j]`` against the rest,
+    with its own run id ``runs[j]`` for the per-block state and its round's shrinking
+    thresholds ``shrinks[j]``) or the previous segment's ``(W, reports)``.  Each block is
+    read (or taken from the cache) once and every problem visits it in turn, with the
+    block's seed (so problem j follows :func:`segment`'s path for ``positive[j]``).  Returns
+    ``(W, reports)``: one :func:`report` per problem for ``report_infos``, or None.
+    """
+    W = np.array(prev[0] if isinstance(prev, tuple) else prev, dtype=np.float64)
+    for info, seed, (block, sqnorm) in zip(infos, seeds,
+                                           blocks.stream(url, infos, cache_bytes, storage_options)):
+        for j, (run, k) in enumerate(zip(runs, positives)):
+            s = _state(run, info)
+            _checkpoint(s, tag)
+            _visit(W[j], block, sqnorm, s, seed, positive=k, shrink=shrinks[j], **kw)
+        del block, sqnorm
+    out = None
+    if report_infos:
+        out = ovr_report(W, url, report_infos, runs, positives, bias=kw["bias"],
+                         n_features=kw["n_features"], loss=kw["loss"], cache_bytes=cache_bytes,
+                         storage_options=storage_options)
+    return W, out
+
+
+def ovr_report(prev, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
+               **kw) -> list[dict]:
+    """:func:`report` of each problem of :func:`ovr_segment` (blocks from the cache)."""
+    W = prev[0] if isinstance(prev, tuple) else prev
+    return [report(W[j], url, infos, run, positive=k, **kw)
+            for j, (run, k) in enumerate(zip(runs, positives))]

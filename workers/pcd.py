@@ -72,13 +72,14 @@ def _reader() -> ThreadPoolExecutor:
 
 
 def _visit(w, b, run, url, cmeta, keys, seeds, *, bias, n_features, loss, C, first, cache_bytes,
-           storage_options):
+           storage_options, positive=1):
     """Inner iterations over the items ``keys`` (column block numbers; ``len(cmeta.blocks)``
     is the bias feature) in order, updating ``w`` and ``b``; returns (stats, feature ranges).
 
     Column blocks stream through one reading thread: the next item's block is read (or taken
     from the cache) while the kernel, which releases the GIL, works on the current one, and
-    the first while the labels are read; so at most two blocks are in flight."""
+    the first while the labels are read; so at most two blocks are in flight.  Rows of class
+    index ``positive`` have yᵢ = +1, the others −1 (one-vs-rest)."""
     def load(k):
         if k == len(cmeta.blocks):
             return None
@@ -92,12 +93,13 @@ def _visit(w, b, run, url, cmeta, keys, seeds, *, bias, n_features, loss, C, fir
         loaded = ahead.result()
         ahead = _reader().submit(load, keys[i + 1]) if i + 1 < len(keys) else None
         if loaded is None:
-            kernel.pcd_bias(bias, y, 1, b, w, n_features, loss, C, first, stats)
+            kernel.pcd_bias(bias, y, positive, b, w, n_features, loss, C, first, stats)
             ranges.append((n_features, n_features + 1))
             continue
         info = cmeta.blocks[k]
         block, colsq = loaded
-        kernel.pcd_columns(block.indptr, block.indices, block.data, info.col_start, colsq, y, 1,
+        kernel.pcd_columns(block.indptr, block.indices, block.data, info.col_start, colsq, y,
+                           positive,
                            b, w, loss, C, seeds[k], first, stats)
         ranges.append((info.col_start, info.col_stop))
     return stats, ranges

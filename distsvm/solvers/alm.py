@@ -96,12 +96,14 @@ def _objective(x, loss, C, n_features):
 class _Passes:
     """Map-reduce passes: one task per worker over the blocks it owns, replies in worker order."""
 
-    def __init__(self, client, dataset: Dataset, plan: WorkerPlan, bias_value: float):
+    def __init__(self, client, dataset: Dataset, plan: WorkerPlan, bias_value: float,
+                 positive: int = 1):
         self.client, self.url, self.plan = client, dataset.url, plan
         self.owners = [a for a in plan.workers if plan.blocks_of(a)]
         self.infos = [[dataset.meta.blocks[b] for b in plan.blocks_of(a)] for a in self.owners]
         self.common = dict(bias=bias_value, n_features=dataset.meta.n_features,
                            storage_options=dataset.storage_options)
+        self.positive = positive  # the class index of yᵢ = +1, for the passes that read labels
         self.count = 0
 
     def each(self, fn, *args, per_worker=None, **kw) -> list:
@@ -119,14 +121,15 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
           rtol: float = 1e-6, bias: bool = True, max_iter: int = 1000, mu0: float = 0.01,
           rho: float = 1.02, mu_max: float = MU_MAX, method: str = "inexact",
           lsqr_tol: float = 1e-10, lsqr_iter: int = 1000,
-          progress: Progress | None = None) -> Result:
-    """Train by SVM-ALM on the cluster behind ``client``; see the module docstring."""
+          progress: Progress | None = None, positive: int = 1) -> Result:
+    """Train by SVM-ALM on the cluster behind ``client``; see the module docstring.  Rows
+    of class index ``positive`` have yᵢ = +1, the others −1 (one-vs-rest)."""
     progress = progress or Progress(quiet=True)
     meta = dataset.meta
     d = meta.n_features
     x = np.zeros(d + (1 if bias else 0))
     run = uuid.uuid4().hex
-    passes = _Passes(client, dataset, plan, 1.0 if bias else -1.0)
+    passes = _Passes(client, dataset, plan, 1.0 if bias else -1.0, positive)
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
@@ -135,8 +138,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
     try:
         for k in range(1, max_iter + 1):
             # pass A: (9) of the previous iteration, obj (4) and ∇obj, (10), Xr of (16)
-            reps = passes.each(workers.alm.gradient_pass, run, x, positive=1, mu_prev=mu_prev,
-                               mu=mu, C=C, p=p)
+            reps = passes.each(workers.alm.gradient_pass, run, x, positive=passes.positive,
+                               mu_prev=mu_prev, mu=mu, C=C, p=p)
             obj = _objective(x, sum(r["loss"] for r in reps), C, d)
             grad = C * sum(r["gloss"] for r in reps)
             grad[:d] += x[:d]
@@ -192,7 +195,7 @@ def _lsqr_correction(passes, run, x, mu, d, tol, iter_lim):
     current x the right side of the correction's problem is [−r; −µ^-½ w] with
     r = Xᵀw + 1b − z.  Row vectors are laid out worker by worker, block by block.
     """
-    parts = passes.each(workers.alm.residuals, run, x, positive=1, mu=mu)
+    parts = passes.each(workers.alm.residuals, run, x, positive=passes.positive, mu=mu)
     sizes = [[len(v) for v in part] for part in parts]
     r = np.concatenate([v for part in parts for v in part])
     n, scale = len(r), mu ** -0.5

@@ -144,12 +144,12 @@ class _WorkingSet:
         return w, xi, r
 
 
-def _classification_cut(client, dataset, plan, wf, common, n):
+def _classification_cut(client, dataset, plan, wf, common, n, positive=1):
     """One pass: (g, b, ξ′) of Algorithm 1's most violated constraint at w."""
     meta = dataset.meta
     owners = [a for a in plan.workers if plan.blocks_of(a)]
     futures = [client.submit(workers.cutting_plane.hinge_cut, wf, dataset.url,
-                             [meta.blocks[b] for b in plan.blocks_of(a)], positive=1,
+                             [meta.blocks[b] for b in plan.blocks_of(a)], positive=positive,
                              cache_bytes=plan.cache_bytes[a], workers=[a], pure=False, **common)
                for a in owners]
     parts = cluster.gather(client, futures, owners)
@@ -232,8 +232,11 @@ def ranking_metrics(scores: np.ndarray, ranks: np.ndarray, thresholds: np.ndarra
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
           max_rounds: int, objective: str = "classification", qp_tol: float | None = None,
-          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None,
+          positive: int = 1) -> Result:
     """Train by Algorithm 1 (``classification``) or 2 (``ordinal``); see the module docstring.
+
+    ``positive`` (classification): the class index whose rows have yᵢ = +1 (one-vs-rest).
 
     ``C`` is LIBLINEAR's (per loss term); ``eps`` the paper's ε on the average loss;
     ``qp_tol`` the working-set QP's tolerance in the same units (default ε/100).
@@ -273,7 +276,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
         measured = w  # the w whose objective this round measures, and the one returned
         wf = client.scatter(w, broadcast=True, hash=False)
         if objective == "classification":
-            g, b, xi_prime = _classification_cut(client, dataset, plan, wf, common, n)
+            g, b, xi_prime = _classification_cut(client, dataset, plan, wf, common, n, positive)
         else:
             g = None
             coef, b, xi_prime = _ordinal_cut(client, dataset, plan, wf, common, n)

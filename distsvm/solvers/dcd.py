@@ -3,7 +3,10 @@
 Problem: LIBLINEAR's ``min_w ½wᵀw + C Σᵢ ξ(w; xᵢ, yᵢ)`` with the L1 (hinge,
 ``-s 3``) or L2 (squared hinge, ``-s 1``) loss, solved through its dual (4) of
 Hsieh et al. 2008 (ICML), Algorithm 1 with the random permutation of §3.1 and
-the shrinking of §3.2.  Kernel: :mod:`workers.kernels.dcd`.
+the shrinking of §3.2.  Kernel: :mod:`workers.kernels.dcd`.  With the logistic
+loss (``-s 7``) the same coordinator runs the dual CD of Yu, Huang & Lin 2011 on
+each block (:mod:`workers.kernels.dcd_lr`: no shrinking, stopping on max |g′| < eps,
+sequential mode only).
 
 Distribution (what differs from the paper): the rows are split into blocks
 held by workers, and every round visits all blocks in a fresh random order
@@ -114,6 +117,7 @@ from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
+from .ovr import Tagged
 
 
 @dataclasses.dataclass
@@ -167,7 +171,7 @@ def _problem(loss: str, C: float, bias: float, meta):
     and the dual's Dᵢᵢ of (4)."""
     code = losses.code(loss)
     dim = meta.n_features + (1 if bias >= 0 else 0)
-    diag = 0.0 if code == losses.HINGE else 0.5 / C
+    diag = 0.5 / C if code == losses.SQUARED_HINGE else 0.0
     return code, dim, diag
 
 
@@ -176,7 +180,8 @@ def _owners(plan: WorkerPlan) -> list[str]:
 
 
 def _recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], futures: list,
-             run: str, r: int, bias: float, progress: Progress) -> tuple[WorkerPlan, np.ndarray]:
+             run: str, r: int, bias: float, progress: Progress,
+             positive: int = 1) -> tuple[WorkerPlan, np.ndarray]:
     """After workers ``gone`` left during round ``r``: the plan without them and the w to
     retry the round from (see "Worker faults" in the module docstring).
 
@@ -195,7 +200,7 @@ def _recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], future
                       f"{n_lost} blocks restart from alpha = 0 on the other "
                       f"{len(plan.workers)} worker(s), and round {r} is run again")
         futures = [client.submit(workers.dcd.restore, dataset.url, held[a], run, r, bias=bias,
-                                 n_features=meta.n_features, positive=1,
+                                 n_features=meta.n_features, positive=positive,
                                  cache_bytes=plan.cache_bytes[a],
                                  storage_options=dataset.storage_options, workers=[a], pure=False)
                    for a in plan.workers]
@@ -270,8 +275,10 @@ def _result(w: np.ndarray, history: list[dict], converged: bool, start: float) -
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, seed: int, inner_passes: int = 1, gap_tol: float = 0.0,
           parallel: str | None = None, progress: Progress | None = None,
-          checkpoint: Checkpointer | None = None) -> Result:
+          checkpoint: Checkpointer | None = None, positive: int = 1) -> Result:
     """Train by block-wise DCD on the cluster behind ``client``; see the module docstring.
+    ``positive`` is the class index whose rows have yᵢ = +1 (the others −1): the binary
+    problem of one class against the rest (one-vs-rest, :mod:`distsvm.solvers.ovr`).
 
     With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
     writes one every ``checkpoint.every`` rounds (see "Checkpoints" in the module docstring).
@@ -281,7 +288,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
         return _solve_parallel(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
                                max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
                                gap_tol=gap_tol, parallel=parallel, progress=progress,
-                               checkpoint=checkpoint)
+                               checkpoint=checkpoint, positive=positive)
     meta = dataset.meta
     code, dim, diag = _problem(loss, C, bias, meta)
     run = uuid.uuid4().hex
@@ -290,7 +297,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
-    common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=1,
+    common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=positive,
                   storage_options=dataset.storage_options)
     shrink = None  # (M̄, m̄) of (16) from the previous round over all blocks; None: unshrink
     first = 1
@@ -327,7 +334,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                     break
                 except cluster.WorkerLost as lost:
                     plan, prev = _recover(client, dataset, plan, lost.gone, futures, run, r,
-                                          bias, progress)
+                                          bias, progress, positive)
                     shrink = None
             prev = w  # the next round starts from the gathered w, not from a future: a
             # worker lost between rounds then cannot make Dask re-run an old segment
@@ -360,7 +367,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
 def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float,
                     eps: float, bias: float, max_rounds: int, seed: int, inner_passes: int,
                     gap_tol: float, parallel: str, progress: Progress,
-                    checkpoint: Checkpointer | None) -> Result:
+                    checkpoint: Checkpointer | None, positive: int) -> Result:
     """Parallel DCD, CoCoA (``average``) or CoCoA+ (``add``); see the module docstring."""
     meta = dataset.meta
     code, dim, diag = _problem(loss, C, bias, meta)
@@ -371,7 +378,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
     start = time.perf_counter()
     converged = False
     common = dict(bias=bias, n_features=meta.n_features, loss=code,
-                  positive=1, C=C, eps=eps, n_passes=inner_passes,
+                  positive=positive, C=C, eps=eps, n_passes=inner_passes,
                   storage_options=dataset.storage_options)
     first = 1
     try:
@@ -399,7 +406,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                     break
                 except cluster.WorkerLost as lost:
                     plan, w = _recover(client, dataset, plan, lost.gone, futures, run, r, bias,
-                                       progress)
+                                       progress, positive)
             row = _round(r, [rep for _, rep in results], float(w @ w), C, diag, meta.n_rows,
                          start, meta.n_rows)
             history.append(row)
@@ -418,3 +425,103 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
     finally:
         client.run(workers.blocks.drop_run, run)
     return _result(w, history, converged, start)
+
+
+def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
+              bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
+              gap_tol: float = 0.0, progress: Progress | None = None) -> list[Result]:
+    """One-vs-rest for K classes by sequential DCD, the K problems sharing each block read.
+
+    Each round chains one task per run of consecutive blocks with the same owner, as
+    :func:`solve`, but a task carries W (one row per problem still running) and visits each
+    block once for all of them (:func:`workers.dcd.ovr_segment`).  The running problems are
+    dealt into one group per worker, each group its own chain over the round's block order:
+    the chains follow each other from worker to worker (a pipeline), so all workers work at
+    the same time while each problem keeps the path of a binary run.  Every problem keeps its own
+    α and shrinking state per block (its own run id), its own thresholds (16) and its own
+    stopping test, and leaves the round loop when it stops; the round's reports are per
+    problem.  So the number of tasks and block reads per round does not grow with K (it grows
+    with the number of workers).  What
+    :func:`solve` does and this does not: recovery from a lost worker (the job fails with
+    ClusterError).  Returns the K problems' results in class order.
+    """
+    progress = progress or Progress(quiet=True)
+    meta = dataset.meta
+    K = len(meta.classes)
+    code, dim, diag = _problem(loss, C, bias, meta)
+    run = uuid.uuid4().hex
+    runs = [f"{run}-{k}" for k in range(K)]
+    rng = np.random.default_rng(seed)
+    W = np.zeros((K, dim))
+    histories: list[list[dict]] = [[] for _ in range(K)]
+    shrink: list = [None] * K
+    done = [False] * K
+    converged = [False] * K
+    tagged = [Tagged(progress, f"{c:g}") for c in meta.classes]
+    start = time.perf_counter()
+    common = dict(bias=bias, n_features=meta.n_features, loss=code,
+                  storage_options=dataset.storage_options)
+    try:
+        for r in range(1, max_rounds + 1):
+            live = [k for k in range(K) if not done[k]]
+            if not live:
+                break
+            order = [int(b) for b in rng.permutation(len(meta.blocks))]
+            segments, owners = _segments(order, plan.owners), _owners(plan)
+            # one chain of tasks per group of problems, all over the same block order: the
+            # groups follow each other from worker to worker, so the workers work at once
+            groups = [g for g in (live[i::len(owners)] for i in range(len(owners))) if g]
+            chains = []
+            for group in groups:
+                prev = W[group]
+                for i, (a, blocks) in enumerate(segments):
+                    last = i == len(segments) - 1
+                    prev = client.submit(
+                        workers.dcd.ovr_segment, prev, dataset.url,
+                        [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks],
+                        [runs[k] for k in group], group, [shrink[k] for k in group],
+                        report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last
+                        else None, C=C, eps=eps, n_passes=inner_passes,
+                        cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False,
+                        **common)
+                chains.append([prev] + [
+                    client.submit(workers.dcd.ovr_report, prev, dataset.url,
+                                  [meta.blocks[b] for b in plan.blocks_of(a)],
+                                  [runs[k] for k in group], group, bias=bias,
+                                  n_features=meta.n_features, loss=code,
+                                  cache_bytes=plan.cache_bytes[a],
+                                  storage_options=dataset.storage_options, workers=[a],
+                                  pure=False)
+                    for a in owners if a != segments[-1][0]])
+            replies = cluster.gather(client, [f for chain in chains for f in chain], owners)
+            by_class = {}
+            for group, chain in zip(groups, chains):
+                (Wg, own), *rest = replies[:len(chain)]
+                replies = replies[len(chain):]
+                W[group] = Wg
+                for j, k in enumerate(group):
+                    by_class[k] = [own[j]] + [p[j] for p in rest]
+            for k in live:
+                reports = by_class[k]
+                row = _round(r, reports, reports[0]["ww"], C, diag, meta.n_rows, start,
+                             sum(p["active"] for p in reports))
+                row["stale_blocks"] = 0
+                histories[k].append(row)
+                tagged[k].round(row)
+                pg = row["pg_violation"]
+                pg_max = max(p["pg_max"] for p in reports)
+                pg_min = min(p["pg_min"] for p in reports)
+                if (pg <= eps and all(p["full"] for p in reports)) or _certified(row, gap_tol):
+                    done[k] = converged[k] = True
+                elif r == max_rounds:
+                    done[k] = True
+                    _round_limit(max_rounds, pg, eps)
+                elif pg <= eps:
+                    shrink[k] = None
+                else:
+                    shrink[k] = (pg_max if pg_max > 0 else np.inf,
+                                 pg_min if pg_min < 0 else -np.inf)
+    finally:
+        for name in runs:
+            client.run(workers.blocks.drop_run, name)
+    return [_result(W[k], histories[k], converged[k], start) for k in range(K)]

@@ -108,11 +108,13 @@ def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, class_cost=None, regularize_bias: bool = True,
-          warm_start: np.ndarray | None = None, progress: Progress | None = None) -> Result:
+          warm_start: np.ndarray | None = None, progress: Progress | None = None,
+          positive: int = 1) -> Result:
     """Train by line-search Newton on the cluster behind ``client``; see the module docstring.
 
-    ``class_cost`` is C times each class's weight (default C for both); ``warm_start`` an
-    initial w of n_features (+1 with a bias) entries.
+    ``class_cost`` is each class index's cost Cᵢ (C times its weight; default C for all);
+    ``warm_start`` an initial w of n_features (+1 with a bias) entries; rows of class index
+    ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).
     """
     progress = progress or Progress(quiet=True)
     meta = dataset.meta
@@ -124,7 +126,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     class_cost = np.full(2, C) if class_cost is None else np.asarray(class_cost, np.float64)
     passes = Passes(client, dataset, plan, bias)
     run = uuid.uuid4().hex
-    kw = dict(loss=losses.code(loss), positive=1)
+    kw = dict(loss=losses.code(loss), positive=positive)
     start = time.perf_counter()
 
     def evaluate(w, recompute, alpha=0.0):
@@ -156,7 +158,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
         if warm_start is None or not np.any(w):
             gnorm0 = gnorm
         gnorm0 = gnorm0 or 1.0  # ∇f(0) = 0: w = 0 is optimal, stop at once
-        tol = stopping_tolerance(eps, meta.class_counts) * gnorm0
+        n_pos = meta.class_counts[positive]  # one-vs-rest: this class against the rest
+        tol = stopping_tolerance(eps, (meta.n_rows - n_pos, n_pos)) * gnorm0
         log(0, f, gnorm, 0, 0.0, correct)
         converged = gnorm <= tol
         k = 0

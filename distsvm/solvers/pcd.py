@@ -74,10 +74,12 @@ LOSSES = ("squared_hinge", "logistic")
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, seed: int, mode: str = "exact",
-          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None,
+          positive: int = 1) -> Result:
     """Train by primal coordinate descent on the cluster behind ``client``; see the module
     docstring.  ``plan`` supplies the workers and their cache budgets; parameters are
-    checked by :func:`distsvm.jobs.check_params`.
+    checked by :func:`distsvm.jobs.check_params`.  Rows of class index ``positive`` have
+    yᵢ = +1, the others −1 (one-vs-rest).
 
     With ``checkpoint`` (exact mode only: :mod:`distsvm.checkpoint`), every
     ``checkpoint.every`` rounds the worker writes the state (w, b, f) and the coordinator
@@ -97,7 +99,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     owners = [addrs[k % len(addrs)] for k in range(n_items)]
     run = uuid.uuid4().hex
     common = dict(bias=bias, n_features=meta.n_features, loss=code, C=C, n_items=n_items,
-                  storage_options=dataset.storage_options)
+                  positive=positive, storage_options=dataset.storage_options)
     history: list[dict] = []
     start = time.perf_counter()
     converged = False

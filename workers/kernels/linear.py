@@ -8,7 +8,9 @@ Data may be float32 or float64; ``w`` and every accumulator are float64.  When
 import numba
 import numpy as np
 
-from ..losses import HINGE, SQUARED_HINGE
+import math
+
+from ..losses import HINGE, LOGISTIC, SQUARED_HINGE
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -39,7 +41,9 @@ def loss_sum(indptr, indices, data, y, positive, w, bias, n_features, loss):
         m = yi * row_dot(indptr, indices, data, i, w, bias, n_features)
         if m > 0.0:
             correct += 1
-        if m < 1.0:
+        if loss == LOGISTIC:  # log(1 + e^{−m}) without overflow
+            total += math.log1p(math.exp(-m)) if m > 0.0 else -m + math.log1p(math.exp(m))
+        elif m < 1.0:
             if loss == HINGE:
                 total += 1.0 - m
             elif loss == SQUARED_HINGE:

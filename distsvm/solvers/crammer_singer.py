@@ -1,0 +1,123 @@
+"""Crammer–Singer multi-class SVM (LIBLINEAR ``-s 4``) by the sequential dual method over
+row blocks.
+
+Problem and algorithm: Appendix E of the LIBLINEAR paper (Fan et al. 2008), after
+Keerthi, Sundararajan, Chang, Hsieh & Lin (KDD 2008): the dual (15) of (14), one
+row's K variables at a time by the exact sub-problem solver of E.3, with
+LIBLINEAR's shrinking (E.5) and stopping rule (E.4); kernel
+:mod:`workers.kernels.crammer_singer`, per-block tasks :mod:`workers.crammer_singer`.
+
+Distribution, as sequential DCD (:mod:`distsvm.solvers.dcd`): each round visits all
+blocks in a fresh random order, one pass over the active rows of each, with
+W (K × n [+1]) carried from task to task and never through the coordinator inside
+a round; a block's α and shrinking state stay on its owner.  The shrinking
+tolerance and the stopping rule are LIBLINEAR's, applied to the round (one
+LIBLINEAR outer iteration when the store has one block): with ``stopping`` the
+largest ``max G − min G`` of the round's passes, if ``stopping < eps_shrink``
+then the run stops when also ``stopping < eps`` on a round that started with every
+row and class active, and otherwise every block reactivates everything next
+round and ``eps_shrink ← max(eps_shrink/2, eps)``; ``eps_shrink`` starts at
+max(10·eps, 1); or, with ``gap_tol``, on the duality gap.  Each round reports the
+primal objective
+½‖W‖² + C Σ ξᵢ, the dual −(½‖W‖² + Σ eᵢᵐαᵢᵐ) (the negated minimum of (15): a
+lower bound of the primal optimum) and their gap.
+
+Not done (unlike DCD): recovery from a lost worker (the job fails with
+:class:`~distsvm.errors.ClusterError`), and skipping blocks whose rows are all shrunk.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import warnings
+
+import numpy as np
+
+import workers.blocks
+import workers.crammer_singer
+from storage import Dataset
+
+from .. import cluster
+from ..cluster import WorkerPlan
+from ..errors import ConvergenceWarning
+from ..progress import Progress
+from .dcd import Result, _owners, _result, _seed, _segments
+
+
+def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
+          max_rounds: int, seed: int, gap_tol: float = 0.0,
+          progress: Progress | None = None) -> Result:
+    """Train W (K × n [+1]) on the cluster behind ``client``; see the module docstring.
+    ``gap_tol`` > 0 also stops once the duality gap is ≤ gap_tol·P(W), which bounds
+    P(W) − P* by the same amount (LIBLINEAR's rule gives no such bound)."""
+    progress = progress or Progress(quiet=True)
+    meta = dataset.meta
+    K = len(meta.classes)
+    dim = meta.n_features + (1 if bias >= 0 else 0)
+    run = uuid.uuid4().hex
+    rng = np.random.default_rng(seed)
+    W = np.zeros((dim, K))  # feature-major on the workers, as LIBLINEAR's w
+    common = dict(C=C, bias=bias, n_features=meta.n_features,
+                  storage_options=dataset.storage_options)
+    eps_shrink = max(10.0 * eps, 1.0)
+    start_from_all, unshrink = True, True
+    history: list[dict] = []
+    start = time.perf_counter()
+    converged = False
+    try:
+        for r in range(1, max_rounds + 1):
+            order = [int(b) for b in rng.permutation(len(meta.blocks))]
+            segments, owners = _segments(order, plan.owners), _owners(plan)
+            prev = W
+            futures = []
+            for k, (a, blocks) in enumerate(segments):
+                last = k == len(segments) - 1
+                prev = client.submit(
+                    workers.crammer_singer.segment, prev, dataset.url,
+                    [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks], run,
+                    unshrink=unshrink, cache_bytes=plan.cache_bytes[a],
+                    report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
+                    workers=[a], pure=False, **common)
+                futures.append(prev)
+            last_owner = segments[-1][0]
+            extra = [client.submit(workers.crammer_singer.report, prev, dataset.url,
+                                   [meta.blocks[b] for b in plan.blocks_of(a)], run,
+                                   bias=bias, n_features=meta.n_features,
+                                   cache_bytes=plan.cache_bytes[a],
+                                   storage_options=dataset.storage_options, workers=[a],
+                                   pure=False)
+                     for a in owners if a != last_owner]
+            (W, own), *rest = cluster.gather(client, [prev] + extra, owners)
+            reports = [own] + rest
+            ww = reports[0]["ww"]
+            primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
+            dual = -(0.5 * ww + sum(p["linear"] for p in reports))
+            stopping = max(p["stopping"] for p in reports)
+            row = {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
+                   "pg_violation": max(stopping, 0.0),
+                   "active": sum(p["active"] for p in reports) / max(1, meta.n_rows),
+                   "train_accuracy": sum(p["correct"] for p in reports) / max(1, meta.n_rows),
+                   "bytes_read": sum(p["bytes_read"] for p in reports),
+                   "seconds": time.perf_counter() - start}
+            history.append(row)
+            progress.round(row)
+            unshrink = False
+            if gap_tol > 0 and row["gap"] <= gap_tol * abs(primal):
+                converged = True
+                break
+            if stopping < eps_shrink:  # LIBLINEAR's Solver_MCSVM_CS::Solve
+                if stopping < eps and start_from_all:
+                    converged = True
+                    break
+                unshrink, start_from_all = True, True
+                eps_shrink = max(eps_shrink / 2, eps)
+            else:
+                start_from_all = False
+        else:
+            warnings.warn(f"crammer_singer reached the round limit ({max_rounds}) before the "
+                          f"stopping value {stopping:.3g} fell to eps={eps:g}; increase "
+                          "max_rounds or eps", ConvergenceWarning, stacklevel=2)
+    finally:
+        client.run(workers.blocks.drop_run, run)
+    return _result(np.ascontiguousarray(W.T), history, converged, start)

@@ -1,0 +1,65 @@
+"""One-vs-rest multi-class training: K binary problems, class k (yᵢ = +1) against the rest.
+
+LIBLINEAR's multi-class strategy for every solver except Crammer–Singer (Fan,
+Chang, Hsieh, Wang & Lin 2008, JMLR 9, "LIBLINEAR: a library for large linear
+classification", §2 and Appendix, "one-vs-the-rest"): for a store with K > 2
+classes, problem k labels the rows of class k +1 and all others −1, with the
+same C, loss and stopping rule as a binary run; the model is the K weight
+vectors as rows of W (K × n [+1]) and predicts ``argmaxₖ wₖᵀx`` (ties to the
+lowest class index, as LIBLINEAR's ``predict_values``).  K = 2 stays one binary
+problem.
+
+Distribution: the K problems run at the same time on the cluster, up to one per
+worker (a thread of the coordinator drives each; they share the client).  Each
+solver takes the class index ``positive`` and reads the same blocks, whose
+labels are class indices, so nothing is relabelled or copied.  Problem k gets
+the block plan rotated by k workers (block b owned by worker ``(b + k) mod W``),
+so a sequential solver — whose ``w`` visits one block, hence one worker, at a
+time — starts each problem on a different worker and the workers stay busy even
+with fewer blocks than workers.  Reads are shared through each worker's block
+cache (:func:`workers.blocks.load`): a block that fits is read from the store
+once per worker, whatever K.  Sequential DCD (the default ``dcd``) does better: one job runs the K problems and
+each block task visits its block once for all of them
+(:func:`distsvm.solvers.dcd.solve_ovr`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+from ..cluster import WorkerPlan
+from ..progress import Progress
+
+
+class Tagged(Progress):
+    """A problem's log lines, prefixed with its class label."""
+
+    def __init__(self, parent: Progress, label: str):
+        super().__init__(quiet=parent.quiet, stream=parent.stream)
+        self.label = label
+
+    def note(self, text: str) -> None:
+        super().note(f"[class {self.label}] {text}")
+
+
+def rotated(plan: WorkerPlan, k: int) -> WorkerPlan:
+    """The plan with every block moved k workers along (problem k's plan)."""
+    ws = plan.workers
+    owners = tuple(ws[(ws.index(a) + k) % len(ws)] for a in plan.owners)
+    return WorkerPlan(owners, plan.cache_bytes)
+
+
+def solve(fit, classes, plan: WorkerPlan, progress: Progress) -> list:
+    """Run ``fit(k, plan_k, progress_k)`` — problem k, class ``classes[k]`` against the rest —
+    for every k, up to one problem per worker at a time; return the K results in class
+    order.  An error in any problem is raised once the running ones end."""
+    n = len(plan.workers)
+    with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-ovr") as pool:
+        futures = [pool.submit(fit, k, rotated(plan, k), Tagged(progress, f"{c:g}"))
+                   for k, c in enumerate(classes)]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
