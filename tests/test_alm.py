@@ -178,10 +178,10 @@ def test_pypi_summaries_decreases_to_liblinear_optimum(client, tmp_path):
     check_optimum(model, X, y, 2.0, ref, intercept=False)
 
 
-def numpy_alm(X, y, p, C, iters, mu0=0.01, rho=1.02, exact=False):
+def numpy_alm(X, y, p, C, iters, mu0=0.01, rho=1.02, exact=False, duals=None):
     """Algorithms 1 and 2 in plain NumPy (dense, one block), the paper's order of updates:
     (10) e, then w, b by (16)+(18) or by (15) solved densely, then (9) λ; returns obj (4)
-    at the start of each iteration."""
+    at the start of each iteration (and appends the dual residuals µ‖g‖ to ``duals``)."""
     A = np.hstack([X.toarray().astype(np.float64), np.ones((X.shape[0], 1))])
     s = np.where(y == np.max(y), 1.0, -1.0)
     x, lam, mu, out = np.zeros(A.shape[1]), np.zeros(len(s)), mu0 * C, []
@@ -198,6 +198,8 @@ def numpy_alm(X, y, p, C, iters, mu0=0.01, rho=1.02, exact=False):
         else:
             g = A.T @ (m - z)  # (16)
             g[:-1] += x[:-1] / mu
+            if duals is not None:
+                duals.append(mu * np.linalg.norm(g))
             step = (g @ g) / ((A @ g) @ (A @ g) + g[:-1] @ g[:-1] / mu)  # (18)
             x = x - step * g
         lam = lam + mu * (A @ x - s + e)  # (9)
@@ -214,9 +216,12 @@ def test_inexact_iterates_equal_numpy_algorithm_2(client, small, tmp_path, p):
     with pytest.warns(ConvergenceWarning):
         model = train(store, solver="alm", loss="lp", p=p, bias=1.0, max_rounds=25,
                       client=client)
-    ref, _ = numpy_alm(X, y, p, 1.0, 25)
+    duals = []
+    ref, _ = numpy_alm(X, y, p, 1.0, 25, duals=duals)
     got = np.array([r["objective"] for r in model.summary["history"]])
     np.testing.assert_allclose(got, ref, rtol=1e-9)
+    got = [r["dual_residual"] for r in model.summary["history"]]  # µ‖[w_g; b_g]‖ of (16)
+    np.testing.assert_allclose(got, duals, rtol=1e-9)
 
 
 def _synthetic(n=200, d=5, seed=0):

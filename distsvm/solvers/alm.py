@@ -27,7 +27,17 @@ Choices the paper leaves open, and what the distributed version changes:
   at the paper's 10⁵.  Eq. (29) only bounds µₖ₊₁ from above; we do not use it.
   Defaults ``mu0=0.01``, ``rho=1.02``: measured on a9a subsets, faster growth
   (1.05) freezes the inexact iterates 2–4·10⁻³ above the optimum (the gradient
-  step cannot follow a fast-growing µ), 1.02 reaches 10⁻⁴ (see docs).
+  step cannot follow a fast-growing µ), 1.02 reaches 10⁻⁴ (see docs).  No
+  default suits every dataset: the inexact step (16)+(18) is one steepest-
+  descent step on (14), whose Hessian XXᵀ + µ⁻¹I has condition number about
+  1 + µ·λmax(XXᵀ) where XXᵀ has directions of small curvature (rare features
+  of sparse text); as µ grows those weights stop moving and the iterates stall
+  (pypi-summaries: 1.5% above the optimum after 450 iterations).  There a
+  constant small µ (``mu0=0.03, rho=1``) converges (3·10⁻⁴ in 300), while on
+  a9a it oscillates; the log reports the dual residual µ‖[w_g; b_g]‖ =
+  ‖[w + Xλ̃; 1ᵀλ̃]‖ (λ̃ the multipliers (9) would give at the current w) next to
+  the constraint violation so that a stall (dual ≫ primal residual with µ
+  still growing) shows; docs/solvers/alm.md has the measurements.
 * Initialization: the paper's w = 1 (all ones) is not scale-free (on a9a it
   starts at an objective ~10⁵); we start from w = 0, b = 0, λ = 0, e = 0.
 * Passes: the paper counts three matrix-vector products per iteration.  Here
@@ -144,13 +154,17 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
             grad = C * sum(r["gloss"] for r in reps)
             grad[:d] += x[:d]
             gnorm = float(np.linalg.norm(grad))
+            xg = sum(r["xtr"] for r in reps)  # the gradient (16): [X r; 1ᵀr] + [µ⁻¹w; 0]
+            xg[:d] += x[:d] / mu
             row = {"iteration": k, "objective": obj, "grad_norm": gnorm,
-                   "residual": float(np.sqrt(sum(r["resid_sq"] for r in reps))), "mu": mu,
+                   "residual": float(np.sqrt(sum(r["resid_sq"] for r in reps))),
+                   "dual_residual": mu * float(np.linalg.norm(xg)), "mu": mu,
                    "train_accuracy": sum(r["correct"] for r in reps) / max(1, meta.n_rows),
                    "passes": passes.count, "seconds": time.perf_counter() - start}
             history.append(row)
             progress.round(row, f"iter {k:4d}  obj {obj:.8e}  |grad| {gnorm:.2e}  "
-                          f"|Xw+b-y+e| {row['residual']:.2e}  mu {mu:.2e}  "
+                          f"|Xw+b-y+e| {row['residual']:.2e}  "
+                          f"mu|g| {row['dual_residual']:.2e}  mu {mu:.2e}  "
                           f"{row['seconds']:.2f}s")
             if gnorm <= eps or (k > WINDOW and abs(history[-1 - WINDOW]["objective"] - obj)
                                 <= rtol * abs(obj)):
@@ -161,7 +175,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
             if method == "exact":
                 x = x + _lsqr_correction(passes, run, x, mu, d, lsqr_tol, lsqr_iter)
             else:
-                x = _gradient_step(passes, reps, x, mu, d)
+                x = _gradient_step(passes, xg, x, mu, d)
             mu_prev, mu = mu, min(rho * mu, mu_max)
         if not converged:
             msg = (f"alm reached the iteration limit ({max_iter}) before the gradient norm "
@@ -177,10 +191,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
                            "rtol": rtol})
 
 
-def _gradient_step(passes, reps, x, mu, d):
-    """Algorithm 2, step 2: x − s·x_g with the gradient (16) and the optimal step (18)."""
-    xg = sum(r["xtr"] for r in reps)  # [X r; 1ᵀr], r = Xᵀw + 1b − z
-    xg[:d] += x[:d] / mu  # (16): w_g = X r + µ⁻¹w, b_g = 1ᵀr
+def _gradient_step(passes, xg, x, mu, d):
+    """Algorithm 2, step 2: x − s·x_g with the gradient ``xg`` (16) and the optimal step (18)."""
     num = float(xg @ xg)  # the simplified numerator of (18)
     if num == 0.0:
         return x
