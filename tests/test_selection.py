@@ -20,9 +20,17 @@ def a9a_store(a9a, tmp_path_factory):
 
 
 def liblinear_cv(X, y, options):
-    """LIBLINEAR's own -v / -C result on the same rows (its row folds, its seed)."""
+    """LIBLINEAR's own -v / -C result on the same rows (its row folds, its seed).
+
+    LIBLINEAR draws its folds with the C library's rand(), whose state any earlier LIBLINEAR
+    call in this process has advanced: srand(1) (the C default) first, so the folds are
+    those of a fresh ``train -v`` process whatever ran before."""
+    import ctypes
+    import ctypes.util
+
     from liblinear.liblinearutil import parameter, problem, train
 
+    ctypes.CDLL(ctypes.util.find_library("c")).srand(1)
     return train(problem(y, X.astype(np.float64)), parameter(options + " -q"))
 
 
