@@ -108,9 +108,9 @@ class _Passes:
 
     def __init__(self, client, dataset: Dataset, plan: WorkerPlan, bias_value: float,
                  positive: int = 1):
-        self.client, self.url, self.plan = client, dataset.url, plan
-        self.owners = [a for a in plan.workers if plan.blocks_of(a)]
-        self.infos = [[dataset.meta.blocks[b] for b in plan.blocks_of(a)] for a in self.owners]
+        self.client, self.url, self.meta = client, dataset.url, dataset.meta
+        self._plan(plan)
+        self.pending: list = []
         self.common = dict(bias=bias_value, n_features=dataset.meta.n_features,
                            storage_options=dataset.storage_options)
         self.positive = positive  # the class index of yᵢ = +1, for the passes that read labels
@@ -119,12 +119,27 @@ class _Passes:
     def each(self, fn, *args, per_worker=None, **kw) -> list:
         """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass."""
         self.count += 1
-        futures = [self.client.submit(fn, self.url, infos, *args,
+        self.pending = futures = [self.client.submit(fn, self.url, infos, *args,
                                       *((per_worker[j],) if per_worker is not None else ()),
                                       cache_bytes=self.plan.cache_bytes[a], workers=[a],
                                       pure=False, **self.common, **kw)
                    for j, (a, infos) in enumerate(zip(self.owners, self.infos))]
-        return cluster.gather(self.client, futures, self.owners)  # fails if an owner leaves
+        return cluster.gather(self.client, futures, self.owners)  # WorkerLost if one leaves
+
+    def _plan(self, plan: WorkerPlan) -> None:
+        self.plan = plan
+        self.owners = [a for a in plan.workers if plan.blocks_of(a)]
+        self.infos = [[self.meta.blocks[b] for b in plan.blocks_of(a)] for a in self.owners]
+
+    def replan(self, gone: list[str]) -> int:
+        """After :class:`~distsvm.cluster.WorkerLost`: wait until the interrupted pass's tasks
+        on the survivors have ended, then give the blocks of the workers ``gone`` to the
+        survivors (:func:`distsvm.cluster.replan`; ClusterError when none is left).  Returns
+        the number of blocks that changed owner."""
+        cluster.settle(self.client, self.pending, self.plan.workers)
+        moved = sum(a in set(gone) for a in self.plan.owners)
+        self._plan(cluster.replan(self.plan, gone))
+        return moved
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps: float = 0.01,
