@@ -96,3 +96,44 @@ def test_newton_resumes_where_it_stopped(tmp_path, store, client):
     np.testing.assert_allclose(resumed.w, ref.w, rtol=0, atol=1e-9)
     assert resumed.summary["primal_objective"] == pytest.approx(
         ref.summary["primal_objective"], rel=1e-12)
+
+
+ALM = dict(solver="alm", loss="squared_hinge", C=1.0, eps=1e-9, max_rounds=12)
+
+
+def test_alm_resumes_where_it_stopped(tmp_path, store, client):
+    """A run stopped after iteration 5 and resumed from its iteration-4 checkpoint (w, b, µ,
+    and every block's λ and e written by its owner) takes the uninterrupted run's iterates."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = jobs.train(store, client=client, **ALM)
+        ck = Checkpointer(tmp_path, 2, {"case": "alm"})
+        jobs.train(store, client=client, checkpoint=ck, **{**ALM, "max_rounds": 5})
+        assert sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir()) == [2, 4]
+        assert len(list((tmp_path / "checkpoints" / "00000004").glob("block-*.npz"))) == 4
+        log = Progress(stream=io.StringIO())
+        resumed = jobs.train(store, client=client, checkpoint=ck, progress=log, **ALM)
+    lines = log.stream.getvalue().splitlines()
+    assert any(x.startswith("resuming from the checkpoint of iteration 4") for x in lines)
+    assert [int(x.split()[1]) for x in lines if x.startswith("iter ")] == list(range(5, 13))
+    np.testing.assert_array_equal(resumed.w, ref.w)
+    assert resumed.summary["primal_objective"] == ref.summary["primal_objective"]
+
+
+def test_alm_recovers_a_killed_worker_from_its_checkpoint(tmp_path, two, store):
+    """Kill a worker (a seeded choice) once iteration 5 is logged: the survivor takes its blocks with
+    λ and e of the iteration-4 checkpoint and the run continues from there to the
+    no-fault iterates."""
+    two.wait_for_workers(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = jobs.train(store, client=two, **ALM)
+        killer = Killer(two, 5, int(np.random.default_rng(9).integers(2)))
+        model = jobs.train(store, client=two, progress=killer,
+                           checkpoint=Checkpointer(tmp_path, 2, {"case": "alm"}), **ALM)
+    log = killer.stream.getvalue()
+    assert (f"iter 5: worker {killer.killed} left the cluster; its 2 blocks go to the other 1 "
+            "worker(s); every block's lambda and e come from the checkpoint of iteration 4"
+            in log), log[-2000:]
+    np.testing.assert_allclose(model.w, ref.w, rtol=0, atol=1e-9 * np.abs(ref.w).max())
+    assert model.summary["rounds"] == 12
