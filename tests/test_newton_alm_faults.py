@@ -5,8 +5,7 @@ the no-fault optimum)."""
 from __future__ import annotations
 
 import io
-import os
-import signal
+import time
 import warnings
 
 import numpy as np
@@ -14,11 +13,12 @@ import pytest
 
 from distsvm import jobs
 from distsvm.checkpoint import Checkpointer
-from distsvm.errors import ConvergenceWarning
+from distsvm.errors import ClusterError, ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.progress import Progress
 
 from .conftest import local_client, primal_objective
+from .test_dcd_faults import Killer
 
 
 @pytest.fixture(scope="module")
@@ -38,23 +38,6 @@ def small(a9a):
 def store(tmp_path_factory, small):
     """2000 rows of a9a in 4 blocks: each of 2 workers owns 2."""
     return ingest(small, str(tmp_path_factory.mktemp("nf") / "s.zarr"), block_rows=500)
-
-
-class Killer(Progress):
-    """Logs to a buffer and SIGKILLs worker process ``victim`` (its index among the
-    cluster's sorted addresses) when round ``at`` has been logged: the loss lands during
-    the next one."""
-
-    def __init__(self, client, at: int, victim: int):
-        super().__init__(stream=io.StringIO())
-        self.client, self.at, self.victim, self.killed = client, at, victim, None
-
-    def round(self, row, text=None):
-        super().round(row, text)
-        if row.get("round", row.get("iteration")) == self.at and self.killed is None:
-            pids = self.client.run(os.getpid)
-            self.killed = sorted(pids)[self.victim]
-            os.kill(pids[self.killed], signal.SIGKILL)
 
 
 NEWTON = dict(solver="newton", loss="logistic", C=1.0, eps=1e-4, max_rounds=50)
@@ -101,12 +84,20 @@ def test_newton_resumes_where_it_stopped(tmp_path, store, client):
 ALM = dict(solver="alm", loss="squared_hinge", C=1.0, eps=1e-9, max_rounds=12)
 
 
-def test_alm_resumes_where_it_stopped(tmp_path, store, client):
+@pytest.fixture(scope="module")
+def alm_ref(store, client):
+    """The uninterrupted ALM run of every ALM test here (on the session's cluster)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return jobs.train(store, client=client, **ALM)
+
+
+def test_alm_resumes_where_it_stopped(tmp_path, store, client, alm_ref):
     """A run stopped after iteration 5 and resumed from its iteration-4 checkpoint (w, b, µ,
     and every block's λ and e written by its owner) takes the uninterrupted run's iterates."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        ref = jobs.train(store, client=client, **ALM)
+        ref = alm_ref
         ck = Checkpointer(tmp_path, 2, {"case": "alm"})
         jobs.train(store, client=client, checkpoint=ck, **{**ALM, "max_rounds": 5})
         assert sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir()) == [2, 4]
@@ -120,14 +111,14 @@ def test_alm_resumes_where_it_stopped(tmp_path, store, client):
     assert resumed.summary["primal_objective"] == ref.summary["primal_objective"]
 
 
-def test_alm_recovers_a_killed_worker_from_its_checkpoint(tmp_path, two, store):
+def test_alm_recovers_a_killed_worker_from_its_checkpoint(tmp_path, two, store, alm_ref):
     """Kill a worker (a seeded choice) once iteration 5 is logged: the survivor takes its blocks with
     λ and e of the iteration-4 checkpoint and the run continues from there to the
     no-fault iterates."""
     two.wait_for_workers(2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        ref = jobs.train(store, client=two, **ALM)
+        ref = alm_ref
         killer = Killer(two, 5, int(np.random.default_rng(9).integers(2)))
         model = jobs.train(store, client=two, progress=killer,
                            checkpoint=Checkpointer(tmp_path, 2, {"case": "alm"}), **ALM)
@@ -137,3 +128,38 @@ def test_alm_recovers_a_killed_worker_from_its_checkpoint(tmp_path, two, store):
             in log), log[-2000:]
     np.testing.assert_allclose(model.w, ref.w, rtol=0, atol=1e-9 * np.abs(ref.w).max())
     assert model.summary["rounds"] == 12
+
+
+def test_alm_without_a_checkpoint_restarts_the_multipliers_at_the_current_w(two, store,
+                                                                            alm_ref):
+    """Without a checkpoint a lost worker's λ and e are gone: every block restarts from
+    λ = 0, e = 0 at the iteration's w, so that iteration's objective (a function of w
+    alone) is the no-fault run's, and the iterations go on from there."""
+    two.wait_for_workers(2)
+    params = {**ALM, "max_rounds": 8}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        killer = Killer(two, 4, int(np.random.default_rng(10).integers(2)))
+        model = jobs.train(store, client=two, progress=killer, **params)
+    log = killer.stream.getvalue()
+    assert f"iter 4: worker {killer.killed} left the cluster" in log, log[-2000:]
+    assert "there is no checkpoint, so every block restarts from lambda = 0, e = 0" in log
+    rows = model.summary["history"]
+    assert [r["iteration"] for r in rows] == list(range(1, 9))
+    ref_rows = alm_ref.summary["history"]
+    assert rows[3]["objective"] == pytest.approx(ref_rows[3]["objective"], rel=1e-9)
+    assert rows[3]["mu"] == ref_rows[3]["mu"]
+    assert np.all(np.isfinite(model.w)) and rows[-1]["objective"] < rows[0]["objective"]
+
+
+def test_losing_every_worker_fails_promptly(store):
+    """With no worker of the job left, Newton and ALM fail with ClusterError (the nanny's
+    replacement worker is not the job's), within seconds."""
+    with local_client(1) as c:
+        for params in (NEWTON, ALM):
+            c.wait_for_workers(1)
+            start = time.perf_counter()
+            with pytest.raises(ClusterError, match="every worker of the job left"):
+                jobs.train(store, client=c, progress=Killer(c, 2, 0),
+                           **{**params, "eps": 1e-12, "max_rounds": 1000})
+            assert time.perf_counter() - start < 30

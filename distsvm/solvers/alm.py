@@ -53,6 +53,19 @@ Choices the paper leaves open, and what the distributed version changes:
   coordinator, and each LSQR iteration moves an n-vector (documented cost of
   using LSQR as the paper does).
 
+Checkpoints and worker faults: every k iterations (:mod:`distsvm.checkpoint`) each
+worker writes λ and e of its blocks (:func:`workers.alm.save_blocks`) and the coordinator
+commits [w; b], µ, the previous µ (of the deferred (9)) and the history; a resumed run
+takes exactly the uninterrupted run's iterates.  When a worker leaves the cluster
+(:class:`distsvm.cluster.WorkerLost`) its blocks' λ and e are lost: the survivors take its
+blocks (:func:`distsvm.cluster.replan`) and, if there is a checkpoint, every block (the
+survivors' too: their state may be halfway through the interrupted iteration) takes λ and
+e of the latest one and the run continues from its iterate, µ and iteration, so it
+follows the no-fault run's iterates; without one, every block restarts from λ = 0, e = 0
+at the current [w; b] and µ (the first pass skips (9)), which the log says: convergence
+continues from there, not along the no-fault path.  ClusterError only when no worker of
+the job is left.
+
 Stopping (the paper's §4): ‖∇obj(w, b)‖ ≤ ``eps`` (absolute, default 0.01 as
 the paper; for p = 1 obj is not differentiable and this uses the subgradient
 with −yᵢxᵢ on rows with positive loss, which rarely vanishes), or the
