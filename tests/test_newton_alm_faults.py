@@ -163,3 +163,15 @@ def test_losing_every_worker_fails_promptly(store):
                 jobs.train(store, client=c, progress=Killer(c, 2, 0),
                            **{**params, "eps": 1e-12, "max_rounds": 1000})
             assert time.perf_counter() - start < 30
+
+
+def test_job_specs_take_newton_with_checkpoints(tmp_path):
+    """`distsvm run` specs accept solver newton (and -R) with a checkpoint policy."""
+    from distsvm import spec
+
+    path = tmp_path / "job.yaml"
+    path.write_text("data: {train: s}\nsolver: {solver: newton, loss: logistic, bias: 1, "
+                    "regularize_bias: false}\ncheckpoint: {every: 2}\n")
+    assert spec.load_spec(path)["solver"] == {"solver": "newton", "loss": "logistic",
+                                              "bias": 1, "regularize_bias": False}
+    assert {"newton", "alm"} <= set(jobs.CHECKPOINTED)
