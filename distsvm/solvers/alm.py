@@ -199,8 +199,14 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
     try:
         found = checkpoint.latest("alm") if checkpoint is not None else None
         if found is not None:
-            x, mu, mu_prev, k, history, start = restore(found, run)
-            progress.note(f"resuming from the checkpoint of iteration {k} ({found.directory})")
+            progress.note(f"resuming from the checkpoint of iteration {found.round} "
+                          f"({found.directory})")
+            try:
+                x, mu, mu_prev, k, history, start = restore(found, run)
+            except cluster.WorkerLost as lost:
+                x, mu, mu_prev, k, history, start, run = _recover(
+                    client, passes, checkpoint, lost.gone, run, restore, progress,
+                    x, mu, k, history, start)
         while k < max_iter:
             k += 1
             try:
