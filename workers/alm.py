@@ -28,9 +28,10 @@ def save_blocks(run: str, infos: list[BlockInfo], directory: str,
                 storage_options: dict | None = None) -> dict[str, str]:
     """Checkpoint: write λ and e of blocks ``infos`` into ``directory``
     (:func:`blocks.write_states`); return {file name: SHA-256}."""
-    return blocks.write_states(run, infos, directory,
-                               lambda s, info: {k: s.get(k, np.zeros(info.n_rows)) for k in ("lam", "e")},
-                               storage_options)
+    def arrays(s, info):
+        return {k: s.get(k, np.zeros(info.n_rows)) for k in ("lam", "e")}
+
+    return blocks.write_states(run, infos, directory, arrays, storage_options)
 
 
 def load_blocks(run: str, infos: list[BlockInfo], directory: str, digests: dict[str, str],
