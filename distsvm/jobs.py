@@ -45,7 +45,7 @@ AUTO_PRIMAL_RATIO = 50
 DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01,
                "newton": 0.01, "crammer_singer": 0.1}
 # solvers that write checkpoints and resume from them (distsvm.checkpoint)
-CHECKPOINTED = ("dcd", "pcd", "cutting_plane")  # pcd: exact mode
+CHECKPOINTED = ("dcd", "pcd", "cutting_plane", "newton", "alm")  # pcd: exact mode
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):
@@ -323,7 +323,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
             if solver == "alm":
                 return alm.solve(c, dataset, plan, p=p, C=float(C), eps=float(eps),
                                  bias=bias >= 0, max_iter=max_rounds, progress=progress,
-                                 positive=positive, **alm_options)
+                                 positive=positive, checkpoint=checkpoint, **alm_options)
             if solver == "newton":
                 # one-vs-rest as LIBLINEAR: class k's rows cost its weighted C, the rest C
                 cost = class_cost if not multiclass else np.where(
@@ -332,7 +332,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                                     bias=float(bias), max_rounds=max_rounds,
                                     regularize_bias=bool(regularize_bias),
                                     warm_start=warm_start, class_cost=cost,
-                                    progress=progress, positive=positive)
+                                    progress=progress, positive=positive,
+                                    checkpoint=checkpoint)
             if solver == "pcd":
                 return pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                  bias=float(bias), max_rounds=max_rounds, seed=seed,

@@ -40,16 +40,16 @@ def two():
 
 class Killer(Progress):
     """Logs to a buffer and SIGKILLs worker process ``victim`` (its index among the
-    cluster's sorted addresses) when round ``at`` has been logged; the coordinator goes on
-    to submit the next round at once, so the loss lands during a round."""
+    cluster's sorted addresses) when round (or iteration) ``at`` is first logged; the
+    coordinator goes on to submit the next round at once, so the loss lands during a round."""
 
     def __init__(self, client, at: int, victim: int):
         super().__init__(stream=io.StringIO())
         self.client, self.at, self.victim, self.killed = client, at, victim, None
 
-    def round(self, row):
-        super().round(row)
-        if row["round"] == self.at:
+    def round(self, row, text=None):
+        super().round(row, text)
+        if row.get("round", row.get("iteration")) == self.at and self.killed is None:
             pids = self.client.run(os.getpid)
             self.killed = sorted(pids)[self.victim]
             os.kill(pids[self.killed], signal.SIGKILL)

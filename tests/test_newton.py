@@ -51,7 +51,7 @@ def _kernel_f_grad(X, y, w, cost, loss, bias):
     z, D = np.empty(X.shape[0]), np.empty(X.shape[0])
     grad, diag = np.zeros(len(w)), np.zeros(len(w))
     out = kernel.fun_grad(X.indptr.astype(np.int64), X.indices, X.data, (y > 0).astype(np.int32),
-                          1, cost, w, bias, n, losses.code(loss), z, True, D, grad, diag)
+                          1, cost, w, bias, n, losses.code(loss), z, D, grad, diag)
     if bias >= 0:
         grad[n], diag[n] = out[1], out[2]
     return 0.5 * w @ w + out[0], grad + w, D, diag

@@ -1,5 +1,6 @@
-"""pcd (parallel mode) and SVM-ALM keep state on their workers without rebuilding it: when a
-worker is SIGKILLed mid-run the job must fail promptly with ClusterError, never hang."""
+"""pcd (parallel mode) keeps state on its workers without rebuilding it: when a worker is
+SIGKILLed mid-run the job must fail promptly with ClusterError, never hang.  (SVM-ALM and
+Newton recover: tests/test_newton_alm_faults.py.)"""
 
 from __future__ import annotations
 
@@ -54,7 +55,6 @@ class Killer(Progress):
 
 @pytest.mark.parametrize("solver, options, marker", [
     ("pcd", dict(loss="squared_hinge", pcd_mode="parallel"), "round    2"),
-    ("alm", dict(loss="hinge", bias=1.0), "iter    2"),
 ])
 def test_a_lost_worker_fails_the_job_promptly(two, store, solver, options, marker):
     two.wait_for_workers(2)  # the worker killed by the previous case is back

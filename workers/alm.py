@@ -24,6 +24,25 @@ def _state(run, info):
                                                       "e": np.zeros(info.n_rows)})
 
 
+def save_blocks(run: str, infos: list[BlockInfo], directory: str,
+                storage_options: dict | None = None) -> dict[str, str]:
+    """Checkpoint: write λ and e of blocks ``infos`` into ``directory``
+    (:func:`blocks.write_states`); return {file name: SHA-256}."""
+    def arrays(s, info):
+        return {k: s.get(k, np.zeros(info.n_rows)) for k in ("lam", "e")}
+
+    return blocks.write_states(run, infos, directory, arrays, storage_options)
+
+
+def load_blocks(run: str, infos: list[BlockInfo], directory: str, digests: dict[str, str],
+                storage_options: dict | None = None) -> int:
+    """Resume or recover: set λ and e of blocks ``infos`` from a checkpoint written by
+    :func:`save_blocks`, each file checked against its digest; return the blocks loaded."""
+    for s, a in blocks.read_states(run, infos, directory, digests, storage_options):
+        s.update(lam=a["lam"].copy(), e=a["e"].copy())
+    return len(infos)
+
+
 def gradient_pass(url: str, infos: list[BlockInfo], run: str, x: np.ndarray, *, bias: float,
                   n_features: int, positive: int, mu_prev: float, mu: float, C: float,
                   p: float, cache_bytes: int, storage_options: dict | None = None) -> dict:

@@ -18,6 +18,7 @@ import threading
 import numpy as np
 
 from storage import BlockInfo, RowBlock, read_row_block
+from storage import checkpoint as files
 
 from .kernels.linear import decision_values, row_sqnorms
 
@@ -128,6 +129,33 @@ def drop_run(run: str) -> int:
     """Forget a run's state; return how many blocks it held."""
     with _lock:
         return len(_runs.pop(run, {}))
+
+
+def write_states(run: str, infos: list[BlockInfo], directory: str, arrays,
+                 storage_options: dict | None = None) -> dict[str, str]:
+    """Checkpoint: write ``arrays(state, info)`` (the arrays of block ``info``'s state in run
+    ``run``) into ``directory``, one ``block-<name>.npz`` per block, each whole or not at all;
+    return {file name: SHA-256} for the checkpoint's manifest."""
+    out = {}
+    for info in infos:
+        name = f"block-{info.name}.npz"
+        out[name] = files.write_arrays(files.join(directory, name),
+                                       arrays(run_state(run, info.name, dict), info),
+                                       storage_options)
+    return out
+
+
+def read_states(run: str, infos: list[BlockInfo], directory: str, digests: dict[str, str],
+                storage_options: dict | None = None):
+    """Resume: for each block of ``infos``, its state in run ``run`` emptied and the arrays
+    :func:`write_states` wrote for it (checked against ``digests``): yields (state, arrays)
+    for the solver to fill the one from the other."""
+    for info in infos:
+        name = f"block-{info.name}.npz"
+        a = files.read_arrays(files.join(directory, name), digests[name], storage_options)
+        s = run_state(run, info.name, dict)
+        s.clear()
+        yield s, a
 
 
 def clear_cache() -> None:

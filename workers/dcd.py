@@ -14,7 +14,6 @@ import json
 import numpy as np
 
 from storage import BlockInfo
-from storage import checkpoint as files
 
 from . import blocks
 from .kernels import dcd as kernel
@@ -226,29 +225,23 @@ def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, bias: float
 def save_blocks(run: str, infos: list[BlockInfo], directory: str,
                 storage_options: dict | None = None) -> dict[str, str]:
     """Checkpoint: write the state of blocks ``infos`` (α, and the shrinking state and last
-    statistics where the block has them) into ``directory``, one ``block-<name>.npz`` each;
+    statistics where the block has them) into ``directory`` (:func:`blocks.write_states`);
     return {file name: SHA-256}.  A block without state yet is written with α = 0."""
-    out = {}
-    for info in infos:
-        s = blocks.run_state(run, info.name, dict)
-        arrays = {"alpha": s.get("alpha", np.zeros(info.n_rows))}
+    def arrays(s, info):
+        out = {"alpha": s.get("alpha", np.zeros(info.n_rows))}
         if "state" in s:
-            arrays.update(index=s["index"], state=s["state"],
-                          stats=np.frombuffer(json.dumps(s["stats"]).encode(), np.uint8))
-        name = f"block-{info.name}.npz"
-        out[name] = files.write_arrays(files.join(directory, name), arrays, storage_options)
-    return out
+            out.update(index=s["index"], state=s["state"],
+                       stats=np.frombuffer(json.dumps(s["stats"]).encode(), np.uint8))
+        return out
+
+    return blocks.write_states(run, infos, directory, arrays, storage_options)
 
 
 def load_blocks(run: str, infos: list[BlockInfo], directory: str, digests: dict[str, str],
                 storage_options: dict | None = None) -> int:
     """Resume: set the state of blocks ``infos`` from a checkpoint written by
     :func:`save_blocks`, each file checked against its digest; return the blocks loaded."""
-    for info in infos:
-        name = f"block-{info.name}.npz"
-        a = files.read_arrays(files.join(directory, name), digests[name], storage_options)
-        s = blocks.run_state(run, info.name, dict)
-        s.clear()
+    for s, a in blocks.read_states(run, infos, directory, digests, storage_options):
         s["alpha"] = a["alpha"].copy()
         if "state" in a:
             s.update(index=a["index"].copy(), state=a["state"].copy(),

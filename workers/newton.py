@@ -30,15 +30,16 @@ def _state(run: str, info: BlockInfo, block=None, class_cost=None) -> dict:
     return blocks.run_state(run, info.name, make)
 
 
-def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, recompute: bool,
-             alpha: float, bias: float, n_features: int, loss: int, class_cost: np.ndarray,
-             positive: int, cache_bytes: int, storage_options: dict | None = None) -> dict:
+def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, bias: float,
+             n_features: int, loss: int, class_cost: np.ndarray, positive: int,
+             cache_bytes: int, storage_options: dict | None = None) -> dict:
     """f's loss part, ∇ of it and the preconditioner's Σ Dᵢxᵢⱼ² at ``w``, over this worker's
-    blocks (:func:`workers.kernels.newton.fun_grad`).
+    blocks (:func:`workers.kernels.newton.fun_grad`), keeping z = Xw and D.
 
-    ``recompute``: z = Xw afresh (the first evaluation, or w = 0); otherwise the step
-    ``alpha`` of the line search is applied first (z += αt), which makes z = Xw for the
-    new w without a product.  Returns ``{"loss", "grad", "diag", "correct"}``.
+    z is computed afresh from ``w`` (the pass reads the block anyway), not updated as
+    z + αt: so an evaluation at w depends on w alone, and a run resumed or recovered at w
+    continues exactly as the uninterrupted one.  Returns ``{"loss", "grad", "diag",
+    "correct"}``.
     """
     dim = n_features + (bias >= 0)
     grad = np.zeros(dim)
@@ -47,10 +48,8 @@ def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, recom
     correct = 0
     for info, (block, _) in zip(infos, blocks.stream(url, infos, cache_bytes, storage_options)):
         s = _state(run, info, block, class_cost)
-        if not recompute:
-            s["z"] += alpha * s["t"]
         out = kernel.fun_grad(block.indptr, block.indices, block.data, block.y, positive,
-                              s["cost"], w, bias, n_features, loss, s["z"], recompute, s["D"],
+                              s["cost"], w, bias, n_features, loss, s["z"], s["D"],
                               grad, diag)
         total += out[0]
         grad_b += out[1]

@@ -53,6 +53,19 @@ Choices the paper leaves open, and what the distributed version changes:
   coordinator, and each LSQR iteration moves an n-vector (documented cost of
   using LSQR as the paper does).
 
+Checkpoints and worker faults: every k iterations (:mod:`distsvm.checkpoint`) each
+worker writes λ and e of its blocks (:func:`workers.alm.save_blocks`) and the coordinator
+commits [w; b], µ, the previous µ (of the deferred (9)) and the history; a resumed run
+takes exactly the uninterrupted run's iterates.  When a worker leaves the cluster
+(:class:`distsvm.cluster.WorkerLost`) its blocks' λ and e are lost: the survivors take its
+blocks (:func:`distsvm.cluster.replan`) and, if there is a checkpoint, every block (the
+survivors' too: their state may be halfway through the interrupted iteration) takes λ and
+e of the latest one and the run continues from its iterate, µ and iteration, so it
+follows the no-fault run's iterates; without one, every block restarts from λ = 0, e = 0
+at the current [w; b] and µ (the first pass skips (9)), which the log says: convergence
+continues from there, not along the no-fault path.  ClusterError only when no worker of
+the job is left.
+
 Stopping (the paper's §4): ‖∇obj(w, b)‖ ≤ ``eps`` (absolute, default 0.01 as
 the paper; for p = 1 obj is not differentiable and this uses the subgradient
 with −yᵢxᵢ on rows with positive loss, which rarely vanishes), or the
@@ -75,6 +88,7 @@ import workers.blocks
 from storage import Dataset
 
 from .. import cluster
+from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
@@ -108,9 +122,9 @@ class _Passes:
 
     def __init__(self, client, dataset: Dataset, plan: WorkerPlan, bias_value: float,
                  positive: int = 1):
-        self.client, self.url, self.plan = client, dataset.url, plan
-        self.owners = [a for a in plan.workers if plan.blocks_of(a)]
-        self.infos = [[dataset.meta.blocks[b] for b in plan.blocks_of(a)] for a in self.owners]
+        self.client, self.url, self.meta = client, dataset.url, dataset.meta
+        self._plan(plan)
+        self.pending: list = []
         self.common = dict(bias=bias_value, n_features=dataset.meta.n_features,
                            storage_options=dataset.storage_options)
         self.positive = positive  # the class index of yᵢ = +1, for the passes that read labels
@@ -119,21 +133,47 @@ class _Passes:
     def each(self, fn, *args, per_worker=None, **kw) -> list:
         """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass."""
         self.count += 1
-        futures = [self.client.submit(fn, self.url, infos, *args,
+        self.pending = futures = [self.client.submit(fn, self.url, infos, *args,
                                       *((per_worker[j],) if per_worker is not None else ()),
                                       cache_bytes=self.plan.cache_bytes[a], workers=[a],
                                       pure=False, **self.common, **kw)
                    for j, (a, infos) in enumerate(zip(self.owners, self.infos))]
-        return cluster.gather(self.client, futures, self.owners)  # fails if an owner leaves
+        return cluster.gather(self.client, futures, self.owners)  # WorkerLost if one leaves
+
+    def per_owner(self, fn, run: str, *args) -> list:
+        """``fn(run, infos, *args)`` on each worker that owns blocks (checkpoint files: not a
+        pass over the data), replies in worker order."""
+        self.pending = futures = [self.client.submit(fn, run, infos, *args, workers=[a],
+                                                     pure=False)
+                                  for a, infos in zip(self.owners, self.infos)]
+        return cluster.gather(self.client, futures, self.owners)
+
+    def _plan(self, plan: WorkerPlan) -> None:
+        self.plan = plan
+        self.owners = [a for a in plan.workers if plan.blocks_of(a)]
+        self.infos = [[self.meta.blocks[b] for b in plan.blocks_of(a)] for a in self.owners]
+
+    def replan(self, gone: list[str]) -> int:
+        """After :class:`~distsvm.cluster.WorkerLost`: wait until the interrupted pass's tasks
+        on the survivors have ended, then give the blocks of the workers ``gone`` to the
+        survivors (:func:`distsvm.cluster.replan`; ClusterError when none is left).  Returns
+        the number of blocks that changed owner."""
+        cluster.settle(self.client, self.pending, self.plan.workers)
+        moved = sum(a in set(gone) for a in self.plan.owners)
+        self._plan(cluster.replan(self.plan, gone))
+        return moved
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps: float = 0.01,
           rtol: float = 1e-6, bias: bool = True, max_iter: int = 1000, mu0: float = 0.01,
           rho: float = 1.02, mu_max: float = MU_MAX, method: str = "inexact",
           lsqr_tol: float = 1e-10, lsqr_iter: int = 1000,
-          progress: Progress | None = None, positive: int = 1) -> Result:
+          progress: Progress | None = None, positive: int = 1,
+          checkpoint: Checkpointer | None = None) -> Result:
     """Train by SVM-ALM on the cluster behind ``client``; see the module docstring.  Rows
-    of class index ``positive`` have yᵢ = +1, the others −1 (one-vs-rest)."""
+    of class index ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  With
+    ``checkpoint`` the run continues from its latest checkpoint and writes one every
+    ``checkpoint.every`` iterations (see "Checkpoints and worker faults")."""
     progress = progress or Progress(quiet=True)
     meta = dataset.meta
     d = meta.n_features
@@ -145,38 +185,68 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
     converged = False
     mu, mu_prev = mu0 * C, 0.0
     obj = gnorm = np.nan
+    k = 0  # the last iteration done
+
+    def restore(found, run):
+        """Everything as the checkpoint ``found`` has it; λ and e of every block loaded by
+        its (present) owner into run ``run``."""
+        passes.per_owner(workers.alm.load_blocks, run, found.directory, found.files,
+                         checkpoint.storage_options)
+        passes.count = found.state["passes"]
+        return (found.arrays["x"], found.state["mu"], found.state["mu_prev"], found.round,
+                found.state["history"], time.perf_counter() - found.state["seconds"])
+
     try:
-        for k in range(1, max_iter + 1):
-            # pass A: (9) of the previous iteration, obj (4) and ∇obj, (10), Xr of (16)
-            reps = passes.each(workers.alm.gradient_pass, run, x, positive=passes.positive,
-                               mu_prev=mu_prev, mu=mu, C=C, p=p)
-            obj = _objective(x, sum(r["loss"] for r in reps), C, d)
-            grad = C * sum(r["gloss"] for r in reps)
-            grad[:d] += x[:d]
-            gnorm = float(np.linalg.norm(grad))
-            xg = sum(r["xtr"] for r in reps)  # the gradient (16): [X r; 1ᵀr] + [µ⁻¹w; 0]
-            xg[:d] += x[:d] / mu
-            row = {"iteration": k, "objective": obj, "grad_norm": gnorm,
-                   "residual": float(np.sqrt(sum(r["resid_sq"] for r in reps))),
-                   "dual_residual": mu * float(np.linalg.norm(xg)), "mu": mu,
-                   "train_accuracy": sum(r["correct"] for r in reps) / max(1, meta.n_rows),
-                   "passes": passes.count, "seconds": time.perf_counter() - start}
-            history.append(row)
-            progress.round(row, f"iter {k:4d}  obj {obj:.8e}  |grad| {gnorm:.2e}  "
-                          f"|Xw+b-y+e| {row['residual']:.2e}  "
-                          f"mu|g| {row['dual_residual']:.2e}  mu {mu:.2e}  "
-                          f"{row['seconds']:.2f}s")
-            if gnorm <= eps or (k > WINDOW and abs(history[-1 - WINDOW]["objective"] - obj)
-                                <= rtol * abs(obj)):
-                converged = True
-                break
-            if k == max_iter:
-                break
-            if method == "exact":
-                x = x + _lsqr_correction(passes, run, x, mu, d, lsqr_tol, lsqr_iter)
-            else:
-                x = _gradient_step(passes, xg, x, mu, d)
+        found = checkpoint.latest("alm") if checkpoint is not None else None
+        if found is not None:
+            progress.note(f"resuming from the checkpoint of iteration {found.round} "
+                          f"({found.directory})")
+            try:
+                x, mu, mu_prev, k, history, start = restore(found, run)
+            except cluster.WorkerLost as lost:
+                x, mu, mu_prev, k, history, start, run = _recover(
+                    client, passes, checkpoint, lost.gone, run, restore, progress,
+                    x, mu, k, history, start)
+        while k < max_iter:
+            k += 1
+            try:
+                # pass A: (9) of the previous iteration, obj (4) and ∇obj, (10), Xr of (16)
+                reps = passes.each(workers.alm.gradient_pass, run, x, positive=passes.positive,
+                                   mu_prev=mu_prev, mu=mu, C=C, p=p)
+                obj = _objective(x, sum(r["loss"] for r in reps), C, d)
+                grad = C * sum(r["gloss"] for r in reps)
+                grad[:d] += x[:d]
+                gnorm = float(np.linalg.norm(grad))
+                xg = sum(r["xtr"] for r in reps)  # the gradient (16): [X r; 1ᵀr] + [µ⁻¹w; 0]
+                xg[:d] += x[:d] / mu
+                row = {"iteration": k, "objective": obj, "grad_norm": gnorm,
+                       "residual": float(np.sqrt(sum(r["resid_sq"] for r in reps))),
+                       "dual_residual": mu * float(np.linalg.norm(xg)), "mu": mu,
+                       "train_accuracy": sum(r["correct"] for r in reps) / max(1, meta.n_rows),
+                       "passes": passes.count, "seconds": time.perf_counter() - start}
+                history.append(row)
+                progress.round(row, f"iter {k:4d}  obj {obj:.8e}  |grad| {gnorm:.2e}  "
+                               f"|Xw+b-y+e| {row['residual']:.2e}  "
+                               f"mu|g| {row['dual_residual']:.2e}  mu {mu:.2e}  "
+                               f"{row['seconds']:.2f}s")
+                if gnorm <= eps or (k > WINDOW and abs(history[-1 - WINDOW]["objective"] - obj)
+                                    <= rtol * abs(obj)):
+                    converged = True
+                    break
+                if k == max_iter:
+                    break
+                if method == "exact":
+                    x = x + _lsqr_correction(passes, run, x, mu, d, lsqr_tol, lsqr_iter)
+                else:
+                    x = _gradient_step(passes, xg, x, mu, d)
+            except cluster.WorkerLost as lost:
+                x, mu, mu_prev, k, history, start, run = _recover(
+                    client, passes, checkpoint, lost.gone, run, restore, progress,
+                    x, mu, k, history, start)
+                continue
             mu_prev, mu = mu, min(rho * mu, mu_max)
+            if checkpoint is not None and checkpoint.due(k):
+                _save(passes, checkpoint, run, k, x, mu, mu_prev, history, start, progress)
         if not converged:
             msg = (f"alm reached the iteration limit ({max_iter}) before the gradient norm "
                    f"{gnorm:.3g} fell to eps={eps:g} or the objective settled to "
@@ -189,6 +259,52 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
                   train_seconds=time.perf_counter() - start, history=history,
                   options={"method": method, "mu0": mu0, "rho": rho, "mu_max": mu_max,
                            "rtol": rtol})
+
+
+def _save(passes, checkpoint, run, k, x, mu, mu_prev, history, start, progress) -> None:
+    """Checkpoint the end of iteration ``k``: each owner writes λ and e of its blocks
+    (:func:`workers.alm.save_blocks`), then the coordinator commits [w; b], µ, the previous
+    µ (of the deferred step (9)), the history.  A worker lost meanwhile skips this
+    checkpoint (the next pass notices the loss)."""
+    try:
+        written = passes.per_owner(workers.alm.save_blocks, run, checkpoint.directory(k),
+                                   checkpoint.storage_options)
+    except cluster.WorkerLost as lost:
+        progress.note(f"iter {k}: worker {', '.join(lost.gone)} left while checkpointing; "
+                      "no checkpoint this iteration")
+        return
+    checkpoint.save(k, "alm", {"x": x},
+                    {"mu": mu, "mu_prev": mu_prev, "history": history, "passes": passes.count,
+                     "seconds": time.perf_counter() - start},
+                    {name: digest for part in written for name, digest in part.items()})
+
+
+def _recover(client, passes, checkpoint, gone, run, restore, progress, x, mu, k, history,
+             start):
+    """After workers ``gone`` left during iteration ``k``: the survivors take their blocks,
+    with the state of the latest checkpoint if there is one, else every block's λ = 0 and
+    e = 0 at the iteration's [w; b] (see "Checkpoints and worker faults").  Returns the
+    loop's (x, µ, µ_prev, last iteration done, history, start, run id)."""
+    while True:
+        moved = passes.replan(gone)
+        client.run(workers.blocks.drop_run, run)
+        run = uuid.uuid4().hex
+        what = (f"iter {k}: worker {', '.join(gone)} left the cluster; its {moved} blocks go "
+                f"to the other {len(passes.owners)} worker(s)")
+        found = checkpoint.latest("alm") if checkpoint is not None else None
+        if found is None:
+            progress.note(f"{what}; there is no checkpoint, so every block restarts from "
+                          f"lambda = 0, e = 0 at the current w and mu, and convergence "
+                          f"continues from there (iteration {k} again)")
+            return x, mu, 0.0, k - 1, history[:k - 1], start, run
+        try:
+            out = restore(found, run)
+        except cluster.WorkerLost as again:
+            gone = again.gone
+            continue
+        progress.note(f"{what}; every block's lambda and e come from the checkpoint of "
+                      f"iteration {found.round}, which the run continues from")
+        return (*out, run)
 
 
 def _gradient_step(passes, xg, x, mu, d):

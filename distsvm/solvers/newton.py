@@ -31,11 +31,25 @@ Distribution: the data are touched only through map-reduce passes over the row b
 * one pass per Hessian-vector product ``v + Xᵀ(D(Xv))``;
 * one pass per direction that keeps t = Xs on the workers and returns f(w + s), after
   which every further line-search trial f(w + αs) uses the kept z and t only, reading
-  no data, and accepting α sets z ← z + αt in the next evaluation pass (as LIBLINEAR
-  keeps ``wx``).
+  no data.  Where LIBLINEAR then keeps ``wx`` as z + αt, the next evaluation pass
+  computes z = Xw afresh from the block it reads anyway (one more product per row, no
+  more data read): an evaluation then depends on w alone, which makes a resumed or
+  recovered run continue exactly as an uninterrupted one.
 
 So a Newton iteration with k CG steps reads the data k + 2 times, as LIBLINEAR.  The
 coordinator holds O(n_features) vectors: w, ∇f, M, and the CG vectors.
+
+Checkpoints and worker faults: the state of a run is the coordinator's w, the
+iteration, ‖∇f(0)‖ (the stopping rule's reference) and the history; the workers' z = Xw
+and D are functions of w.  So a checkpoint (:mod:`distsvm.checkpoint`, every k
+iterations) holds those alone, and a resumed run recomputes z and D from w in one
+evaluation pass and goes on exactly as the uninterrupted run.  When a worker leaves the cluster
+(:class:`distsvm.cluster.WorkerLost`), the coordinator waits for the survivors' tasks of
+the interrupted pass to end, gives the departed worker's blocks to the survivors
+(:func:`distsvm.cluster.replan`), starts the per-row state afresh (a new run id) and runs
+the interrupted iteration again from its w, first recomputing z and D of every block in
+one pass (simpler than recomputing the lost blocks only, and one pass among the k + 2 of
+an iteration); the job fails with ClusterError only when no worker of the job is left.
 
 Bias: with ``bias >= 0`` the last coordinate of w weighs a constant feature of that
 value (``-B``); ``regularize_bias=False`` leaves it out of ½wᵀw and out of the
@@ -55,6 +69,8 @@ import workers.newton
 from storage import Dataset
 from workers import losses
 
+from .. import cluster
+from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
@@ -109,12 +125,14 @@ def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, class_cost=None, regularize_bias: bool = True,
           warm_start: np.ndarray | None = None, progress: Progress | None = None,
-          positive: int = 1) -> Result:
+          positive: int = 1, checkpoint: Checkpointer | None = None) -> Result:
     """Train by line-search Newton on the cluster behind ``client``; see the module docstring.
 
     ``class_cost`` is each class index's cost Cᵢ (C times its weight; default C for all);
     ``warm_start`` an initial w of n_features (+1 with a bias) entries; rows of class index
-    ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).
+    ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  With ``checkpoint`` the run
+    continues from its latest checkpoint and writes one every ``checkpoint.every``
+    iterations (see "Checkpoints and worker faults" in the module docstring).
     """
     progress = progress or Progress(quiet=True)
     meta = dataset.meta
@@ -129,9 +147,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     kw = dict(loss=losses.code(loss), positive=positive)
     start = time.perf_counter()
 
-    def evaluate(w, recompute, alpha=0.0):
-        reps = passes.each(workers.newton.evaluate, run, w, recompute=recompute, alpha=alpha,
-                           class_cost=class_cost, **kw)
+    def evaluate(w):
+        reps = passes.each(workers.newton.evaluate, run, w, class_cost=class_cost, **kw)
         f = 0.5 * float(reg @ (w * w)) + sum(r["loss"] for r in reps)
         return (f, reg * w + sum(r["grad"] for r in reps), reg + sum(r["diag"] for r in reps),
                 sum(r["correct"] for r in reps))
@@ -139,6 +156,24 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     def hess_vec(v):
         return reg * v + sum(passes.each(workers.newton.hess_vec, run, v))
 
+    def retried(step, k):
+        """``step()``, run again after each worker loss: the survivors take the lost blocks
+        and the per-row state starts afresh (a new run id) from the coordinator's w."""
+        nonlocal run
+        while True:
+            try:
+                return step()
+            except cluster.WorkerLost as lost:
+                moved = passes.replan(lost.gone)
+                client.run(workers.blocks.drop_run, run)
+                run = uuid.uuid4().hex
+                progress.note(f"iter {k}: worker {', '.join(lost.gone)} left the cluster; its "
+                              f"{moved} blocks go to the other {len(passes.owners)} worker(s), "
+                              f"which recompute z = Xw and D from the iteration's w and run "
+                              f"iteration {k} again")
+                fresh[0] = True
+
+    fresh = [True]  # whether the workers' z and D must be recomputed from w first
     history: list[dict] = []
 
     def log(k, f, gnorm, cg, step, correct):
@@ -146,41 +181,67 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                "cg_iterations": cg, "step": step, "train_accuracy": correct / max(1, meta.n_rows),
                "passes": passes.count, "seconds": time.perf_counter() - start}
         history.append(row)
-        progress.note(f"iter {k:4d}  f {f:.8e}  |grad| {gnorm:.3e} ({row['rel_grad_norm']:.1e} "
-                      f"rel)  CG {cg:3d}  step {step:.3g}  {row['seconds']:.2f}s")
+        progress.round(row, f"iter {k:4d}  f {f:.8e}  |grad| {gnorm:.3e} "
+                       f"({row['rel_grad_norm']:.1e} rel)  CG {cg:3d}  step {step:.3g}  "
+                       f"{row['seconds']:.2f}s")
+
+    def iteration(w, f, g, M):
+        """One Newton iteration from w: (w, f, g, M, correct, CG iterations, step α); α = 0
+        when the line search fails.  After a worker loss it first rebuilds z and D at w."""
+        if fresh[0]:
+            f, g, M, _ = evaluate(w)
+            fresh[0] = False
+        s, cg, warning = pcg(hess_vec, g, (1 - ALPHA_PCG) + ALPHA_PCG * M)
+        if warning:
+            progress.note(f"WARNING: {warning}")
+        alpha = _line_search(passes, run, kw, w, s, g, f, reg)
+        if alpha == 0.0:
+            return w, f, g, M, 0, cg, alpha
+        w = w + alpha * s
+        return (w, *evaluate(w), cg, alpha)
 
     w = np.zeros(dim) if warm_start is None else np.array(warm_start, dtype=np.float64)
+    resumed = checkpoint.latest("newton") if checkpoint is not None else None
+    k = 0
     try:
-        if warm_start is not None and np.any(w):
-            gnorm0 = float(np.linalg.norm(evaluate(np.zeros(dim), True)[1]))
-        f, g, M, correct = evaluate(w, True)
+        if resumed is not None:
+            w, k, gnorm0 = resumed.arrays["w"], resumed.round, resumed.state["gnorm0"]
+            history, passes.count = resumed.state["history"], resumed.state["passes"]
+            start -= resumed.state["seconds"]
+            progress.note(f"resuming from the checkpoint of iteration {k} "
+                          f"({resumed.directory})")
+        elif warm_start is not None and np.any(w):
+            gnorm0 = float(np.linalg.norm(retried(lambda: evaluate(np.zeros(dim)),
+                                                  0)[1]))
+        f, g, M, correct = retried(lambda: evaluate(w), k)
+        fresh[0] = False
         gnorm = float(np.linalg.norm(g))
-        if warm_start is None or not np.any(w):
+        if resumed is None and (warm_start is None or not np.any(w)):
             gnorm0 = gnorm
         gnorm0 = gnorm0 or 1.0  # ∇f(0) = 0: w = 0 is optimal, stop at once
         n_pos = meta.class_counts[positive]  # one-vs-rest: this class against the rest
         tol = stopping_tolerance(eps, (meta.n_rows - n_pos, n_pos)) * gnorm0
-        log(0, f, gnorm, 0, 0.0, correct)
+        if resumed is None:
+            log(0, f, gnorm, 0, 0.0, correct)
         converged = gnorm <= tol
-        k = 0
         while not converged and k < max_rounds:
             k += 1
-            s, cg, warning = pcg(hess_vec, g, (1 - ALPHA_PCG) + ALPHA_PCG * M)
-            if warning:
-                progress.note(f"WARNING: {warning}")
-            alpha = _line_search(passes, run, kw, w, s, g, f, reg)
+            f_old = f
+            w, f, g, M, correct, cg, alpha = retried(lambda: iteration(w, f, g, M), k)
             if alpha == 0.0:
                 progress.note("WARNING: line search fails")
                 break
-            w = w + alpha * s
-            f_old = f
-            f, g, M, correct = evaluate(w, False, alpha)
             gnorm = float(np.linalg.norm(g))
             log(k, f, gnorm, cg, alpha, correct)
             converged = gnorm <= tol
             if not converged and abs(f_old - f) <= 1e-12 * abs(f):
                 progress.note("WARNING: actred too small")
                 break
+            if not converged and checkpoint is not None and checkpoint.due(k) \
+                    and k < max_rounds:
+                checkpoint.save(k, "newton", {"w": w},
+                                {"gnorm0": gnorm0, "history": history, "passes": passes.count,
+                                 "seconds": time.perf_counter() - start})
         if not converged and k >= max_rounds:
             warnings.warn(f"newton reached the iteration limit ({max_rounds}) before ‖∇f‖ fell "
                           f"to eps'={tol / gnorm0:.3g} of ‖∇f(0)‖ ({gnorm / gnorm0:.3g}); "

@@ -34,12 +34,11 @@ def row_loss(m, loss):
 
 
 @numba.njit(cache=True, nogil=True)
-def fun_grad(indptr, indices, data, y, positive, cost, w, bias, n_features, loss, z, recompute,
-             D, grad, diag):
+def fun_grad(indptr, indices, data, y, positive, cost, w, bias, n_features, loss, z, D, grad,
+             diag):
     """The loss part of f, ∇f and the preconditioner at w, in one pass over a block.
 
-    If ``recompute`` then zᵢ = wᵀxᵢ is computed and stored in ``z``; otherwise ``z``
-    already holds Xw (the line search keeps it current).  Writes Dᵢ into ``D``;
+    Writes zᵢ = wᵀxᵢ into ``z`` and Dᵢ into ``D``;
     adds Xᵀ(∂/∂z) to ``grad`` and Σᵢ Dᵢxᵢⱼ² to ``diag`` (their first ``n_features``
     entries).  Returns ``(Σ Cᵢξᵢ, bias part of the gradient, bias part of the
     preconditioner, rows with mᵢ > 0)``.
@@ -50,8 +49,7 @@ def fun_grad(indptr, indices, data, y, positive, cost, w, bias, n_features, loss
     correct = 0
     for i in range(len(indptr) - 1):
         yi = 1.0 if y[i] == positive else -1.0
-        if recompute:
-            z[i] = row_dot(indptr, indices, data, i, w, bias, n_features)
+        z[i] = row_dot(indptr, indices, data, i, w, bias, n_features)
         m = yi * z[i]
         if m > 0.0:
             correct += 1
