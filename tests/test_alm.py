@@ -224,6 +224,21 @@ def test_inexact_iterates_equal_numpy_algorithm_2(client, small, tmp_path, p):
     np.testing.assert_allclose(got, duals, rtol=1e-9)
 
 
+def test_stall_from_a_fast_growing_mu_is_named_in_the_warning(client, small_store):
+    """µ growing fast (rho 1.5) outgrows one gradient step: the constraint violation is
+    enforced but stationarity is not; the iteration-cap warning says so and suggests a
+    constant µ, which (same iterations) gets further down."""
+    with pytest.warns(ConvergenceWarning, match="outgrown one gradient step") as rec:
+        stalled = train(small_store, solver="alm", loss="squared_hinge", bias=1.0, rho=1.5,
+                        max_rounds=40, rtol=0.0, eps=1e-8, client=client)
+    assert "mu0=0.03" in str(rec[0].message)
+    with pytest.warns(ConvergenceWarning) as rec:
+        steady = train(small_store, solver="alm", loss="squared_hinge", bias=1.0, mu0=0.03,
+                       rho=1.0, max_rounds=40, rtol=0.0, eps=1e-8, client=client)
+    assert "outgrown" not in str(rec[0].message)
+    assert steady.summary["primal_objective"] < stalled.summary["primal_objective"]
+
+
 def _synthetic(n=200, d=5, seed=0):
     import scipy.sparse as sp
 

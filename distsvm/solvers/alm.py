@@ -95,6 +95,9 @@ from ..progress import Progress
 
 MU_MAX = 1e5  # the paper's upper limit of µ (§3)
 WINDOW = 10  # iterations over which the relative objective change is measured
+# at the iteration cap, a dual residual µ‖g‖ this many times the constraint violation means
+# µ outgrew the gradient step (docs/solvers/alm.md): the warning suggests a constant µ
+STALL_RATIO = 10.0
 
 
 @dataclasses.dataclass
@@ -251,6 +254,13 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
             msg = (f"alm reached the iteration limit ({max_iter}) before the gradient norm "
                    f"{gnorm:.3g} fell to eps={eps:g} or the objective settled to "
                    f"rtol={rtol:g}; increase max_iter, eps or rtol")
+            last = history[-1]
+            if method == "inexact" and rho > 1 and last["dual_residual"] > STALL_RATIO * max(
+                    last["residual"], np.finfo(float).tiny):
+                msg += (f". The dual residual mu|g| {last['dual_residual']:.3g} is over "
+                        f"{STALL_RATIO:g}x the constraint violation {last['residual']:.3g}: "
+                        f"mu ({mu:.3g}) has outgrown one gradient step, the stall of "
+                        "docs/solvers/alm.md; a constant mu (rho=1, e.g. mu0=0.03) continues")
             warnings.warn(msg, ConvergenceWarning, stacklevel=2)
     finally:
         client.run(workers.blocks.drop_run, run)
