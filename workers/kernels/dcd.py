@@ -76,7 +76,8 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
         while s < active:
             i = index[s]
             yi = 1.0 if y[i] == positive else -1.0
-            diag, upper = (0.0, cost[i]) if hinge else (0.5 / cost[i], np.inf)
+            # a row of cost 0 keeps αᵢ = 0 (LIBLINEAR drops rows of weight 0)
+            diag, upper = (0.0, cost[i]) if hinge or cost[i] == 0.0 else (0.5 / cost[i], np.inf)
             G = yi * row_dot(indptr, indices, data, i, w, bias, n_features) - 1.0 + diag * alpha[i]  # (12)
             PG = 0.0
             if alpha[i] == 0.0:
@@ -129,7 +130,7 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
     sum_dsq = 0.0
     for i in range(n):
         sum_alpha += alpha[i]
-        if not hinge:
+        if not hinge and alpha[i] != 0.0:
             sum_dsq += 0.5 / cost[i] * alpha[i] * alpha[i]
     return pg_max_new, pg_min_new, full, converged, sum_alpha, sum_dsq
 
@@ -147,7 +148,7 @@ def dual_stats(indptr, indices, data, y, positive, w, bias, n_features, alpha, l
     pg_max, pg_min, sum_alpha, sum_dsq = 0.0, 0.0, 0.0, 0.0
     for i in range(len(alpha)):
         yi = 1.0 if y[i] == positive else -1.0
-        diag, upper = (0.0, cost[i]) if hinge else (0.5 / cost[i], np.inf)
+        diag, upper = (0.0, cost[i]) if hinge or cost[i] == 0.0 else (0.5 / cost[i], np.inf)
         m = yi * row_dot(indptr, indices, data, i, w, bias, n_features)
         if m > 0.0:
             correct += 1
