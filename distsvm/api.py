@@ -130,10 +130,31 @@ def _check_y(y, n_rows: int, owner: str):
     return classes, codes
 
 
-def _accepts(fn, name: str) -> bool:
-    """Whether ``fn`` takes the keyword ``name`` (class and instance weights arrive with
-    issue 7a: until then they are refused with a clear error)."""
-    return name in inspect.signature(fn).parameters
+def _coded_class_weight(class_weight: dict, classes: np.ndarray, owner: str) -> dict:
+    """``{label: weight}`` as ``{class index: weight}``, the labels of the temporary store."""
+    out = {}
+    for label, weight in class_weight.items():
+        found = [k for k, c in enumerate(classes) if c == label]
+        if len(found) != 1:
+            raise ValueError(f"The 'class_weight' parameter of {owner} names label {label!r}, "
+                             f"which is not a class of y {list(classes)}.")
+        out[int(found[0])] = weight
+    return out
+
+
+def _check_sample_weight(sample_weight, codes: np.ndarray, n_classes: int) -> np.ndarray:
+    """``sample_weight`` as float64 (n_rows,), finite and ≥ 0, with weight on ≥ 2 classes."""
+    sw = np.asarray(sample_weight, dtype=np.float64)
+    if sw.shape != codes.shape:
+        raise ValueError(f"sample_weight.shape == {sw.shape}, expected {codes.shape}!")
+    if not np.all(np.isfinite(sw)) or np.any(sw < 0):
+        raise ValueError("sample_weight must be finite and >= 0")
+    if not np.any(sw > 0):
+        raise ValueError("Sample weights must contain at least one non-zero number.")
+    if np.count_nonzero(np.bincount(codes, weights=sw, minlength=n_classes)) < 2:
+        raise ValueError("sample_weight leaves rows of one class only (weight 0 on all the "
+                         "others); a classifier needs two classes with positive weight")
+    return sw
 
 
 class _LinearClassifier(_Params):
@@ -177,9 +198,6 @@ class _LinearClassifier(_Params):
                           bias=kwargs["bias"], max_rounds=kwargs["max_rounds"],
                           seed=kwargs["seed"], inner_passes=kwargs.get("inner_passes", 1))
         if self.class_weight is not None:
-            if not _accepts(jobs.train, "class_weight"):
-                raise ValueError(f"The 'class_weight' parameter of {owner} needs class "
-                                 "weights (LIBLINEAR -wi), not available in this version")
             kwargs["class_weight"] = self.class_weight
         return kwargs
 
@@ -200,12 +218,11 @@ class _LinearClassifier(_Params):
             return self
         X = _check_X(X, owner)
         classes, codes = _check_y(y, X.shape[0], owner)
+        if isinstance(kwargs.get("class_weight"), dict):  # the store's labels are the codes
+            kwargs["class_weight"] = _coded_class_weight(kwargs["class_weight"], classes, owner)
         extra = {}
         if sample_weight is not None:
-            if not _accepts(ingest, "sample_weight"):
-                raise ValueError(f"{owner}.fit: sample_weight needs instance weights in the "
-                                 "store, not available in this version")
-            extra["sample_weight"] = np.asarray(sample_weight, dtype=np.float64)
+            extra["sample_weight"] = _check_sample_weight(sample_weight, codes, len(classes))
         with tempfile.TemporaryDirectory(prefix="distsvm-fit-") as tmp:
             store = ingest((X, codes.astype(np.float64)), os.path.join(tmp, "train.zarr"),
                            seed=kwargs["seed"], **extra)

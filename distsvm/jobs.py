@@ -44,6 +44,8 @@ AUTO_PRIMAL_RATIO = 50
 # SVM-ALM, as Nie et al. 2014; LIBLINEAR's 0.01 for its Newton solver (-s 0, -s 2)
 DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01,
                "newton": 0.01, "crammer_singer": 0.1}
+# solvers that take no class or instance weights (LIBLINEAR has no such solvers)
+UNWEIGHTED = ("cutting_plane", "alm")
 # solvers that write checkpoints and resume from them (distsvm.checkpoint)
 CHECKPOINTED = ("dcd", "pcd", "cutting_plane", "newton", "alm")  # pcd: exact mode
 
@@ -142,19 +144,22 @@ def class_costs(owner: str, class_weight, C: float, meta) -> np.ndarray:
     return np.array([C * float(weights.get(c, 1.0)) for c in meta.classes])
 
 
-def check_newton_options(owner: str, *, solver: str, meta, C: float, bias: float,
+def check_solver_options(owner: str, *, solver: str, meta, C: float, bias: float,
                          regularize_bias: bool, class_weight, warm_start):
-    """Check the options only solver "newton" takes (-R, weights, warm start); return the
-    per-class costs (:func:`class_costs`) and the warm start as float64 (or None)."""
+    """Check the options some solvers do not take: -R and the warm start (solver "newton"
+    only), class and instance weights (all but :data:`UNWEIGHTED`); return the per-class
+    costs (:func:`class_costs`) and the warm start as float64 (or None)."""
     if not regularize_bias and (solver != "newton" or bias < 0):
         raise ValueError(f"regularize_bias=False (LIBLINEAR's -R) of {owner} needs solver "
                          f"'newton' and a bias feature (bias >= 0). Got solver {solver!r} and "
                          f"bias {bias!r}.")
     class_cost = class_costs(owner, class_weight, C, meta)
-    if (class_weight is not None or meta.weighted) and solver != "newton":
-        raise ValueError(f"Class and instance weights of {owner} are taken by solver 'newton' "
-                         f"only. Got solver {solver!r} with class_weight={class_weight!r} on "
-                         f"a store {'with' if meta.weighted else 'without'} instance weights.")
+    if (class_weight is not None or meta.weighted) and solver in UNWEIGHTED:
+        raise ValueError(f"Class and instance weights of {owner} are not taken by solver "
+                         f"{solver!r} (nor by {', '.join(repr(u) for u in UNWEIGHTED)}: "
+                         f"LIBLINEAR has no such solver). Got class_weight={class_weight!r} "
+                         f"on a store {'with' if meta.weighted else 'without'} instance "
+                         "weights.")
     if warm_start is not None:
         if solver != "newton":
             raise ValueError(f"The 'warm_start' parameter of {owner} belongs to solver "
@@ -246,10 +251,11 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     ``regularize_bias=False`` (solver "newton", ``bias >= 0``) leaves the bias feature's
     weight out of ½‖w‖², as LIBLINEAR's ``-R``.
 
-    ``class_weight`` (solver "newton"): None, ``{label: weight}`` (missing labels weigh 1)
-    or ``"balanced"`` (n_rows / (n_classes · rows of the class), as scikit-learn); row i
-    costs Cᵢ = C · class_weight[yᵢ] · its instance weight if the store has them
-    (LIBLINEAR's ``-wi`` and ``-W``).
+    ``class_weight`` (every solver but :data:`UNWEIGHTED`): None, ``{label: weight}``
+    (missing labels weigh 1) or ``"balanced"`` (n_rows / (n_classes · rows of the class), as
+    scikit-learn); row i costs Cᵢ = C · class_weight[yᵢ] · its instance weight if the store
+    has them (LIBLINEAR's ``-wi`` and ``-W``); in one-vs-rest, problem k's rows of class k
+    cost their weighted C and the others C (:func:`distsvm.solvers.ovr.problem_cost`).
 
     ``warm_start`` (solver "newton"): the initial w, n_features (+1 with a bias) values,
     e.g. a model's ``w`` for a nearby C; the stopping rule stays relative to ∇f(0).
@@ -284,7 +290,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                          f"{list(pcd.MODES)}. Got {pcd_mode!r} instead.")
     dataset = as_dataset(data)
     meta = dataset.meta
-    class_cost, warm_start = check_newton_options(
+    class_cost, warm_start = check_solver_options(
         owner, solver=solver, meta=meta, C=float(C), bias=bias, regularize_bias=regularize_bias,
         class_weight=class_weight, warm_start=warm_start)
     if solver == "pcd" and dataset.is_subset:
@@ -320,14 +326,13 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
 
         def fit(positive, plan, progress):
             """The binary problem of class index ``positive`` (+1) against the rest."""
+            # one-vs-rest as LIBLINEAR: class k's rows cost its weighted C, the rest C
+            cost = ovr.problem_cost(class_cost, C, positive) if multiclass else class_cost
             if solver == "alm":
                 return alm.solve(c, dataset, plan, p=p, C=float(C), eps=float(eps),
                                  bias=bias >= 0, max_iter=max_rounds, progress=progress,
                                  positive=positive, checkpoint=checkpoint, **alm_options)
             if solver == "newton":
-                # one-vs-rest as LIBLINEAR: class k's rows cost its weighted C, the rest C
-                cost = class_cost if not multiclass else np.where(
-                    np.arange(len(class_cost)) == positive, class_cost, float(C))
                 return newton.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                     bias=float(bias), max_rounds=max_rounds,
                                     regularize_bias=bool(regularize_bias),
@@ -338,7 +343,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                 return pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                  bias=float(bias), max_rounds=max_rounds, seed=seed,
                                  mode=pcd_mode, progress=progress, checkpoint=checkpoint,
-                                 positive=positive)
+                                 positive=positive, class_cost=cost)
             if solver == "cutting_plane":
                 return cutting_plane.solve(c, dataset, plan, C=float(C), eps=float(eps),
                                            bias=float(bias), max_rounds=max_rounds,
@@ -347,18 +352,19 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
             if solver == "crammer_singer":
                 return crammer_singer.solve(c, dataset, plan, C=float(C), eps=float(eps),
                                             bias=float(bias), max_rounds=max_rounds, seed=seed,
-                                            gap_tol=float(gap_tol), progress=progress)
+                                            gap_tol=float(gap_tol), progress=progress,
+                                            class_cost=class_cost)
             return dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                              bias=float(bias), max_rounds=max_rounds, seed=seed,
                              inner_passes=inner_passes, gap_tol=float(gap_tol),
                              parallel=parallel, progress=progress, checkpoint=checkpoint,
-                             positive=positive)
+                             positive=positive, class_cost=cost)
         start = time.perf_counter()
         if multiclass and solver == "dcd" and parallel is None:  # K problems, one read a block
             results = dcd.solve_ovr(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                     bias=float(bias), max_rounds=max_rounds, seed=seed,
                                     inner_passes=inner_passes, gap_tol=float(gap_tol),
-                                    progress=progress)
+                                    progress=progress, class_cost=class_cost)
         elif multiclass:
             results = ovr.solve(fit, meta.classes, plan, progress)
         else:

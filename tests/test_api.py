@@ -106,10 +106,36 @@ def test_primal_linear_svc_string_labels_and_input_checks(client, a9a):
         distsvm.LinearSVC().fit(X[:10])
 
 
-def test_weights_are_refused_until_issue_7a(a9a):
-    # needs issue-7a (weights): class_weight and sample_weight then train; flip this test
-    X, y = a9a[0][:50], a9a[1][:50]
-    with pytest.raises(ValueError, match="'class_weight' parameter of LogisticRegression"):
-        distsvm.LogisticRegression(class_weight="balanced").fit(X, y)
-    with pytest.raises(ValueError, match="sample_weight needs instance weights"):
-        distsvm.LinearSVC().fit(X, y, sample_weight=np.ones(50))
+def test_weighted_fits_match_liblinear_and_duplicated_rows(client, a9a):
+    """LinearSVC(class_weight=...) on string labels reaches LIBLINEAR's -wi optimum (the
+    label keys map to the store's class indices); fit(sample_weight=integers) equals the fit
+    on duplicated rows."""
+    from liblinear.liblinearutil import parameter, problem, train
+
+    X, y = a9a[0][:2000], a9a[1][:2000]
+    labels = np.where(y > 0, "yes", "no")
+    cost = 0.1 * np.where(y > 0, 2.0, 0.5)
+    clf = distsvm.LinearSVC(C=0.1, tol=1e-6, max_iter=3000, fit_intercept=False,
+                            class_weight={"yes": 2.0, "no": 0.5}).fit(X, labels)
+    m = train(problem(y, X.astype(np.float64)), parameter("-s 1 -c 0.1 -e 1e-6 -w1 2 -w-1 0.5 -q"))
+    w_ref = np.array([m.w[i] for i in range(123)]) * (1 if m.get_labels()[0] == 1 else -1)
+
+    def objective(w, cost):
+        xi = np.maximum(0.0, 1.0 - np.where(y > 0, 1.0, -1.0) * (X @ w)) ** 2
+        return 0.5 * w @ w + cost @ xi
+
+    assert objective(clf.coef_.ravel(), cost) == pytest.approx(objective(w_ref, cost), rel=1e-3)
+    assert clf.model_.params["class_weight"] == {"0": 0.5, "1": 2.0}
+    with pytest.raises(ValueError, match="names label 'maybe'"):
+        distsvm.LinearSVC(class_weight={"maybe": 2.0}).fit(X, labels)
+    sw = np.random.default_rng(0).integers(1, 4, 2000)
+    rows = np.repeat(np.arange(2000), sw)
+    a = distsvm.LogisticRegression(C=0.1, dual=True, tol=1e-7, max_iter=3000).fit(
+        X, y, sample_weight=sw)
+    b = distsvm.LogisticRegression(C=0.1, dual=True, tol=1e-7, max_iter=3000).fit(
+        X[rows], y[rows])
+    assert a.objective_ == pytest.approx(b.objective_, rel=1e-6)
+    for bad, match in ((np.ones(5), "sample_weight.shape"), (np.zeros(2000), "non-zero"),
+                       (-np.ones(2000), ">= 0"), (np.where(y > 0, 1.0, 0.0), "one class")):
+        with pytest.raises(ValueError, match=match):
+            distsvm.LinearSVC().fit(X, y, sample_weight=bad)

@@ -140,7 +140,7 @@ def test_kernel_first_pass_equals_numpy_algorithm_1(small, loss):
     w, alpha = np.zeros(123), np.zeros(X.shape[0])
     state, index = kernel.new_state(X.shape[0])
     kernel.dcd_passes(indptr, X.indices, X.data, yc, 1, sq, w, -1.0, 123, alpha, index, state,
-                      loss, C, 1e-3, 1, 42)
+                      loss, np.full(X.shape[0], C), 1e-3, 1, 42)
     # the kernel leaves its permutation in `index`: replay it in NumPy
     w_ref, a_ref = np.zeros(123), np.zeros(X.shape[0])
     diag, upper = (0.0, C) if loss == 0 else (0.5 / C, np.inf)

@@ -72,7 +72,7 @@ def test_alpha_consistent_with_combined_w(a9a, a9a_blocks, parallel, K):
             results = [workers.dcd.local_round(
                 w, d.url, infos, [r * 100 + i for i in range(len(infos))], run, gamma=gamma,
                 sigma=sigma, bias=-1.0, n_features=d.meta.n_features, loss=losses.HINGE,
-                positive=1, C=1.0, eps=1e-9, n_passes=2, cache_bytes=0) for infos in owned]
+                positive=1, class_cost=np.ones(2), eps=1e-9, n_passes=2, cache_bytes=0) for infos in owned]
             w = w + gamma * np.sum([dw for dw, _ in results], axis=0)
         expected = np.zeros_like(w)
         for infos in owned:

@@ -13,26 +13,19 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import distsvm
 
-# needs issue-7a (weights): class_weight and fit(sample_weight=...) are refused until then.
-NEEDS_WEIGHTS = {
-    "check_sample_weights_pandas_series": "needs issue-7a (sample_weight)",
-    "check_sample_weights_not_an_array": "needs issue-7a (sample_weight)",
-    "check_sample_weights_list": "needs issue-7a (sample_weight)",
-    "check_sample_weights_shape": "needs issue-7a (sample_weight)",
-    "check_sample_weights_not_overwritten": "needs issue-7a (sample_weight)",
-    "check_sample_weight_equivalence_on_dense_data": "needs issue-7a (sample_weight)",
-    "check_sample_weight_equivalence_on_sparse_data": "needs issue-7a (sample_weight)",
-    "check_sample_weights_invariance": "needs issue-7a (sample_weight)",
-    "check_classifiers_one_label_sample_weights": "needs issue-7a (sample_weight)",
-    "check_all_zero_sample_weights_error": "needs issue-7a (sample_weight)",
-    "check_class_weight_classifiers": "needs issue-7a (class_weight)",
-    "check_class_weight_balanced_classifiers": "needs issue-7a (class_weight)",
-    "check_class_weight_balanced_linear_classifier": "needs issue-7a (class_weight)",
-}
+# Class and instance weights (issue 7a) pass every check except, for LinearSVC (dual CD
+# at tol=0.1, max_iter=30 here), the equivalence of integer weights with repeated rows to
+# scikit-learn's tolerance: the weighted and the repeated problems have the same optimum
+# (tests/test_weights.py certifies it by duality gaps) but dual CD stops at different
+# points of each at this tolerance.
+EQUIVALENCE = ("dual CD at tol=0.1 stops at different points of the weighted and the "
+               "repeated-rows problems (same optimum: tests/test_weights.py)")
+EXPECTED_FAILURES = {"check_sample_weight_equivalence_on_dense_data": EQUIVALENCE,
+                     "check_sample_weight_equivalence_on_sparse_data": EQUIVALENCE}
 
 
 def expected_failed_checks(estimator):
-    return dict(NEEDS_WEIGHTS)
+    return dict(EXPECTED_FAILURES) if isinstance(estimator, distsvm.LinearSVC) else {}
 
 
 ESTIMATORS = [distsvm.LinearSVC(tol=0.1, max_iter=30),  # LIBLINEAR -s 1: eps 0.1

@@ -245,8 +245,8 @@ def test_instance_weights_equal_duplicated_rows(client, weighted, loss):
     assert p_dup == pytest.approx(a.summary["primal_objective"], rel=1e-9)
     # (w itself is determined only to ~1e-4 along a9a's nearly flat directions)
     assert a.params["sample_weight"] is True
-    with pytest.raises(ValueError, match="weights of train are taken by solver 'newton'"):
-        train(store, solver="dcd", loss="hinge", client=client)
+    with pytest.raises(ValueError, match="weights of train are not taken by solver 'alm'"):
+        train(store, solver="alm", loss="hinge", client=client)
 
 
 def test_weight_file_ingest_matches_array_ingest(client, weighted, tmp_path):

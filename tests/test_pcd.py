@@ -60,14 +60,16 @@ def test_derivatives_match_finite_differences(small, loss):
             s = np.where(y > 0, 1.0, -1.0)
             bz = b - z * s * X[:, i].toarray().ravel()
             return kernel.derivatives(lo, hi, indices, data, False, 0.0, yc, 1, bz, w[i] + z,
-                                      code, C)[0]
+                                      code, np.full(X.shape[0], C))[0]
 
-        d1, d2, _ = kernel.derivatives(lo, hi, indices, data, False, 0.0, yc, 1, b, w[i], code, C)
+        d1, d2, _ = kernel.derivatives(lo, hi, indices, data, False, 0.0, yc, 1, b, w[i], code,
+                                       np.full(X.shape[0], C))
         assert d1 == pytest.approx((D(h) - D(-h)) / (2 * h), rel=1e-5, abs=1e-4)
         # L2: the generalized second derivative is the true one where no bⱼ crosses 0
         assert d2 == pytest.approx((D1(h) - D1(-h)) / (2 * h), rel=1e-5)
         for z in (-0.3, 0.05, 1.0):
-            got = kernel.delta(lo, hi, indices, data, False, 0.0, yc, 1, b, w[i], z, code, C)
+            got = kernel.delta(lo, hi, indices, data, False, 0.0, yc, 1, b, w[i], z, code,
+                               np.full(X.shape[0], C))
             assert got == pytest.approx(D(z) - D(0.0), rel=1e-9, abs=1e-7)
 
 
@@ -117,7 +119,8 @@ def test_kernel_is_algorithm_1_iterate_by_iterate(small, loss):
         for i in order:  # one-column blocks: the kernel's order is ours
             lo, hi = indptr[i], indptr[i + 1]
             kernel.pcd_columns(np.array([0, hi - lo]), indices[lo:hi], data[lo:hi], i,
-                               sq[i:i + 1], yc, 1, b, w, code, C, 0, False, kernel.new_stats())
+                               sq[i:i + 1], yc, 1, b, w, code, np.full(X.shape[0], C), 0, False,
+                               kernel.new_stats())
             _numpy_algorithm_2(X, s, b_ref, w_ref, i, C, loss)
     np.testing.assert_allclose(w, w_ref, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(b, b_ref, rtol=1e-9, atol=1e-12)
@@ -133,8 +136,8 @@ def test_lambda_bar_shortcut_in_most_inner_iterations_on_a9a(a9a):
     w, b = np.zeros(123), np.ones(X.shape[0])
     stats = kernel.new_stats()
     for r in range(20):
-        kernel.pcd_columns(indptr, indices, data, 0, sq, yc, 1, b, w, losses.SQUARED_HINGE, 1.0,
-                           r, r == 0, stats)
+        kernel.pcd_columns(indptr, indices, data, 0, sq, yc, 1, b, w, losses.SQUARED_HINGE,
+                           np.ones(X.shape[0]), r, r == 0, stats)
     inner = stats[kernel.INNER]
     assert inner == 20 * 123
     assert stats[kernel.SHORTCUT] / inner > 0.5

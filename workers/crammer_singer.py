@@ -23,10 +23,12 @@ def _state(run: str, info: BlockInfo, block, n_classes: int) -> dict:
 
 
 def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
-            unshrink: bool, C: float, bias: float, n_features: int, cache_bytes: int,
+            unshrink: bool, class_cost: np.ndarray, bias: float, n_features: int, cache_bytes: int,
             report_infos: list[BlockInfo] | None = None, storage_options: dict | None = None):
     """One pass (Algorithm 1 of Appendix E) over each block of ``infos`` in order, W carried
-    from block to block; ``unshrink`` first reactivates every row and class (E.5).  ``prev``
+    from block to block; ``unshrink`` first reactivates every row and class (E.5).  Row i's
+    bound is Cᵢ = ``class_cost[yᵢ]`` times its instance weight (:func:`blocks.row_costs`),
+    as LIBLINEAR's ``Solver_MCSVM_CS`` takes C of the row's class.  ``prev``
     is the initial W or the previous segment's ``(W, report)``.  Returns ``(W, report)``,
     report as :func:`report` for ``report_infos`` if given, else None."""
     W = np.array(prev[0] if isinstance(prev, tuple) else prev, dtype=np.float64)
@@ -39,18 +41,19 @@ def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, 
         s["stopping"] = kernel.cs_pass(
             block.indptr, block.indices, block.data, block.y, sqnorm, W, bias, n_features,
             s["alpha"], s["alpha_index"], s["y_index"], s["active_i"], s["index"], s["state"],
-            np.full(block.n_rows, C), seed)
+            blocks.row_costs(block, class_cost), seed)
         del block, sqnorm
     out = None
     if report_infos:
         out = report(W, url, report_infos, run, bias=bias, n_features=n_features,
-                     cache_bytes=cache_bytes, storage_options=storage_options)
+                     class_cost=class_cost, cache_bytes=cache_bytes, storage_options=storage_options)
     return W, out
 
 
 def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float, n_features: int,
-           cache_bytes: int, storage_options: dict | None = None) -> dict:
-    """End of a round on one worker: the loss Σξᵢ and correct rows of its blocks at the
+           class_cost: np.ndarray, cache_bytes: int,
+           storage_options: dict | None = None) -> dict:
+    """End of a round on one worker: the loss ΣCᵢξᵢ and correct rows of its blocks at the
     round's final W, the dual's linear term Σᵢ Σₘ eᵢᵐαᵢᵐ = Σᵢ (Σₘ αᵢᵐ − αᵢ^{yᵢ}), the largest
     stopping value of the round's passes and the active rows, summed over the blocks."""
     W = prev[0] if isinstance(prev, tuple) else prev
@@ -58,7 +61,7 @@ def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float, n_f
     for info, (block, _) in zip(infos, blocks.stream(url, infos, cache_bytes, storage_options)):
         s = blocks.run_state(run, info.name, dict)
         xi, ok = kernel.cs_loss(block.indptr, block.indices, block.data, block.y, W, bias,
-                                n_features)
+                                n_features, blocks.row_costs(block, class_cost))
         alpha = s["alpha"]
         loss, correct = loss + xi, correct + ok
         linear += float(alpha.sum() - alpha[np.arange(block.n_rows), block.y].sum())

@@ -40,31 +40,33 @@ def _checkpoint(s: dict, tag: int) -> None:
         s["tag"], s["saved"] = tag, s["alpha"].copy()
 
 
-def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, C, eps, n_passes, positive,
-           shrink):
+def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps, n_passes,
+           positive, shrink):
     """DCD passes on one block, updating ``w`` in place; the block's statistics are kept.
 
-    ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all blocks by the
+    ``class_cost`` is C per class index with its class weight (its row costs Cᵢ are
+    :func:`blocks.row_costs`); ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all blocks by the
     coordinator, or None to reactivate every row of the block first.
     """
+    cost = blocks.row_costs(block, class_cost)
     if loss == LOGISTIC:
-        return _visit_lr(w, block, sqnorm, s, seed, bias=bias, n_features=n_features, C=C,
-                         eps=eps, n_passes=n_passes, positive=positive)
+        return _visit_lr(w, block, sqnorm, s, seed, bias=bias, n_features=n_features,
+                         cost=cost, eps=eps, n_passes=n_passes, positive=positive)
     state = s["state"]
     if shrink is None:
         state[kernel.ACTIVE] = block.n_rows
         state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = np.inf, -np.inf
     else:
         state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = shrink
-    pg_max, pg_min, full, _, sum_a, sum_a2 = kernel.dcd_passes(
+    pg_max, pg_min, full, _, sum_a, sum_dsq = kernel.dcd_passes(
         block.indptr, block.indices, block.data, block.y, positive, sqnorm, w, bias,
-        n_features, s["alpha"], s["index"], state, loss, C, eps, n_passes, seed, 1.0, False)
+        n_features, s["alpha"], s["index"], state, loss, cost, eps, n_passes, seed, 1.0, False)
     s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
-                  "sum_alpha": sum_a, "sum_alpha_sq": sum_a2, "active": int(state[kernel.ACTIVE]),
+                  "sum_alpha": sum_a, "sum_dsq": sum_dsq, "active": int(state[kernel.ACTIVE]),
                   "skipped": False}
 
 
-def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, C, eps, n_passes, positive):
+def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, cost, eps, n_passes, positive):
     """Dual CD passes for logistic regression (:mod:`workers.kernels.dcd_lr`) on one block.
 
     Its statistics fit the coordinator's round: ``pg_max`` = max |g′| (LIBLINEAR's
@@ -72,18 +74,17 @@ def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, C, eps, n_passes, 
     active (no shrinking); ``sum_alpha`` holds −Σ[αᵢ log αᵢ + (Cᵢ−αᵢ) log(Cᵢ−αᵢ) − Cᵢ log Cᵢ],
     so that the coordinator's dual Σ sum_alpha − ½‖w‖² is the logistic dual objective
     (its Dᵢᵢ is 0 for this loss).  The complement Cᵢ − αᵢ is rebuilt from α if missing
-    (first visit, or α rolled back by :func:`restore`).
+    (first visit, or α rolled back by :func:`restore`).  ``cost`` is the per-row Cᵢ.
     """
-    upper = np.full(block.n_rows, C)  # per-row Cᵢ
     if "alpha_c" not in s:
-        s["alpha_c"] = upper - s["alpha"]
+        s["alpha_c"] = cost - s["alpha"]
         s["innereps"] = 1e-2
     gmax, _, s["innereps"], entropy = dcd_lr.lr_passes(
         block.indptr, block.indices, block.data, block.y, positive, sqnorm, w, bias,
-        n_features, s["alpha"], s["alpha_c"], upper, s["index"], s["innereps"], eps, n_passes,
+        n_features, s["alpha"], s["alpha_c"], cost, s["index"], s["innereps"], eps, n_passes,
         seed)
     s["stats"] = {**(s["stats"] or {}), "pg_max": gmax, "pg_min": 0.0, "full": True,
-                  "sum_alpha": -entropy, "sum_alpha_sq": 0.0, "active": block.n_rows,
+                  "sum_alpha": -entropy, "sum_dsq": 0.0, "active": block.n_rows,
                   "skipped": False}
 
 
@@ -117,15 +118,15 @@ def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, 
     out = None
     if report_infos:
         out = report(w, url, report_infos, run, bias=kw["bias"], n_features=kw["n_features"],
-                     loss=kw["loss"], positive=kw["positive"], cache_bytes=cache_bytes,
-                     storage_options=storage_options)
+                     loss=kw["loss"], positive=kw["positive"], class_cost=kw["class_cost"],
+                     cache_bytes=cache_bytes, storage_options=storage_options)
     return w, out
 
 
 def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float,
-           n_features: int, loss: int, positive: int, cache_bytes: int,
+           n_features: int, loss: int, positive: int, class_cost: np.ndarray, cache_bytes: int,
            storage_options: dict | None = None) -> dict:
-    """End of a round on one worker: the loss of its blocks at the round's final ``w`` and
+    """End of a round on one worker: the loss Σ Cᵢ loss of its blocks at the round's final ``w`` and
     the statistics of their last visits, summed — all the coordinator needs, in one reply.
 
     A block skipped this round (all rows shrunk) is not read: its loss and
@@ -140,11 +141,12 @@ def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float,
         if not s["skipped"]:
             block, _ = next(measured)
             s["loss"], s["correct"] = loss_sum(block.indptr, block.indices, block.data, block.y,
-                                               positive, w, bias, n_features, loss)
+                                               positive, w, bias, n_features, loss,
+                                               blocks.row_costs(block, class_cost))
             del block
     return {"loss": sum(s["loss"] for s in stats), "correct": sum(s["correct"] for s in stats),
             "ww": float(w @ w), "sum_alpha": sum(s["sum_alpha"] for s in stats),
-            "sum_alpha_sq": sum(s["sum_alpha_sq"] for s in stats),
+            "sum_dsq": sum(s["sum_dsq"] for s in stats),
             "pg_max": max(s["pg_max"] for s in stats), "pg_min": min(s["pg_min"] for s in stats),
             "full": all(s["full"] for s in stats), "active": sum(s["active"] for s in stats),
             "stale": sum(s["skipped"] for s in stats), "bytes_read": blocks.take_bytes_read()}
@@ -152,13 +154,14 @@ def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float,
 
 def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
                 gamma: float, sigma: float, bias: float, n_features: int, loss: int,
-                positive: int, C: float, eps: float, n_passes: int, cache_bytes: int,
+                positive: int, class_cost: np.ndarray, eps: float, n_passes: int,
+                cache_bytes: int,
                 storage_options: dict | None = None, tag: int = 0):
     """One round of parallel DCD (CoCoA/CoCoA+) on the blocks ``infos`` this worker owns.
 
     For each block in turn, streamed with prefetch (:func:`blocks.stream`):
     its statistics at the broadcast ``w`` (the loss, the projected gradients
-    and Σα, Σα², see :func:`kernel.dual_stats`; its α has not moved yet this
+    and Σα, ΣDᵢᵢαᵢ², see :func:`kernel.dual_stats`; its α has not moved yet this
     round, so one read serves both), then ``n_passes`` local DCD passes from
     the running ``w₀ + σ′Δw`` with the local subproblem scaled by ``sigma``
     (σ′), and finally its α moves by ``gamma`` times its change, so that after
@@ -175,19 +178,20 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
             s["alpha"] = np.zeros(block.n_rows)
         _checkpoint(s, tag)
         alpha = s["alpha"]
+        cost = blocks.row_costs(block, class_cost)
         # at the broadcast w, before this block's α moves: one read per block and round
         rows.append(kernel.dual_stats(block.indptr, block.indices, block.data, block.y,
-                                      positive, w, bias, n_features, alpha, loss, C))
+                                      positive, w, bias, n_features, alpha, loss, cost))
         old = alpha.copy()
         state, index = kernel.new_state(block.n_rows)  # shrinking only within the round
         kernel.dcd_passes(block.indptr, block.indices, block.data, block.y, positive, sqnorm,
-                          u, bias, n_features, alpha, index, state, loss, C, eps, n_passes,
+                          u, bias, n_features, alpha, index, state, loss, cost, eps, n_passes,
                           seed, sigma)
         alpha[:] = old + gamma * (alpha - old)
         del block, sqnorm  # before the next one arrives: two blocks at most in memory
-    total, correct, pg_max, pg_min, sum_a, sum_a2 = zip(*rows)
+    total, correct, pg_max, pg_min, sum_a, sum_dsq = zip(*rows)
     report = {"loss": sum(total), "correct": sum(correct), "pg_max": max(pg_max),
-              "pg_min": min(pg_min), "sum_alpha": sum(sum_a), "sum_alpha_sq": sum(sum_a2),
+              "pg_min": min(pg_min), "sum_alpha": sum(sum_a), "sum_dsq": sum(sum_dsq),
               "bytes_read": blocks.take_bytes_read()}
     return (u - w) / sigma, report
 
@@ -250,14 +254,14 @@ def load_blocks(run: str, infos: list[BlockInfo], directory: str, digests: dict[
 
 
 def ovr_segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], runs: list[str],
-                positives: list[int], shrinks: list, *,
+                positives: list[int], shrinks: list, class_costs: list, *,
                 report_infos: list[BlockInfo] | None = None, cache_bytes: int,
                 storage_options: dict | None = None, tag: int = 0, **kw):
     """:func:`segment` for several one-vs-rest problems at once on one read of each block.
 
     ``prev`` is W (one row per problem: class index ``positives[j]`` against the rest,
     with its own run id ``runs[j]`` for the per-block state and its round's shrinking
-    thresholds ``shrinks[j]``) or the previous segment's ``(W, reports)``.  Each block is
+    thresholds ``shrinks[j]`` and class costs ``class_costs[j]``) or the previous segment's ``(W, reports)``.  Each block is
     read (or taken from the cache) once and every problem visits it in turn, with the
     block's seed (so problem j follows :func:`segment`'s path for ``positive[j]``).  Returns
     ``(W, reports)``: one :func:`report` per problem for ``report_infos``, or None.
@@ -268,19 +272,20 @@ def ovr_segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], runs: 
         for j, (run, k) in enumerate(zip(runs, positives)):
             s = _state(run, info)
             _checkpoint(s, tag)
-            _visit(W[j], block, sqnorm, s, seed, positive=k, shrink=shrinks[j], **kw)
+            _visit(W[j], block, sqnorm, s, seed, positive=k, shrink=shrinks[j],
+                   class_cost=class_costs[j], **kw)
         del block, sqnorm
     out = None
     if report_infos:
-        out = ovr_report(W, url, report_infos, runs, positives, bias=kw["bias"],
+        out = ovr_report(W, url, report_infos, runs, positives, class_costs, bias=kw["bias"],
                          n_features=kw["n_features"], loss=kw["loss"], cache_bytes=cache_bytes,
                          storage_options=storage_options)
     return W, out
 
 
 def ovr_report(prev, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
-               **kw) -> list[dict]:
+               class_costs: list, **kw) -> list[dict]:
     """:func:`report` of each problem of :func:`ovr_segment` (blocks from the cache)."""
     W = prev[0] if isinstance(prev, tuple) else prev
-    return [report(W[j], url, infos, run, positive=k, **kw)
-            for j, (run, k) in enumerate(zip(runs, positives))]
+    return [report(W[j], url, infos, run, positive=k, class_cost=cc, **kw)
+            for j, (run, k, cc) in enumerate(zip(runs, positives, class_costs))]

@@ -1,7 +1,8 @@
 """The per-worker tasks of primal coordinate descent over column blocks.
 
-The solver's state is ``{"w", "b", "f"}``: the weights, bⱼ(w) = 1 − yⱼwᵀxⱼ for
-every row (length l) and f(w).  In exact mode it stays on the one worker for the
+The solver's state is ``{"w", "b", "c", "f"}``: the weights, bⱼ(w) = 1 − yⱼwᵀxⱼ and
+the cost Cⱼ (C times the row's class and instance weights) for every row (length l), and
+f(w).  In exact mode it stays on the one worker for the
 whole run (:func:`workers.blocks.run_state`) and :func:`exact_rounds` updates it in
 place; in parallel mode it lives in a Dask future that the coordinator threads from
 task to task: :func:`part` tasks read it (and copy what they change) and
@@ -17,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from storage import BlockInfo, read_row_block
 from storage import checkpoint as files
 from storage.columns import ColumnInfo, ColumnsMeta, read_column_block, read_labels
 
@@ -27,10 +29,19 @@ from .kernels.linear import row_sqnorms
 STATE_FILE = "pcd-state.npz"  # a checkpoint's solver state (exact mode)
 
 
-def initial(n_rows: int, dim: int, loss: int, C: float) -> dict:
-    """w = 0, so every bⱼ = 1 (§2, after (17)) and f(0) = C·l·ξ(1)."""
-    w, b = np.zeros(dim), np.ones(n_rows)
-    return {"w": w, "b": b, "f": _objective(w, b, loss, C)}
+def initial(url: str, cmeta: ColumnsMeta, dim: int, loss: int, class_cost: np.ndarray,
+            row_infos: list[BlockInfo] | None = None,
+            storage_options: dict | None = None) -> dict:
+    """w = 0, so every bⱼ = 1 (§2, after (17)) and f(0) = ΣCⱼ·ξ(1); Cⱼ =
+    ``class_cost[yⱼ]`` times row j's instance weight, read from the row blocks
+    ``row_infos`` (all of them, in order: the column view's row order) of a weighted
+    store (None: unweighted)."""
+    cost = np.asarray(class_cost, dtype=np.float64)[read_labels(url, cmeta, storage_options)]
+    if row_infos is not None:
+        cost *= np.concatenate([read_row_block(url, info, storage_options).weight
+                                for info in row_infos])
+    w, b = np.zeros(dim), np.ones(cmeta.n_rows)
+    return {"w": w, "b": b, "c": cost, "f": _objective(w, b, loss, cost)}
 
 
 def load_columns(url: str, info: ColumnInfo, cache_bytes: int,
@@ -71,10 +82,11 @@ def _reader() -> ThreadPoolExecutor:
     return _prefetch
 
 
-def _visit(w, b, run, url, cmeta, keys, seeds, *, bias, n_features, loss, C, first, cache_bytes,
-           storage_options, positive=1):
+def _visit(w, b, cost, run, url, cmeta, keys, seeds, *, bias, n_features, loss, first,
+           cache_bytes, storage_options, positive=1):
     """Inner iterations over the items ``keys`` (column block numbers; ``len(cmeta.blocks)``
-    is the bias feature) in order, updating ``w`` and ``b``; returns (stats, feature ranges).
+    is the bias feature) in order, updating ``w`` and ``b`` (rows cost ``cost``); returns
+    (stats, feature ranges).
 
     Column blocks stream through one reading thread: the next item's block is read (or taken
     from the cache) while the kernel, which releases the GIL, works on the current one, and
@@ -93,14 +105,13 @@ def _visit(w, b, run, url, cmeta, keys, seeds, *, bias, n_features, loss, C, fir
         loaded = ahead.result()
         ahead = _reader().submit(load, keys[i + 1]) if i + 1 < len(keys) else None
         if loaded is None:
-            kernel.pcd_bias(bias, y, positive, b, w, n_features, loss, C, first, stats)
+            kernel.pcd_bias(bias, y, positive, b, w, n_features, loss, cost, first, stats)
             ranges.append((n_features, n_features + 1))
             continue
         info = cmeta.blocks[k]
         block, colsq = loaded
         kernel.pcd_columns(block.indptr, block.indices, block.data, info.col_start, colsq, y,
-                           positive,
-                           b, w, loss, C, seeds[k], first, stats)
+                           positive, b, w, loss, cost, seeds[k], first, stats)
         ranges.append((info.col_start, info.col_stop))
     return stats, ranges
 
@@ -110,7 +121,8 @@ def _labels(run, url, cmeta, storage_options):
 
 
 def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int, run: str, *,
-         n_items: int, storage_options: dict | None = None, **kw) -> dict:
+         n_items: int, storage_options: dict | None = None, row_infos=None, class_cost=None,
+         **kw) -> dict:
     """Parallel mode, one worker's share of round ``r``: the inner iterations over its items
     ``mine`` (in the round's order) from the round's starting state, which it leaves
     untouched; returns its Δw (per block), Δb and statistics."""
@@ -118,19 +130,20 @@ def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int,
     w0, b0 = state["w"], state["b"]
     w, b = w0.copy(), b0.copy()
     order, seeds = round_plan(seed, r, n_items)
-    stats, ranges = _visit(w, b, run, url, cmeta, [k for k in order if k in set(mine)], seeds,
+    stats, ranges = _visit(w, b, state["c"], run, url, cmeta, [k for k in order if k in set(mine)], seeds,
                            first=r == 1, storage_options=storage_options, **kw)
     b -= b0
     return {"dw": [(s, w[s:e] - w0[s:e]) for s, e in ranges], "db": b, "stats": stats}
 
 
-def _objective(w, b, loss, C):
-    return 0.5 * float(w @ w) + C * kernel.loss_sum(b, np.zeros(0), 0.0, loss)
+def _objective(w, b, loss, cost):
+    return 0.5 * float(w @ w) + kernel.loss_sum(b, np.zeros(0), 0.0, loss, cost)
 
 
 def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: int, run: str, *,
                  eps: float, g0: float, seconds: float, n_items: int, bias: float,
-                 n_features: int, loss: int, C: float, storage_options: dict | None = None,
+                 n_features: int, loss: int, class_cost: np.ndarray,
+                 storage_options: dict | None = None, row_infos: list[BlockInfo] | None = None,
                  stop_at: int | None = None, **kw) -> dict:
     """Exact mode: outer iterations r, r+1, … of Algorithm 1 on this worker, each visiting
     every item in the round's random order, until the stopping rule holds (``g0`` is
@@ -146,16 +159,18 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
     def fresh():
         if r > 1:  # never restart silently from w = 0 in the middle of a run
             raise RuntimeError(f"pcd run {run}: round {r} on a worker that has no state of it")
-        return initial(cmeta.n_rows, n_features + (1 if bias >= 0 else 0), loss, C)
+        return initial(url, cmeta, n_features + (1 if bias >= 0 else 0), loss, class_cost,
+                       row_infos, storage_options)
 
     state = blocks.run_state(run, "state", fresh)
-    w, b = state["w"], state["b"]
+    w, b, cost = state["w"], state["b"], state["c"]
     reports = []
     while True:
         order, seeds = round_plan(seed, r, n_items)
-        stats, _ = _visit(w, b, run, url, cmeta, order, seeds, bias=bias, n_features=n_features,
-                          loss=loss, C=C, first=r == 1, storage_options=storage_options, **kw)
-        state["f"] = _objective(w, b, loss, C)
+        stats, _ = _visit(w, b, cost, run, url, cmeta, order, seeds, bias=bias,
+                          n_features=n_features, loss=loss, first=r == 1,
+                          storage_options=storage_options, **kw)
+        state["f"] = _objective(w, b, loss, cost)
         reports.append({"f": state["f"], "t": 1.0, "stats": stats,
                         "elapsed": time.perf_counter() - start})
         g0 = stats[kernel.MAX_GRAD0] if r == 1 else g0
@@ -165,7 +180,7 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
             return {"reports": reports, "w": w.copy() if done else None}
 
 
-def combine(prev, parts: list[dict], *, loss: int, C: float) -> tuple[dict, list[dict]]:
+def combine(prev, parts: list[dict], *, loss: int) -> tuple[dict, list[dict]]:
     """Parallel mode: the next state from the parts' directions, by a line search on the
     aggregated step.
 
@@ -174,7 +189,7 @@ def combine(prev, parts: list[dict], *, loss: int, C: float) -> tuple[dict, list
     steps decrease f (12).  So f never increases.  Returns ``(state, [report])``.
     """
     state = _state(prev)
-    w, b, f0 = state["w"], state["b"], state["f"]
+    w, b, cost, f0 = state["w"], state["b"], state["c"], state["f"]
     dw = np.zeros_like(w)
     for p in parts:
         for s, v in p["dw"]:
@@ -185,7 +200,7 @@ def combine(prev, parts: list[dict], *, loss: int, C: float) -> tuple[dict, list
     t, floor = 1.0, 1.0 / len(parts)
     while True:
         wt = w + t * dw
-        f = 0.5 * float(wt @ wt) + C * kernel.loss_sum(b, db, t, loss)
+        f = 0.5 * float(wt @ wt) + kernel.loss_sum(b, db, t, loss, cost)
         if f < f0 or t <= floor:
             break
         t = max(t * kernel.BETA, floor)
@@ -195,7 +210,7 @@ def combine(prev, parts: list[dict], *, loss: int, C: float) -> tuple[dict, list
         stats += s
         for k in (kernel.MAX_GRAD, kernel.MAX_GRAD0):
             stats[k] = max(stats[k] - s[k], s[k])  # a maximum, not a sum
-    return {"w": wt, "b": b + t * db, "f": f}, [{"f": f, "t": t, "stats": stats}]
+    return {"w": wt, "b": b + t * db, "c": cost, "f": f}, [{"f": f, "t": t, "stats": stats}]
 
 
 def weights(prev) -> np.ndarray:
@@ -207,10 +222,10 @@ def reports(result: tuple) -> list[dict]:
 
 
 def save_state(run: str, directory: str, storage_options: dict | None = None) -> dict[str, str]:
-    """Checkpoint (exact mode): write this worker's solver state (w, b, f) into
+    """Checkpoint (exact mode): write this worker's solver state (w, b, c, f) into
     ``directory``; return {file name: SHA-256}."""
     s = blocks.run_state(run, "state", dict)
-    arrays = {"w": s["w"], "b": s["b"], "f": np.asarray(s["f"])}
+    arrays = {"w": s["w"], "b": s["b"], "c": s["c"], "f": np.asarray(s["f"])}
     return {STATE_FILE: files.write_arrays(files.join(directory, STATE_FILE), arrays,
                                            storage_options)}
 
@@ -223,4 +238,4 @@ def load_state(run: str, directory: str, digests: dict[str, str],
                           storage_options)
     s = blocks.run_state(run, "state", dict)
     s.clear()
-    s.update(w=a["w"].copy(), b=a["b"].copy(), f=a["f"].copy())
+    s.update(w=a["w"].copy(), b=a["b"].copy(), c=a["c"].copy(), f=a["f"].copy())

@@ -47,8 +47,11 @@ from .dcd import Result, _owners, _result, _seed, _segments
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
           max_rounds: int, seed: int, gap_tol: float = 0.0,
-          progress: Progress | None = None) -> Result:
+          progress: Progress | None = None, class_cost=None) -> Result:
     """Train W (K × n [+1]) on the cluster behind ``client``; see the module docstring.
+    ``class_cost`` (C per class index with its class weight; default C) and the store's
+    instance weights give row i its bound Cᵢ (:func:`workers.blocks.row_costs`); the primal
+    is then ½‖W‖² + Σ Cᵢξᵢ.
     ``gap_tol`` > 0 also stops once the duality gap is ≤ gap_tol·P(W), which bounds
     P(W) − P* by the same amount (LIBLINEAR's rule gives no such bound)."""
     progress = progress or Progress(quiet=True)
@@ -58,7 +61,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
     run = uuid.uuid4().hex
     rng = np.random.default_rng(seed)
     W = np.zeros((dim, K))  # feature-major on the workers, as LIBLINEAR's w
-    common = dict(C=C, bias=bias, n_features=meta.n_features,
+    class_cost = np.full(K, C) if class_cost is None else np.asarray(class_cost, np.float64)
+    common = dict(class_cost=class_cost, bias=bias, n_features=meta.n_features,
                   storage_options=dataset.storage_options)
     eps_shrink = max(10.0 * eps, 1.0)
     start_from_all, unshrink = True, True
@@ -84,14 +88,14 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
             extra = [client.submit(workers.crammer_singer.report, prev, dataset.url,
                                    [meta.blocks[b] for b in plan.blocks_of(a)], run,
                                    bias=bias, n_features=meta.n_features,
-                                   cache_bytes=plan.cache_bytes[a],
+                                   class_cost=class_cost, cache_bytes=plan.cache_bytes[a],
                                    storage_options=dataset.storage_options, workers=[a],
                                    pure=False)
                      for a in owners if a != last_owner]
             (W, own), *rest = cluster.gather(client, [prev] + extra, owners)
             reports = [own] + rest
             ww = reports[0]["ww"]
-            primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
+            primal = 0.5 * ww + sum(p["loss"] for p in reports)
             dual = -(0.5 * ww + sum(p["linear"] for p in reports))
             stopping = max(p["stopping"] for p in reports)
             row = {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,

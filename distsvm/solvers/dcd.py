@@ -117,6 +117,7 @@ from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
+from . import ovr
 from .ovr import Tagged
 
 
@@ -150,14 +151,15 @@ def _seed(seed: int, round_: int, block: int) -> int:
     return int(np.random.SeedSequence([seed, round_, block]).generate_state(1)[0])
 
 
-def _round(r: int, reports: list[dict], ww: float, C: float, diag: float, n_rows: int,
-           start: float, active: int) -> dict:
-    """A round's log row from the workers' reports: P(w), D(α) = Σα − ½‖w‖² − ½ΣDᵢᵢαᵢ²,
+def _round(r: int, reports: list[dict], ww: float, n_rows: int, start: float,
+           active: int) -> dict:
+    """A round's log row from the workers' reports: P(w) = ½‖w‖² + Σ Cᵢ loss,
+    D(α) = Σα − ½‖w‖² − ½ΣDᵢᵢαᵢ²,
     the gap, the projected-gradient spread of (17), active rows, accuracy and the bytes of
     blocks the workers read from the store since their previous report."""
-    primal = 0.5 * ww + C * sum(p["loss"] for p in reports)
+    primal = 0.5 * ww + sum(p["loss"] for p in reports)
     dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
-        - 0.5 * diag * sum(p["sum_alpha_sq"] for p in reports)
+        - 0.5 * sum(p["sum_dsq"] for p in reports)
     return {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
             "pg_violation": max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports),
             "active": active / max(1, n_rows),
@@ -166,13 +168,14 @@ def _round(r: int, reports: list[dict], ww: float, C: float, diag: float, n_rows
             "seconds": time.perf_counter() - start}
 
 
-def _problem(loss: str, C: float, bias: float, meta):
-    """What both coordinators derive from the parameters: the loss code, the dimension of w
-    and the dual's Dᵢᵢ of (4)."""
+def _problem(loss: str, C: float, bias: float, meta, class_cost=None):
+    """What the coordinators derive from the parameters: the loss code, the dimension of w
+    and C per class index (``class_cost`` if given, with the class weights, else C)."""
     code = losses.code(loss)
     dim = meta.n_features + (1 if bias >= 0 else 0)
-    diag = 0.5 / C if code == losses.SQUARED_HINGE else 0.0
-    return code, dim, diag
+    cost = np.full(len(meta.classes), C) if class_cost is None else \
+        np.asarray(class_cost, dtype=np.float64)
+    return code, dim, cost
 
 
 def _owners(plan: WorkerPlan) -> list[str]:
@@ -275,10 +278,13 @@ def _result(w: np.ndarray, history: list[dict], converged: bool, start: float) -
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, seed: int, inner_passes: int = 1, gap_tol: float = 0.0,
           parallel: str | None = None, progress: Progress | None = None,
-          checkpoint: Checkpointer | None = None, positive: int = 1) -> Result:
+          checkpoint: Checkpointer | None = None, positive: int = 1,
+          class_cost=None) -> Result:
     """Train by block-wise DCD on the cluster behind ``client``; see the module docstring.
     ``positive`` is the class index whose rows have yᵢ = +1 (the others −1): the binary
     problem of one class against the rest (one-vs-rest, :mod:`distsvm.solvers.ovr`).
+    ``class_cost`` (C per class index, with the class weights; default C for every class)
+    and the store's instance weights give each row its Cᵢ (:func:`workers.blocks.row_costs`).
 
     With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
     writes one every ``checkpoint.every`` rounds (see "Checkpoints" in the module docstring).
@@ -288,9 +294,10 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
         return _solve_parallel(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
                                max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
                                gap_tol=gap_tol, parallel=parallel, progress=progress,
-                               checkpoint=checkpoint, positive=positive)
+                               checkpoint=checkpoint, positive=positive,
+                               class_cost=class_cost)
     meta = dataset.meta
-    code, dim, diag = _problem(loss, C, bias, meta)
+    code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
     run = uuid.uuid4().hex
     rng = np.random.default_rng(seed)
     prev = np.zeros(dim)
@@ -298,7 +305,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     start = time.perf_counter()
     converged = False
     common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=positive,
-                  storage_options=dataset.storage_options)
+                  class_cost=class_cost, storage_options=dataset.storage_options)
     shrink = None  # (M̄, m̄) of (16) from the previous round over all blocks; None: unshrink
     first = 1
     try:
@@ -319,7 +326,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                             workers.dcd.segment, prev, dataset.url,
                             [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks],
                             run, report_infos=[meta.blocks[b] for b in plan.blocks_of(a)]
-                            if last else None, C=C, eps=eps, n_passes=inner_passes,
+                            if last else None, eps=eps, n_passes=inner_passes,
                             shrink=shrink, cache_bytes=plan.cache_bytes[a], tag=r,
                             workers=[a], pure=False, **common)
                         futures.append(prev)
@@ -339,7 +346,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             prev = w  # the next round starts from the gathered w, not from a future: a
             # worker lost between rounds then cannot make Dask re-run an old segment
             reports = [own] + rest
-            row = _round(r, reports, reports[0]["ww"], C, diag, meta.n_rows, start,
+            row = _round(r, reports, reports[0]["ww"], meta.n_rows, start,
                          sum(p["active"] for p in reports))
             row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
             history.append(row)
@@ -367,10 +374,10 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
 def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float,
                     eps: float, bias: float, max_rounds: int, seed: int, inner_passes: int,
                     gap_tol: float, parallel: str, progress: Progress,
-                    checkpoint: Checkpointer | None, positive: int) -> Result:
+                    checkpoint: Checkpointer | None, positive: int, class_cost) -> Result:
     """Parallel DCD, CoCoA (``average``) or CoCoA+ (``add``); see the module docstring."""
     meta = dataset.meta
-    code, dim, diag = _problem(loss, C, bias, meta)
+    code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
     run = uuid.uuid4().hex
     rng = np.random.default_rng(seed)
     w = np.zeros(dim)
@@ -378,7 +385,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
     start = time.perf_counter()
     converged = False
     common = dict(bias=bias, n_features=meta.n_features, loss=code,
-                  positive=positive, C=C, eps=eps, n_passes=inner_passes,
+                  positive=positive, class_cost=class_cost, eps=eps, n_passes=inner_passes,
                   storage_options=dataset.storage_options)
     first = 1
     try:
@@ -407,7 +414,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                 except cluster.WorkerLost as lost:
                     plan, w = _recover(client, dataset, plan, lost.gone, futures, run, r, bias,
                                        progress, positive)
-            row = _round(r, [rep for _, rep in results], float(w @ w), C, diag, meta.n_rows,
+            row = _round(r, [rep for _, rep in results], float(w @ w), meta.n_rows,
                          start, meta.n_rows)
             history.append(row)
             progress.round(row)
@@ -429,7 +436,8 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
 
 def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
               bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
-              gap_tol: float = 0.0, progress: Progress | None = None) -> list[Result]:
+              gap_tol: float = 0.0, progress: Progress | None = None,
+              class_cost=None) -> list[Result]:
     """One-vs-rest for K classes by sequential DCD, the K problems sharing each block read.
 
     Each round chains one task per run of consecutive blocks with the same owner, as
@@ -443,12 +451,15 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     problem.  So the number of tasks and block reads per round does not grow with K (it grows
     with the number of workers).  What
     :func:`solve` does and this does not: recovery from a lost worker (the job fails with
-    ClusterError).  Returns the K problems' results in class order.
+    ClusterError).  Returns the K problems' results in class order.  With ``class_cost`` (C
+    per class with its weight), problem k's rows of class k cost their weighted C and the
+    others C, as LIBLINEAR's one-vs-rest (:func:`distsvm.solvers.ovr.problem_cost`).
     """
     progress = progress or Progress(quiet=True)
     meta = dataset.meta
     K = len(meta.classes)
-    code, dim, diag = _problem(loss, C, bias, meta)
+    code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
+    costs = [ovr.problem_cost(class_cost, C, k) for k in range(K)]
     run = uuid.uuid4().hex
     runs = [f"{run}-{k}" for k in range(K)]
     rng = np.random.default_rng(seed)
@@ -480,14 +491,16 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                         workers.dcd.ovr_segment, prev, dataset.url,
                         [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks],
                         [runs[k] for k in group], group, [shrink[k] for k in group],
+                        [costs[k] for k in group],
                         report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last
-                        else None, C=C, eps=eps, n_passes=inner_passes,
+                        else None, eps=eps, n_passes=inner_passes,
                         cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False,
                         **common)
                 chains.append([prev] + [
                     client.submit(workers.dcd.ovr_report, prev, dataset.url,
                                   [meta.blocks[b] for b in plan.blocks_of(a)],
-                                  [runs[k] for k in group], group, bias=bias,
+                                  [runs[k] for k in group], group,
+                                  [costs[k] for k in group], bias=bias,
                                   n_features=meta.n_features, loss=code,
                                   cache_bytes=plan.cache_bytes[a],
                                   storage_options=dataset.storage_options, workers=[a],
@@ -503,7 +516,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                     by_class[k] = [own[j]] + [p[j] for p in rest]
             for k in live:
                 reports = by_class[k]
-                row = _round(r, reports, reports[0]["ww"], C, diag, meta.n_rows, start,
+                row = _round(r, reports, reports[0]["ww"], meta.n_rows, start,
                              sum(p["active"] for p in reports))
                 row["stale_blocks"] = 0
                 histories[k].append(row)

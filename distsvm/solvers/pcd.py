@@ -75,11 +75,13 @@ LOSSES = ("squared_hinge", "logistic")
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
           bias: float, max_rounds: int, seed: int, mode: str = "exact",
           progress: Progress | None = None, checkpoint: Checkpointer | None = None,
-          positive: int = 1) -> Result:
+          positive: int = 1, class_cost=None) -> Result:
     """Train by primal coordinate descent on the cluster behind ``client``; see the module
     docstring.  ``plan`` supplies the workers and their cache budgets; parameters are
     checked by :func:`distsvm.jobs.check_params`.  Rows of class index ``positive`` have
-    yᵢ = +1, the others −1 (one-vs-rest).
+    yᵢ = +1, the others −1 (one-vs-rest).  ``class_cost`` (C per class index with its class
+    weight; default C) and the store's instance weights give row j its Cⱼ (the worker reads
+    the weights from the row blocks once per run, :func:`workers.pcd.initial`).
 
     With ``checkpoint`` (exact mode only: :mod:`distsvm.checkpoint`), every
     ``checkpoint.every`` rounds the worker writes the state (w, b, f) and the coordinator
@@ -98,8 +100,12 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     addrs = plan.workers[:1] if mode == "exact" else plan.workers[:n_items]
     owners = [addrs[k % len(addrs)] for k in range(n_items)]
     run = uuid.uuid4().hex
-    common = dict(bias=bias, n_features=meta.n_features, loss=code, C=C, n_items=n_items,
-                  positive=positive, storage_options=dataset.storage_options)
+    class_cost = np.full(len(meta.classes), C) if class_cost is None else \
+        np.asarray(class_cost, dtype=np.float64)
+    row_infos = list(meta.blocks) if meta.weighted else None
+    common = dict(bias=bias, n_features=meta.n_features, loss=code, class_cost=class_cost,
+                  row_infos=row_infos, n_items=n_items, positive=positive,
+                  storage_options=dataset.storage_options)
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
@@ -113,12 +119,13 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                                cache_bytes=plan.cache_bytes[a], workers=[a], pure=False,
                                **common)
                  for a in addrs]
-        return client.submit(workers.pcd.combine, prev, parts, loss=code, C=C,
+        return client.submit(workers.pcd.combine, prev, parts, loss=code,
                              workers=addrs[:1], pure=False)
 
     if mode == "parallel":
-        state = client.submit(workers.pcd.initial, meta.n_rows, dim, code, C,
-                              workers=addrs[:1], pure=False)
+        state = client.submit(workers.pcd.initial, dataset.url, cmeta, dim, code, class_cost,
+                              row_infos, dataset.storage_options, workers=addrs[:1],
+                              pure=False)
     ahead = None
     found = checkpoint.latest("pcd") if checkpoint is not None else None
     try:

@@ -162,8 +162,8 @@ def cs_pass(indptr, indices, data, y, sqnorm, W, bias, n_features, alpha, alpha_
 
 
 @numba.njit(cache=True, nogil=True)
-def cs_loss(indptr, indices, data, y, W, bias, n_features):
-    """(Σᵢ ξᵢ, rows predicted right): ξᵢ = max(0, maxₘ≠yᵢ 1 + wₘᵀxᵢ − w_{yᵢ}ᵀxᵢ) and the
+def cs_loss(indptr, indices, data, y, W, bias, n_features, C):
+    """(Σᵢ Cᵢξᵢ, rows predicted right), Cᵢ = ``C[i]``: ξᵢ = max(0, maxₘ≠yᵢ 1 + wₘᵀxᵢ − w_{yᵢ}ᵀxᵢ) and the
     prediction argmaxₘ wₘᵀxᵢ (first maximum, as LIBLINEAR)."""
     K = W.shape[1]
     scores = np.empty(K)
@@ -179,7 +179,7 @@ def cs_loss(indptr, indices, data, y, W, bias, n_features):
         for m in range(K):
             if m != y[i]:
                 xi = max(xi, 1.0 + scores[m] - scores[y[i]])
-        total += xi
+        total += C[i] * xi
         if np.argmax(scores) == y[i]:
             correct += 1
     return total, correct

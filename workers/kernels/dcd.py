@@ -3,12 +3,14 @@
 Problem (the dual (4) of the L1-/L2-loss SVM, LIBLINEAR's ``-s 1`` and ``-s 3``)::
 
     min_α  ½ αᵀ(Q + D)α − eᵀα   s.t. 0 ≤ αᵢ ≤ U,   Qᵢⱼ = yᵢyⱼxᵢᵀxⱼ
-    L1 loss (hinge):          Dᵢᵢ = 0,       U = C
-    L2 loss (squared hinge):  Dᵢᵢ = 1/(2C),  U = ∞
+    L1 loss (hinge):          Dᵢᵢ = 0,        Uᵢ = Cᵢ
+    L2 loss (squared hinge):  Dᵢᵢ = 1/(2Cᵢ),  Uᵢ = ∞
 
 with w = Σ yᵢαᵢxᵢ maintained by (13), so the gradient (12) costs one sparse dot.
-See Algorithm 1 of the paper; the permutation of §3.1 and the shrinking of
-§3.2 (conditions (16), stopping rule (17)) follow LIBLINEAR's
+Cᵢ is row i's cost (``cost``, float64): C times its class and instance weights, the
+per-instance C that LIBLINEAR's ``solve_l2r_l1l2_svc`` takes for ``-wi`` and ``-W`` (the
+paper's Table 1 with C replaced by Cᵢ row by row).  See Algorithm 1 of the paper; the
+permutation of §3.1 and the shrinking of §3.2 (conditions (16), stopping rule (17)) follow LIBLINEAR's
 ``solve_l2r_l1l2_svc``.
 
 What the distributed version changes: the kernel runs on one block of rows at
@@ -36,14 +38,14 @@ def new_state(n_rows):
 
 @numba.njit(cache=True, nogil=True)
 def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
-               alpha, index, state, loss, C, eps, n_passes, seed, sigma=1.0, unshrink=True):
+               alpha, index, state, loss, cost, eps, n_passes, seed, sigma=1.0, unshrink=True):
     """Run up to ``n_passes`` outer iterations of DCD with shrinking on one block.
 
     Updates ``w``, ``alpha``, ``index`` (the permutation buffer whose first
     ``state[ACTIVE]`` entries are the active rows) and ``state`` in place.
-    Returns ``(pg_max, pg_min, full, converged, sum_alpha, sum_alpha_sq)``:
+    Returns ``(pg_max, pg_min, full, converged, sum_alpha, sum_dsq)``:
     the projected-gradient extremes of the last pass, whether that pass covered
-    every row, whether (17) held on a full pass, and Σα, Σα² of the block.
+    every row, whether (17) held on a full pass, and Σα, ΣDᵢᵢαᵢ² of the block.
 
     When a pass meets (17) on a shrunken active set, the block reactivates all
     its rows for the next pass if ``unshrink``, as LIBLINEAR does for the whole
@@ -57,10 +59,7 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
     Q̄ᵢᵢ = σ′(‖xᵢ‖² + bias²) + Dᵢᵢ, and the update (13) adds σ′·Δαᵢyᵢxᵢ.
     """
     np.random.seed(seed)
-    if loss == HINGE:
-        diag, upper = 0.0, C
-    else:
-        diag, upper = 0.5 / C, np.inf
+    hinge = loss == HINGE
     n = len(alpha)
     bias_sq = bias * bias if bias >= 0.0 else 0.0
     pg_max_new, pg_min_new = -np.inf, np.inf
@@ -77,6 +76,8 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
         while s < active:
             i = index[s]
             yi = 1.0 if y[i] == positive else -1.0
+            # a row of cost 0 keeps αᵢ = 0 (LIBLINEAR drops rows of weight 0)
+            diag, upper = (0.0, cost[i]) if hinge or cost[i] == 0.0 else (0.5 / cost[i], np.inf)
             G = yi * row_dot(indptr, indices, data, i, w, bias, n_features) - 1.0 + diag * alpha[i]  # (12)
             PG = 0.0
             if alpha[i] == 0.0:
@@ -126,34 +127,33 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
     if n == 0:
         pg_max_new, pg_min_new, full, converged = 0.0, 0.0, True, True
     sum_alpha = 0.0
-    sum_alpha_sq = 0.0
+    sum_dsq = 0.0
     for i in range(n):
         sum_alpha += alpha[i]
-        sum_alpha_sq += alpha[i] * alpha[i]
-    return pg_max_new, pg_min_new, full, converged, sum_alpha, sum_alpha_sq
+        if not hinge and alpha[i] != 0.0:
+            sum_dsq += 0.5 / cost[i] * alpha[i] * alpha[i]
+    return pg_max_new, pg_min_new, full, converged, sum_alpha, sum_dsq
 
 
 @numba.njit(cache=True, nogil=True)
-def dual_stats(indptr, indices, data, y, positive, w, bias, n_features, alpha, loss, C):
+def dual_stats(indptr, indices, data, y, positive, w, bias, n_features, alpha, loss, cost):
     """Statistics of one block at ``w`` for the given ``alpha``, in one pass over its rows.
 
-    Returns ``(Σ loss, rows with yᵢwᵀxᵢ > 0, max PG, min PG, Σα, Σα²)``: the
-    primal loss, and the projected-gradient extremes of (17) and the sums the
+    Returns ``(Σ Cᵢ loss, rows with yᵢwᵀxᵢ > 0, max PG, min PG, Σα, ΣDᵢᵢαᵢ²)``: the
+    primal loss term, and the projected-gradient extremes of (17) and the sums the
     dual objective needs, which are exact when w = Σ αᵢyᵢxᵢ.
     """
-    if loss == HINGE:
-        diag, upper = 0.0, C
-    else:
-        diag, upper = 0.5 / C, np.inf
+    hinge = loss == HINGE
     total, correct = 0.0, 0
-    pg_max, pg_min, sum_alpha, sum_alpha_sq = 0.0, 0.0, 0.0, 0.0
+    pg_max, pg_min, sum_alpha, sum_dsq = 0.0, 0.0, 0.0, 0.0
     for i in range(len(alpha)):
         yi = 1.0 if y[i] == positive else -1.0
+        diag, upper = (0.0, cost[i]) if hinge or cost[i] == 0.0 else (0.5 / cost[i], np.inf)
         m = yi * row_dot(indptr, indices, data, i, w, bias, n_features)
         if m > 0.0:
             correct += 1
         if m < 1.0:
-            total += 1.0 - m if loss == HINGE else (1.0 - m) * (1.0 - m)
+            total += cost[i] * (1.0 - m if hinge else (1.0 - m) * (1.0 - m))
         G = m - 1.0 + diag * alpha[i]  # (12)
         if alpha[i] == 0.0:
             PG = min(G, 0.0)
@@ -164,5 +164,5 @@ def dual_stats(indptr, indices, data, y, positive, w, bias, n_features, alpha, l
         pg_max = max(pg_max, PG)
         pg_min = min(pg_min, PG)
         sum_alpha += alpha[i]
-        sum_alpha_sq += alpha[i] * alpha[i]
-    return total, correct, pg_max, pg_min, sum_alpha, sum_alpha_sq
+        sum_dsq += diag * alpha[i] * alpha[i]
+    return total, correct, pg_max, pg_min, sum_alpha, sum_dsq

@@ -62,7 +62,7 @@ def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, a
     bias_sq = bias * bias if bias >= 0.0 else 0.0
     innereps_min = min(1.0e-8, eps)
     for i in range(n):
-        if alpha[i] == 0.0:
+        if alpha[i] == 0.0 and upper[i] > 0.0:
             a0 = min(0.001 * upper[i], 1.0e-8)
             alpha[i], alpha_c[i] = a0, upper[i] - a0
             _add_row(indptr, indices, data, i, w, bias, n_features,
@@ -77,6 +77,8 @@ def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, a
         gmax = 0.0
         for s in range(n):
             i = index[s]
+            if upper[i] == 0.0:  # a row of cost 0 keeps αᵢ = 0 (LIBLINEAR drops it)
+                continue
             yi = 1.0 if y[i] == positive else -1.0
             C = upper[i]
             a = sqnorm[i] + bias_sq
@@ -114,6 +116,7 @@ def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, a
             innereps = max(innereps_min, 0.1 * innereps)
     entropy = 0.0
     for i in range(n):
-        entropy += alpha[i] * math.log(alpha[i]) + alpha_c[i] * math.log(alpha_c[i]) \
-            - upper[i] * math.log(upper[i])
+        if upper[i] > 0.0:
+            entropy += alpha[i] * math.log(alpha[i]) + alpha_c[i] * math.log(alpha_c[i]) \
+                - upper[i] * math.log(upper[i])
     return gmax, converged, innereps, entropy

@@ -32,8 +32,9 @@ def decision_values(indptr, indices, data, w, bias, n_features, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def loss_sum(indptr, indices, data, y, positive, w, bias, n_features, loss):
-    """Return (Σ loss(yᵢ wᵀxᵢ), number of rows with yᵢ wᵀxᵢ > 0), yᵢ = +1 iff y == positive."""
+def loss_sum(indptr, indices, data, y, positive, w, bias, n_features, loss, cost):
+    """Return (Σ Cᵢ loss(yᵢ wᵀxᵢ), number of rows with yᵢ wᵀxᵢ > 0), yᵢ = +1 iff y ==
+    positive, Cᵢ = ``cost[i]`` (the row's C with its weights, float64)."""
     total = 0.0
     correct = 0
     for i in range(len(indptr) - 1):
@@ -42,12 +43,13 @@ def loss_sum(indptr, indices, data, y, positive, w, bias, n_features, loss):
         if m > 0.0:
             correct += 1
         if loss == LOGISTIC:  # log(1 + e^{−m}) without overflow
-            total += math.log1p(math.exp(-m)) if m > 0.0 else -m + math.log1p(math.exp(m))
+            total += cost[i] * (math.log1p(math.exp(-m)) if m > 0.0
+                                else -m + math.log1p(math.exp(m)))
         elif m < 1.0:
             if loss == HINGE:
-                total += 1.0 - m
+                total += cost[i] * (1.0 - m)
             elif loss == SQUARED_HINGE:
-                total += (1.0 - m) * (1.0 - m)
+                total += cost[i] * (1.0 - m) * (1.0 - m)
     return total, correct
 
 

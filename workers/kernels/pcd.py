@@ -2,7 +2,7 @@
 
 Problem (LIBLINEAR's ``-s 2`` and ``-s 0`` problems, solved in the primal)::
 
-    min_w f(w) = ½ wᵀw + C Σⱼ ξ(bⱼ(w)),   bⱼ(w) = 1 − yⱼ wᵀxⱼ                     (1), (8)
+    min_w f(w) = ½ wᵀw + Σⱼ Cⱼ ξ(bⱼ(w)),   bⱼ(w) = 1 − yⱼ wᵀxⱼ                    (1), (8)
     L2-loss SVM (squared hinge):  ξ(b) = max(b, 0)²                               (3)
     logistic regression:          ξ(b) = log(1 + e^{−(1−b)}) = log(1 + e^{−yⱼwᵀxⱼ})  (4)
 
@@ -24,6 +24,11 @@ for this loss open; we take the bound on D″ᵢ everywhere, Hᵢ = 1 + (C/4) Σ
 
 The bias feature (LIBLINEAR's ``-B``), a column holding ``bias`` in every row,
 is handled by the same code as a *dense* column (:func:`pcd_bias`).
+
+Weights: the paper's C is one for all rows; row j here costs Cⱼ = ``cost[j]`` (C times
+its class and instance weights, LIBLINEAR's ``-wi`` and ``-W``), which multiplies row j's
+terms of (9), (10), (18) and the loss.  (14) then takes max Cⱼ for C, still an upper bound
+on D″ᵢ, so (15) stays valid.
 
 Kernels update ``w`` and ``b`` in place, never write to the data, and return scalars.
 """
@@ -65,19 +70,20 @@ def _entry(k, indices, data, dense, dval):
 
 
 @numba.njit(cache=True, nogil=True)
-def derivatives(lo, hi, indices, data, dense, dval, y, positive, b, wi, loss, C):
-    """(D′ᵢ(0), D″ᵢ(0), Σⱼ yⱼxⱼᵢ) for the column whose entries are lo..hi: (9)-(10), or §6.2."""
+def derivatives(lo, hi, indices, data, dense, dval, y, positive, b, wi, loss, cost):
+    """(D′ᵢ(0), D″ᵢ(0), Σⱼ Cⱼyⱼxⱼᵢ) for the column whose entries are lo..hi: (9)-(10), or §6.2."""
     g = 0.0
     h = 0.0
     sy = 0.0
     for k in range(lo, hi):
         j, x = _entry(k, indices, data, dense, dval)
         yx = x if y[j] == positive else -x
-        sy += yx
+        c = cost[j]
+        sy += c * yx
         if loss == SQUARED_HINGE:
             if b[j] > 0.0:  # j ∈ I(w)
-                g += yx * b[j]
-                h += x * x
+                g += c * yx * b[j]
+                h += c * x * x
         else:
             m = 1.0 - b[j]  # yⱼwᵀxⱼ
             if m >= 0.0:
@@ -85,35 +91,36 @@ def derivatives(lo, hi, indices, data, dense, dval, y, positive, b, wi, loss, C)
                 tau = e / (1.0 + e)
             else:
                 tau = 1.0 / (1.0 + np.exp(m))
-            g += yx * tau
-            h += x * x * tau * (1.0 - tau)
+            g += c * yx * tau
+            h += c * x * x * tau * (1.0 - tau)
     if loss == SQUARED_HINGE:
-        return wi - 2.0 * C * g, 1.0 + 2.0 * C * h, sy  # (9), (10)
-    return wi - C * g, 1.0 + C * h, sy  # §6.2
+        return wi - 2.0 * g, 1.0 + 2.0 * h, sy  # (9), (10)
+    return wi - g, 1.0 + h, sy  # §6.2
 
 
 @numba.njit(cache=True, nogil=True)
-def delta(lo, hi, indices, data, dense, dval, y, positive, b, wi, z, loss, C):
+def delta(lo, hi, indices, data, dense, dval, y, positive, b, wi, z, loss, cost):
     """Dᵢ(z) − Dᵢ(0) by (18): only the rows of the column's non-zeros change."""
     s = 0.0
     for k in range(lo, hi):
         j, x = _entry(k, indices, data, dense, dval)
         yx = x if y[j] == positive else -x
-        s += _xi(b[j] - z * yx, loss) - _xi(b[j], loss)
-    return 0.5 * (wi + z) * (wi + z) - 0.5 * wi * wi + C * s
+        s += cost[j] * (_xi(b[j] - z * yx, loss) - _xi(b[j], loss))
+    return 0.5 * (wi + z) * (wi + z) - 0.5 * wi * wi + s
 
 
 @numba.njit(cache=True, nogil=True)
-def _solve(lo, hi, indices, data, dense, dval, colsq, y, positive, b, w, i, loss, C, first,
-           stats):
-    """Algorithm 2 on feature i; updates w[i] and b (17) in place, accumulates ``stats``."""
+def _solve(lo, hi, indices, data, dense, dval, colsq, y, positive, b, w, i, loss, cost, C,
+           first, stats):
+    """Algorithm 2 on feature i; updates w[i] and b (17) in place, accumulates ``stats``.
+    ``C`` is max Cⱼ, for (14)."""
     wi = w[i]
-    D1, D2, sy = derivatives(lo, hi, indices, data, dense, dval, y, positive, b, wi, loss, C)
+    D1, D2, sy = derivatives(lo, hi, indices, data, dense, dval, y, positive, b, wi, loss, cost)
     stats[INNER] += 1.0
     stats[MAX_GRAD] = max(stats[MAX_GRAD], abs(D1))
     stats[SUM_GRAD_SQ] += D1 * D1
     if first:  # ∇f(0)ᵢ, the scale of the stopping rule: every bⱼ(0) = 1
-        g0 = -2.0 * C * sy if loss == SQUARED_HINGE else -0.5 * C * sy
+        g0 = -2.0 * sy if loss == SQUARED_HINGE else -0.5 * sy
         stats[MAX_GRAD0] = max(stats[MAX_GRAD0], abs(g0))
         stats[SUM_GRAD0_SQ] += g0 * g0
     if D1 == 0.0:
@@ -132,7 +139,7 @@ def _solve(lo, hi, indices, data, dense, dval, colsq, y, positive, b, w, i, loss
             break
         z = lam * d
         stats[EVALS] += 1.0
-        if delta(lo, hi, indices, data, dense, dval, y, positive, b, wi, z, loss, C) \
+        if delta(lo, hi, indices, data, dense, dval, y, positive, b, wi, z, loss, cost) \
                 <= -SIGMA * z * z:  # (12)
             break
         lam *= BETA
@@ -146,7 +153,7 @@ def _solve(lo, hi, indices, data, dense, dval, colsq, y, positive, b, w, i, loss
 
 
 @numba.njit(cache=True, nogil=True)
-def pcd_columns(indptr, indices, data, col_start, colsq, y, positive, b, w, loss, C, seed,
+def pcd_columns(indptr, indices, data, col_start, colsq, y, positive, b, w, loss, cost, seed,
                 first, stats):
     """Algorithm 1's inner iterations over one column block, in a random order (§3.2).
 
@@ -154,6 +161,7 @@ def pcd_columns(indptr, indices, data, col_start, colsq, y, positive, b, w, loss
     ``stats`` in place (``first``: also record ∇f(0) of these features).
     """
     np.random.seed(seed)
+    C = cost.max() if len(cost) else 0.0
     n = len(indptr) - 1
     order = np.arange(n)
     for s in range(n - 1):
@@ -162,27 +170,28 @@ def pcd_columns(indptr, indices, data, col_start, colsq, y, positive, b, w, loss
     for s in range(n):
         c = order[s]
         _solve(indptr[c], indptr[c + 1], indices, data, False, 0.0, colsq[c], y, positive, b,
-               w, col_start + c, loss, C, first, stats)
+               w, col_start + c, loss, cost, C, first, stats)
 
 
 @numba.njit(cache=True, nogil=True)
-def pcd_bias(bias, y, positive, b, w, i, loss, C, first, stats):
+def pcd_bias(bias, y, positive, b, w, i, loss, cost, first, stats):
     """One inner iteration on the bias feature w[i], the dense column of value ``bias``."""
     n = len(b)
     dummy_i = np.zeros(1, dtype=np.int32)
     dummy_x = np.zeros(1, dtype=np.float32)
-    _solve(0, n, dummy_i, dummy_x, True, bias, n * bias * bias, y, positive, b, w, i, loss, C,
-           first, stats)
+    C = cost.max() if n else 0.0
+    _solve(0, n, dummy_i, dummy_x, True, bias, n * bias * bias, y, positive, b, w, i, loss, cost,
+           C, first, stats)
 
 
 @numba.njit(cache=True, nogil=True)
-def loss_sum(b, db, t, loss):
-    """Σⱼ ξ(bⱼ + t·dbⱼ) (db may be empty: t is then ignored)."""
+def loss_sum(b, db, t, loss, cost):
+    """Σⱼ Cⱼ ξ(bⱼ + t·dbⱼ) (db may be empty: t is then ignored)."""
     s = 0.0
     if len(db) == 0:
         for j in range(len(b)):
-            s += _xi(b[j], loss)
+            s += cost[j] * _xi(b[j], loss)
     else:
         for j in range(len(b)):
-            s += _xi(b[j] + t * db[j], loss)
+            s += cost[j] * _xi(b[j] + t * db[j], loss)
     return s
