@@ -165,8 +165,8 @@ def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(small_store):
     d = small_store
     infos, run = list(d.meta.blocks), "test-restore"
     kw = dict(bias=1.0, n_features=d.meta.n_features, positive=1, cache_bytes=0)
-    step = dict(gamma=1.0, sigma=1.0, loss=losses.SQUARED_HINGE, C=FAULT_C, eps=1e-9,
-                n_passes=1, **kw)
+    step = dict(gamma=1.0, sigma=1.0, loss=losses.SQUARED_HINGE,
+                class_cost=np.full(2, FAULT_C), eps=1e-9, n_passes=1, **kw)
     w = np.zeros(d.meta.n_features + 1)
     try:
         for tag in (1, 2):
