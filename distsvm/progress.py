@@ -100,6 +100,7 @@ class Bar:
     def __init__(self, progress: Progress, what: str, total: int):
         self.progress, self.what, self.total = progress, what, max(0, int(total))
         self.done, self.start, self._drawn = 0, time.perf_counter(), 0.0
+        self._shown = None  # the step count last drawn
 
     def __enter__(self) -> Bar:
         self._draw()
@@ -119,7 +120,7 @@ class Bar:
             return
         if not p.stream.isatty() and self.done < self.total:
             return  # a log file gets the finished bar only, not every redraw
-        self._drawn = now
+        self._drawn, self._shown = now, self.done
         filled = self.WIDTH * self.done // max(1, self.total)
         print(f"\r{self.what} [{'#' * filled}{'.' * (self.WIDTH - filled)}] "
               f"{self.done}/{self.total}  {now - self.start:.1f}s", end="", file=p.stream,
@@ -128,5 +129,6 @@ class Bar:
     def __exit__(self, *exc) -> None:
         p = self.progress
         if not (p.quiet or p.json) and (p.stream.isatty() or self.done == self.total):
-            self._draw(force=True)
+            if self._shown != self.done:
+                self._draw(force=True)
             print(file=p.stream, flush=True)
