@@ -47,6 +47,8 @@ DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm"
 # solvers that take no class or instance weights (LIBLINEAR has no such solvers)
 UNWEIGHTED = ("cutting_plane", "alm")
 # solvers that write checkpoints and resume from them (distsvm.checkpoint)
+# solvers that start from a given w (train's warm_start: the C search, the pipeline)
+WARM_START_SOLVERS = ("newton",)
 CHECKPOINTED = ("dcd", "pcd", "cutting_plane", "newton", "alm")  # pcd: exact mode
 
 
@@ -161,9 +163,9 @@ def check_solver_options(owner: str, *, solver: str, meta, C: float, bias: float
                          f"on a store {'with' if meta.weighted else 'without'} instance "
                          "weights.")
     if warm_start is not None:
-        if solver != "newton":
-            raise ValueError(f"The 'warm_start' parameter of {owner} belongs to solver "
-                             f"'newton'. Got solver {solver!r}.")
+        if solver not in WARM_START_SOLVERS:
+            raise ValueError(f"The 'warm_start' parameter of {owner} belongs to solver(s) "
+                             f"{list(WARM_START_SOLVERS)}. Got solver {solver!r}.")
         warm_start = np.asarray(warm_start, dtype=np.float64)
         dim = meta.n_features + (bias >= 0)
         if warm_start.shape != (dim,) or not np.all(np.isfinite(warm_start)):

@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
-import inspect
 import os
 import tempfile
 
@@ -143,12 +142,6 @@ def _copy_store(part, url: str, record: dict, storage_options):
         raise
 
 
-def _warm_start(solver: str) -> bool:
-    """Whether jobs.train takes ``warm_start`` for ``solver``."""
-    return ("warm_start" in inspect.signature(jobs.train).parameters
-            and solver in getattr(jobs, "WARM_START_SOLVERS", ("newton",)))
-
-
 def run(spec: dict, progress: Progress | None = None, client=None) -> tuple[int, dict]:
     """Run one interval of a validated pipeline spec, on ``client`` or the spec's cluster;
     return (exit code, summary)."""
@@ -172,7 +165,7 @@ def run(spec: dict, progress: Progress | None = None, client=None) -> tuple[int,
         warm = {}
         if current is not None:
             solver = params.get("solver", "dcd")
-            if _warm_start(solver):
+            if solver in jobs.WARM_START_SOLVERS:
                 warm["warm_start"] = jobs._weights_for(current, dataset.meta.n_features)
                 progress.note(f"pipeline: warm start from {name} v{cur}")
             else:

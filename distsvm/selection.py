@@ -28,7 +28,6 @@ stopping rule: larger C change nothing).
 from __future__ import annotations
 
 import concurrent.futures as concurrent_futures
-import inspect
 import math
 
 import numpy as np
@@ -196,8 +195,8 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
     if start_C is not None:
         jobs._check_real("find_c", "start_C", start_C, 0.0)
     jobs._check_real("find_c", "max_C", max_C, 0.0)
-    # warm start with LIBLINEAR's own -s 0/-s 2 solver, once jobs.train takes it (issue 7a)
-    warm_start = ("warm_start" in inspect.signature(jobs.train).parameters
+    # warm start with LIBLINEAR's own -s 0/-s 2 solver, as LIBLINEAR
+    warm_start = (solver in jobs.WARM_START_SOLVERS
                   and solver == jobs.LIBLINEAR_TYPES[SEARCH_TYPES[loss]][0])
     dataset = jobs.as_dataset(data)
     bias = float(train_kwargs.get("bias", -1.0))
