@@ -74,3 +74,15 @@ def liblinear_optimum(X, y, loss, C=1.0, bias=-1.0, eps=1e-5):
     if m.get_labels()[0] != np.max(y):
         w = -w
     return w, primal_objective(w, X, y, loss, C, bias)
+
+
+def weighted_stores(tmp, X, y, seed: int, block_rows: int, dup_block_rows: int):
+    """Integer instance weights 1–3 (seeded) for rows (X, y): the weights, a weighted store
+    and a store with each row repeated weight times (weighted = duplicated rows)."""
+    from distsvm.ingest import ingest
+
+    sw = np.random.default_rng(seed).integers(1, 4, X.shape[0]).astype(np.float64)
+    rows = np.repeat(np.arange(X.shape[0]), sw.astype(int))
+    store = ingest((X, y), str(tmp / "w.zarr"), block_rows=block_rows, sample_weight=sw)
+    dup = ingest((X[rows], y[rows]), str(tmp / "dup.zarr"), block_rows=dup_block_rows)
+    return sw, store, dup

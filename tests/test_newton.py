@@ -13,7 +13,7 @@ from distsvm.solvers.newton import stopping_tolerance
 from workers import losses
 from workers.kernels import newton as kernel
 
-from .conftest import DATA, load_xy, primal_objective, shared_dataset
+from .conftest import DATA, load_xy, primal_objective, shared_dataset, weighted_stores
 
 LOSSES = ["logistic", "squared_hinge"]
 TYPE = {"logistic": 0, "squared_hinge": 2}
@@ -217,11 +217,7 @@ def weighted(tmp_path_factory, a9a):
     with each row repeated weight times."""
     X, y = a9a
     X, y = X[:3000], y[:3000]
-    sw = np.random.default_rng(3).integers(1, 4, X.shape[0]).astype(np.float64)
-    rows = np.repeat(np.arange(X.shape[0]), sw.astype(int))
-    tmp = tmp_path_factory.mktemp("weights")
-    store = ingest((X, y), str(tmp / "w.zarr"), block_rows=1000, sample_weight=sw)
-    dup = ingest((X[rows], y[rows]), str(tmp / "dup.zarr"), block_rows=2000)
+    sw, store, dup = weighted_stores(tmp_path_factory.mktemp("weights"), X, y, 3, 1000, 2000)
     return X, y, sw, store, dup
 
 

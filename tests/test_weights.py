@@ -12,6 +12,7 @@ from distsvm.columns import columnize
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 
+from .conftest import weighted_stores
 from .test_multiclass import DATA, liblinear_model, load_xy
 
 # (solver, loss, parallel) and LIBLINEAR's -s of the same problem
@@ -49,11 +50,8 @@ def weighted(tmp_path_factory, a9a):
     as a store with each row repeated weight times."""
     X, y = a9a
     X, y = X[:1000], y[:1000]
-    sw = np.random.default_rng(5).integers(1, 4, X.shape[0]).astype(np.float64)
-    rows = np.repeat(np.arange(X.shape[0]), sw.astype(int))
     tmp = tmp_path_factory.mktemp("weights")
-    store = ingest((X, y), str(tmp / "w.zarr"), block_rows=500, sample_weight=sw)
-    dup = ingest((X[rows], y[rows]), str(tmp / "dup.zarr"), block_rows=1100)
+    sw, store, dup = weighted_stores(tmp, X, y, 5, 500, 1100)
     plain = ingest((X, y), str(tmp / "p.zarr"), block_rows=500)
     for d in (store, dup, plain):  # for pcd
         columnize(d, memory_mb=64, block_mb=0.5)
