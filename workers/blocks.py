@@ -47,8 +47,13 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
         row_sqnorms(block.indptr, block.data, sqnorm)
         return (block, sqnorm), block.nbytes + sqnorm.nbytes
 
-    # keyed by content too, so a store overwritten at the same URL is never served stale
-    return cached((url, info.name, tuple(sorted(info.crc32.items()))), read, cache_bytes)
+    return cached(_key(url, info), read, cache_bytes)
+
+
+def _key(url: str, info: BlockInfo) -> tuple:
+    """A block's cache key: keyed by content too, so that a store overwritten at the same URL
+    is never served stale."""
+    return url, info.name, tuple(sorted(info.crc32.items()))
 
 
 def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
@@ -56,8 +61,10 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
     """Yield :func:`load`'s ``(block, sqnorm)`` for ``infos`` in order, with prefetch: while
     the caller works on one block, a background thread loads the next (from the cache, or
     read and decompressed from the store), so at most one block is in flight beyond the
-    current one."""
-    if not PREFETCH:
+    current one.  Blocks all in the cache are yielded without a thread: nothing to overlap."""
+    with _lock:
+        in_cache = all(_key(url, info) in _cache for info in infos)
+    if not PREFETCH or in_cache:
         yield from (load(url, info, cache_bytes, storage_options) for info in infos)
         return
     if not infos:

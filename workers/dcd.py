@@ -18,7 +18,7 @@ from storage import BlockInfo
 from . import blocks
 from .kernels import dcd as kernel
 from .kernels import dcd_lr
-from .kernels.linear import loss_sum
+from .kernels.linear import loss_sums
 from .losses import LOGISTIC
 
 
@@ -134,22 +134,9 @@ def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float,
     the round's primal objective is then not exact.
     """
     w = prev[0] if isinstance(prev, tuple) else prev
-    stats = [blocks.run_state(run, info.name, dict)["stats"] for info in infos]
-    fresh = [info for info, s in zip(infos, stats) if not s["skipped"]]
-    measured = blocks.stream(url, fresh, cache_bytes, storage_options)
-    for s in stats:
-        if not s["skipped"]:
-            block, _ = next(measured)
-            s["loss"], s["correct"] = loss_sum(block.indptr, block.indices, block.data, block.y,
-                                               positive, w, bias, n_features, loss,
-                                               blocks.row_costs(block, class_cost))
-            del block
-    return {"loss": sum(s["loss"] for s in stats), "correct": sum(s["correct"] for s in stats),
-            "ww": float(w @ w), "sum_alpha": sum(s["sum_alpha"] for s in stats),
-            "sum_dsq": sum(s["sum_dsq"] for s in stats),
-            "pg_max": max(s["pg_max"] for s in stats), "pg_min": min(s["pg_min"] for s in stats),
-            "full": all(s["full"] for s in stats), "active": sum(s["active"] for s in stats),
-            "stale": sum(s["skipped"] for s in stats), "bytes_read": blocks.take_bytes_read()}
+    return ovr_report(np.atleast_2d(w), url, infos, [run], [positive], [class_cost], bias=bias,
+                      n_features=n_features, loss=loss, cache_bytes=cache_bytes,
+                      storage_options=storage_options)[0]
 
 
 def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
@@ -284,8 +271,32 @@ def ovr_segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], runs: 
 
 
 def ovr_report(prev, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
-               class_costs: list, **kw) -> list[dict]:
-    """:func:`report` of each problem of :func:`ovr_segment` (blocks from the cache)."""
+               class_costs: list, *, bias: float, n_features: int, loss: int, cache_bytes: int,
+               storage_options: dict | None = None) -> list[dict]:
+    """:func:`report` of each problem of :func:`ovr_segment`: problem j is row j of W
+    (class index ``positives[j]`` against the rest, run ``runs[j]``, C per class index
+    ``class_costs[j]``).  Each block is read (or taken from the cache) once and its losses
+    for all the problems are summed in one pass (:func:`loss_sums`); a block every problem
+    skipped is not read.  The bytes read are reported with the first problem."""
     W = prev[0] if isinstance(prev, tuple) else prev
-    return [report(W[j], url, infos, run, positive=k, class_cost=cc, **kw)
-            for j, (run, k, cc) in enumerate(zip(runs, positives, class_costs))]
+    stats = [[blocks.run_state(run, info.name, dict)["stats"] for info in infos] for run in runs]
+    fresh = [b for b in range(len(infos)) if not all(st[b]["skipped"] for st in stats)]
+    costs = np.array(class_costs, dtype=np.float64).reshape(len(runs), -1)
+    totals, correct = np.empty(len(runs)), np.empty(len(runs), dtype=np.int64)
+    measured = blocks.stream(url, [infos[b] for b in fresh], cache_bytes, storage_options)
+    for b, (block, _) in zip(fresh, measured):
+        loss_sums(block.indptr, block.indices, block.data, block.y,
+                  np.asarray(positives, dtype=np.int64), W, bias, n_features, loss, costs,
+                  np.empty(0) if block.weight is None else block.weight, totals, correct)
+        for j, st in enumerate(stats):
+            if not st[b]["skipped"]:
+                st[b]["loss"], st[b]["correct"] = float(totals[j]), int(correct[j])
+        del block
+    bytes_read = blocks.take_bytes_read()
+    return [{"loss": sum(s["loss"] for s in st), "correct": sum(s["correct"] for s in st),
+             "ww": float(W[j] @ W[j]), "sum_alpha": sum(s["sum_alpha"] for s in st),
+             "sum_dsq": sum(s["sum_dsq"] for s in st),
+             "pg_max": max(s["pg_max"] for s in st), "pg_min": min(s["pg_min"] for s in st),
+             "full": all(s["full"] for s in st), "active": sum(s["active"] for s in st),
+             "stale": sum(s["skipped"] for s in st), "bytes_read": bytes_read if j == 0 else 0}
+            for j, st in enumerate(stats)]

@@ -32,25 +32,30 @@ def decision_values(indptr, indices, data, w, bias, n_features, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def loss_sum(indptr, indices, data, y, positive, w, bias, n_features, loss, cost):
-    """Return (Σ Cᵢ loss(yᵢ wᵀxᵢ), number of rows with yᵢ wᵀxᵢ > 0), yᵢ = +1 iff y ==
-    positive, Cᵢ = ``cost[i]`` (the row's C with its weights, float64)."""
-    total = 0.0
-    correct = 0
-    for i in range(len(indptr) - 1):
-        yi = 1.0 if y[i] == positive else -1.0
-        m = yi * row_dot(indptr, indices, data, i, w, bias, n_features)
-        if m > 0.0:
-            correct += 1
-        if loss == LOGISTIC:  # log(1 + e^{−m}) without overflow
-            total += cost[i] * (math.log1p(math.exp(-m)) if m > 0.0
-                                else -m + math.log1p(math.exp(m)))
-        elif m < 1.0:
-            if loss == HINGE:
-                total += cost[i] * (1.0 - m)
-            elif loss == SQUARED_HINGE:
-                total += cost[i] * (1.0 - m) * (1.0 - m)
-    return total, correct
+def loss_sums(indptr, indices, data, y, positives, W, bias, n_features, loss, class_costs,
+              weight, totals, correct):
+    """For each problem j (a row of ``W``, yᵢ = +1 iff y == ``positives[j]``): Σ Cᵢ loss(yᵢ
+    wⱼᵀxᵢ) into ``totals[j]`` and the number of rows with yᵢ wⱼᵀxᵢ > 0 into ``correct[j]``,
+    both in place, with Cᵢ = ``class_costs[j, y[i]]`` times ``weight[i]`` (an empty
+    ``weight``: no instance weights).  One read of the block serves every problem."""
+    totals[:] = 0.0
+    correct[:] = 0
+    for j in range(len(positives)):  # problem by problem: one w at a time stays in cache
+        w = W[j]
+        for i in range(len(indptr) - 1):
+            yi = 1.0 if y[i] == positives[j] else -1.0
+            m = yi * row_dot(indptr, indices, data, i, w, bias, n_features)
+            if m > 0.0:
+                correct[j] += 1
+            c = class_costs[j, y[i]] * (weight[i] if len(weight) else 1.0)
+            if loss == LOGISTIC:  # log(1 + e^{−m}) without overflow
+                totals[j] += c * (math.log1p(math.exp(-m)) if m > 0.0
+                                  else -m + math.log1p(math.exp(m)))
+            elif m < 1.0:
+                if loss == HINGE:
+                    totals[j] += c * (1.0 - m)
+                elif loss == SQUARED_HINGE:
+                    totals[j] += c * (1.0 - m) * (1.0 - m)
 
 
 @numba.njit(cache=True, nogil=True)
