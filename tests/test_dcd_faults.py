@@ -164,8 +164,8 @@ def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(small_store):
     the same when repeated (a loss during the recovery)."""
     d = small_store
     infos, run = list(d.meta.blocks), "test-restore"
-    kw = dict(bias=1.0, n_features=d.meta.n_features, positive=1, cache_bytes=0)
-    step = dict(gamma=1.0, sigma=1.0, loss=losses.SQUARED_HINGE,
+    kw = dict(bias=1.0, n_features=d.meta.n_features, cache_bytes=0)
+    step = dict(gamma=1.0, sigma=1.0, loss=losses.SQUARED_HINGE, positive=1,
                 class_cost=np.full(2, FAULT_C), eps=1e-9, n_passes=1, **kw)
     w = np.zeros(d.meta.n_features + 1)
     try:
@@ -179,7 +179,7 @@ def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(small_store):
             w = w + dw
         assert np.abs(w - w1).max() > 1e-3  # round 2 moved w and α
         for _ in range(2):
-            rebuilt = workers.dcd.restore(d.url, infos, run, 2, **kw)
+            (rebuilt,) = workers.dcd.restore(d.url, infos, [run], 2, positives=[1], **kw)
             np.testing.assert_allclose(rebuilt, w1, rtol=1e-9, atol=1e-10)
             for info, a1 in zip(infos, alpha1):
                 alpha = workers.blocks.run_state(run, info.name, dict)["alpha"]
