@@ -24,7 +24,8 @@ each block task visits its block once for all of them
 
 Checkpoints and worker faults: each problem's solver checkpoints and resumes itself, in its
 own directory ``RUN/problems/<k>/`` (:meth:`distsvm.checkpoint.Checkpointer.problem`), and
-recovers its lost workers as a binary run does.  A resumed run starts every problem from its
+handles a lost worker as a binary run of that solver does (DCD's parallel modes, Newton and
+SVM-ALM recover).  A resumed run starts every problem from its
 own latest checkpoint (a problem that had finished runs again from its last one: the same
 choices, so the same w).
 """
