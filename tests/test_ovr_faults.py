@@ -82,7 +82,7 @@ def fault(two, store):
     ref = train(store, client=two, **kw)
     start = time.perf_counter()
     model, log = _faulty(two, store, at, victim, **kw)
-    assert time.perf_counter() - start < 60
+    assert time.perf_counter() - start < 120  # the loss is noticed, never waited on forever
     return ref, model, log, kw
 
 
