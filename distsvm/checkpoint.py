@@ -12,7 +12,9 @@ previous one.  Every file is written whole or not at all (:mod:`storage.checkpoi
 
 A solver coordinator calls, every round, ``if ckpt and ckpt.due(r): ckpt.save(r, …)``
 after asking its workers to write their blocks' state into ``ckpt.directory(r)``, and at
-its start ``ckpt.latest()`` to continue from the newest complete checkpoint.  What the
+its start ``ckpt.latest()`` to continue from the newest complete checkpoint.  A one-vs-rest
+run whose K binary problems each run their own solver gives problem k the checkpoints of
+``RUN/problems/<k>/`` (:meth:`Checkpointer.problem`).  What the
 solver keeps must make the continued run take the same choices as an uninterrupted one
 (its RNG state, its shrinking thresholds), so that a resumed run reaches the same
 optimum.
@@ -71,6 +73,15 @@ class Checkpointer:
 
     def due(self, r: int) -> bool:
         return bool(self.every) and r % self.every == 0
+
+    def problem(self, k: int, progress: Progress | None = None) -> Checkpointer:
+        """The checkpoints of problem k of a one-vs-rest run that trains its K binary
+        problems each by its own solver (:func:`distsvm.solvers.ovr.solve`): a Checkpointer
+        of ``RUN/problems/<k>/``, with the same policy and the parameters and ``problem=k``."""
+        return Checkpointer(files.join(self.run_dir, "problems", str(k)), self.every,
+                            {**self.params, "problem": k}, keep=self.keep,
+                            storage_options=self.storage_options,
+                            progress=progress or self.progress)
 
     def directory(self, r: int) -> str:
         return files.join(self.run_dir, "checkpoints", f"{r:08d}")

@@ -269,7 +269,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     thresholds fitted by :func:`distsvm.solvers.cutting_plane.fit_thresholds`).
 
     ``checkpoint`` (a :class:`distsvm.checkpoint.Checkpointer`) makes the run write
-    checkpoints and continue from the latest one; solvers in :data:`CHECKPOINTED` only.
+    checkpoints and continue from the latest one; solvers in :data:`CHECKPOINTED` only (in
+    one-vs-rest too: :func:`distsvm.solvers.dcd.solve_ovr` checkpoints its K problems
+    together, the other solvers each problem in its own directory,
+    :meth:`distsvm.checkpoint.Checkpointer.problem`).
     """
     eps = DEFAULT_EPS[solver] if solver in DEFAULT_EPS and eps is None else eps
     check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
@@ -320,14 +323,14 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                       f"{meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers"
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
-        if checkpoint is not None and (solver not in CHECKPOINTED or multiclass):
+        if checkpoint is not None and solver not in CHECKPOINTED:
             progress.note(f"train: solver {solver} writes no checkpoints (only "
-                          f"{', '.join(CHECKPOINTED)} do, on binary problems); this run cannot "
-                          "be resumed")
+                          f"{', '.join(CHECKPOINTED)} do); this run cannot be resumed")
             checkpoint = None
 
-        def fit(positive, plan, progress):
-            """The binary problem of class index ``positive`` (+1) against the rest."""
+        def fit(positive, plan, progress, checkpoint=checkpoint):
+            """The binary problem of class index ``positive`` (+1) against the rest (with
+            its own ``checkpoint`` in one-vs-rest, :func:`distsvm.solvers.ovr.solve`)."""
             # one-vs-rest as LIBLINEAR: class k's rows cost its weighted C, the rest C
             cost = ovr.problem_cost(class_cost, C, positive) if multiclass else class_cost
             if solver == "alm":
@@ -366,9 +369,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
             results = dcd.solve_ovr(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                     bias=float(bias), max_rounds=max_rounds, seed=seed,
                                     inner_passes=inner_passes, gap_tol=float(gap_tol),
-                                    progress=progress, class_cost=class_cost)
+                                    progress=progress, checkpoint=checkpoint,
+                                    class_cost=class_cost)
         elif multiclass:
-            results = ovr.solve(fit, meta.classes, plan, progress)
+            results = ovr.solve(fit, meta.classes, plan, progress, checkpoint)
         else:
             results = [fit(1, plan, progress)]
         seconds = time.perf_counter() - start

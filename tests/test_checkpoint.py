@@ -31,6 +31,7 @@ from distsvm.progress import Progress
 from .conftest import DATA
 
 EVERY = 3
+ROUND_LINE = r"^(?:\[class \S+\] )?round\s+(\d+)\s+primal"  # a round's log line (one-vs-rest: K)
 PARAMS = dict(loss="squared_hinge", C=1.0, eps=1e-9, max_rounds=12, seed=7)
 
 
@@ -90,7 +91,7 @@ def _kill_and_resume(tmp_path, store, n_workers, wait_for, env=None, **extra):
         finally:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-    logged = max(int(m) for m in re.findall(r"^round\s+(\d+)\s+primal", log.read_text(), re.M))
+    logged = max(int(m) for m in re.findall(ROUND_LINE, log.read_text(), re.M))
     complete = _manifests(run)
     assert not (tmp_path / "model.dsvm").exists()
     r = subprocess.run([sys.executable, "-m", "distsvm.cli", "resume", str(run)],

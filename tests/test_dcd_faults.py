@@ -161,11 +161,12 @@ def test_a_worker_paused_over_its_memory_fails_the_job_instead_of_hanging(small_
 def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(small_store):
     """In this process: two rounds of workers.dcd.local_round on all blocks (with a bias
     feature), then restore for round 2 gives back round 1's α and w = Σ αᵢyᵢxᵢ, and again
-    the same when repeated (a loss during the recovery)."""
+    the same when repeated (a loss during the recovery); restored with it, a second run
+    (the other class as +1, as one-vs-rest) that did only round 1 keeps its α and w."""
     d = small_store
-    infos, run = list(d.meta.blocks), "test-restore"
-    kw = dict(bias=1.0, n_features=d.meta.n_features, positive=1, cache_bytes=0)
-    step = dict(gamma=1.0, sigma=1.0, loss=losses.SQUARED_HINGE,
+    infos, run, other = list(d.meta.blocks), "test-restore", "test-restore-other"
+    kw = dict(bias=1.0, n_features=d.meta.n_features, cache_bytes=0)
+    step = dict(gamma=1.0, sigma=1.0, loss=losses.SQUARED_HINGE, positive=1,
                 class_cost=np.full(2, FAULT_C), eps=1e-9, n_passes=1, **kw)
     w = np.zeros(d.meta.n_features + 1)
     try:
@@ -178,11 +179,16 @@ def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(small_store):
                           for i in infos]
             w = w + dw
         assert np.abs(w - w1).max() > 1e-3  # round 2 moved w and α
+        w_other, _ = workers.dcd.local_round(np.zeros_like(w), d.url, infos,
+                                             list(range(len(infos))), other, tag=1,
+                                             **{**step, "positive": 0})
         for _ in range(2):
-            rebuilt = workers.dcd.restore(d.url, infos, run, 2, **kw)
-            np.testing.assert_allclose(rebuilt, w1, rtol=1e-9, atol=1e-10)
+            rebuilt = workers.dcd.restore(d.url, infos, [run, other], 2, positives=[1, 0],
+                                          **kw)
+            np.testing.assert_allclose(rebuilt, [w1, w_other], rtol=1e-9, atol=1e-10)
             for info, a1 in zip(infos, alpha1):
                 alpha = workers.blocks.run_state(run, info.name, dict)["alpha"]
                 np.testing.assert_array_equal(alpha, a1)
     finally:
         workers.blocks.drop_run(run)
+        workers.blocks.drop_run(other)

@@ -139,13 +139,14 @@ def drop_run(run: str) -> int:
 
 
 def write_states(run: str, infos: list[BlockInfo], directory: str, arrays,
-                 storage_options: dict | None = None) -> dict[str, str]:
+                 storage_options: dict | None = None, prefix: str = "") -> dict[str, str]:
     """Checkpoint: write ``arrays(state, info)`` (the arrays of block ``info``'s state in run
-    ``run``) into ``directory``, one ``block-<name>.npz`` per block, each whole or not at all;
-    return {file name: SHA-256} for the checkpoint's manifest."""
+    ``run``) into ``directory``, one ``<prefix>block-<name>.npz`` per block, each whole or not
+    at all; return {file name: SHA-256} for the checkpoint's manifest.  ``prefix`` tells
+    apart the runs of one checkpoint (the problems of a one-vs-rest job)."""
     out = {}
     for info in infos:
-        name = f"block-{info.name}.npz"
+        name = f"{prefix}block-{info.name}.npz"
         out[name] = files.write_arrays(files.join(directory, name),
                                        arrays(run_state(run, info.name, dict), info),
                                        storage_options)
@@ -153,12 +154,12 @@ def write_states(run: str, infos: list[BlockInfo], directory: str, arrays,
 
 
 def read_states(run: str, infos: list[BlockInfo], directory: str, digests: dict[str, str],
-                storage_options: dict | None = None):
+                storage_options: dict | None = None, prefix: str = ""):
     """Resume: for each block of ``infos``, its state in run ``run`` emptied and the arrays
-    :func:`write_states` wrote for it (checked against ``digests``): yields (state, arrays)
-    for the solver to fill the one from the other."""
+    :func:`write_states` wrote for it with ``prefix`` (checked against ``digests``): yields
+    (state, arrays) for the solver to fill the one from the other."""
     for info in infos:
-        name = f"block-{info.name}.npz"
+        name = f"{prefix}block-{info.name}.npz"
         a = files.read_arrays(files.join(directory, name), digests[name], storage_options)
         s = run_state(run, info.name, dict)
         s.clear()

@@ -183,41 +183,49 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
     return (u - w) / sigma, report
 
 
-def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, bias: float,
-            n_features: int, positive: int, cache_bytes: int,
+def restore(url: str, infos: list[BlockInfo], runs: list[str], tag: int, *, bias: float,
+            n_features: int, positives: list[int], cache_bytes: int,
             storage_options: dict | None = None) -> np.ndarray:
     """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
-    round ``tag`` and return their part of w, Σ_b X_bᵀ(α_b∘y_b) (13).
+    round ``tag`` in each run ``runs[j]`` (the problem of class index ``positives[j]``
+    against the rest) and return their parts of w, Σ_b X_bᵀ(α_b∘y_b) (13), one row per run.
 
     A block changed in round ``tag`` gets back the α it had before; its other state
     (shrinking, statistics) is dropped and rebuilt at its next visit.  A block this
-    worker has no state for (never visited here) has α = 0 and adds nothing.  Idempotent:
-    a second loss during the recovery may run it again.
+    worker has no state for (never visited here) has α = 0 and adds nothing.  Each block is
+    read once for all the runs.  Idempotent: a second loss during the recovery may run it
+    again.
     """
-    out = np.zeros(n_features + (1 if bias >= 0 else 0))
+    out = np.zeros((len(runs), n_features + (1 if bias >= 0 else 0)))
     for info in infos:
-        s = blocks.run_state(run, info.name, dict)
-        if "alpha" not in s:
+        alphas = {}
+        for j, run in enumerate(runs):
+            s = blocks.run_state(run, info.name, dict)
+            if "alpha" not in s:
+                continue
+            if s.get("tag") == tag:
+                s["alpha"][:] = s["saved"]
+            alphas[j] = s["alpha"]
+            s.clear()
+            s.update(alpha=alphas[j], tag=tag, saved=alphas[j].copy())
+        if not alphas:
             continue
-        if s.get("tag") == tag:
-            s["alpha"][:] = s["saved"]
-        alpha = s["alpha"]
-        s.clear()
-        s.update(alpha=alpha, tag=tag, saved=alpha.copy())
         block, _ = blocks.load(url, info, cache_bytes, storage_options)
-        v = alpha * np.where(block.y == positive, 1.0, -1.0)
-        out += np.bincount(block.indices, weights=block.data * np.repeat(v, np.diff(block.indptr)),
-                           minlength=len(out))
-        if bias >= 0:
-            out[-1] += bias * v.sum()
+        for j, alpha in alphas.items():
+            v = alpha * np.where(block.y == positives[j], 1.0, -1.0)
+            out[j] += np.bincount(block.indices, minlength=out.shape[1],
+                                  weights=block.data * np.repeat(v, np.diff(block.indptr)))
+            if bias >= 0:
+                out[j, -1] += bias * v.sum()
     return out
 
 
-def save_blocks(run: str, infos: list[BlockInfo], directory: str,
+def save_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
                 storage_options: dict | None = None) -> dict[str, str]:
-    """Checkpoint: write the state of blocks ``infos`` (α, and the shrinking state and last
-    statistics where the block has them) into ``directory`` (:func:`blocks.write_states`);
-    return {file name: SHA-256}.  A block without state yet is written with α = 0."""
+    """Checkpoint: write the state of blocks ``infos`` in each run of ``runs`` ({file prefix:
+    run id}: one entry per problem) — α, and the shrinking state and last statistics where
+    the block has them — into ``directory`` (:func:`blocks.write_states`); return {file
+    name: SHA-256}.  A block without state yet is written with α = 0."""
     def arrays(s, info):
         out = {"alpha": s.get("alpha", np.zeros(info.n_rows))}
         if "state" in s:
@@ -225,19 +233,23 @@ def save_blocks(run: str, infos: list[BlockInfo], directory: str,
                        stats=np.frombuffer(json.dumps(s["stats"]).encode(), np.uint8))
         return out
 
-    return blocks.write_states(run, infos, directory, arrays, storage_options)
+    return {name: digest for prefix, run in runs.items()
+            for name, digest in blocks.write_states(run, infos, directory, arrays,
+                                                    storage_options, prefix).items()}
 
 
-def load_blocks(run: str, infos: list[BlockInfo], directory: str, digests: dict[str, str],
-                storage_options: dict | None = None) -> int:
-    """Resume: set the state of blocks ``infos`` from a checkpoint written by
-    :func:`save_blocks`, each file checked against its digest; return the blocks loaded."""
-    for s, a in blocks.read_states(run, infos, directory, digests, storage_options):
-        s["alpha"] = a["alpha"].copy()
-        if "state" in a:
-            s.update(index=a["index"].copy(), state=a["state"].copy(),
-                     stats=json.loads(a["stats"].tobytes()))
-    return len(infos)
+def load_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
+                digests: dict[str, str], storage_options: dict | None = None) -> int:
+    """Resume: set the state of blocks ``infos`` in each run of ``runs`` ({file prefix: run
+    id}) from a checkpoint written by :func:`save_blocks`, each file checked against its
+    digest; return the blocks loaded."""
+    for prefix, run in runs.items():
+        for s, a in blocks.read_states(run, infos, directory, digests, storage_options, prefix):
+            s["alpha"] = a["alpha"].copy()
+            if "state" in a:
+                s.update(index=a["index"].copy(), state=a["state"].copy(),
+                         stats=json.loads(a["stats"].tobytes()))
+    return len(infos) * len(runs)
 
 
 def ovr_segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], runs: list[str],

@@ -79,7 +79,10 @@ and on which worker left, not on timing inside the round.  Only when no
 worker of the job is left does the job fail, with ClusterError.  In the
 sequential mode each round starts from the gathered w rather than from the
 previous round's last task: a loss between rounds must not make Dask re-run a
-stateful task of an earlier round to recompute its lost result.
+stateful task of an earlier round to recompute its lost result.  One-vs-rest
+(:func:`solve_ovr`) recovers the same way for all its running problems at once: each
+problem has its own run id, and :func:`workers.dcd.restore` rolls back each problem's α
+and rebuilds each problem's w from one read of each surviving block.
 
 Checkpoints (:mod:`distsvm.checkpoint`, for ``distsvm resume``): every k rounds each
 owner writes the state of its blocks (α, and in the sequential mode the shrinking state
@@ -87,7 +90,10 @@ and last statistics) straight into the checkpoint's directory, and the coordinat
 commits w (O(n_features)), the state of the RNG that draws the block orders, the
 shrinking thresholds (16) and the history.  A resumed run loads them and takes the same
 choices as an uninterrupted one (the blocks' seeds derive from (seed, round, block)), so
-it reaches the same w.
+it reaches the same w.  One-vs-rest (:func:`solve_ovr`) checkpoints the same way for every
+problem still running — each owner writes those problems' block states, one file per
+problem and block (``class<k>-block-<name>.npz``) — and the coordinator commits W and each
+problem's thresholds, stopping flags and history.
 
 Stopping: LIBLINEAR's rule (17): the spread of projected gradients over a
 round whose passes covered every row, max PG − min PG ≤ eps; or, with
@@ -183,10 +189,11 @@ def _owners(plan: WorkerPlan) -> list[str]:
 
 
 def _recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], futures: list,
-             run: str, r: int, bias: float, progress: Progress,
-             positive: int = 1) -> tuple[WorkerPlan, np.ndarray]:
-    """After workers ``gone`` left during round ``r``: the plan without them and the w to
-    retry the round from (see "Worker faults" in the module docstring).
+             runs: list[str], r: int, bias: float, progress: Progress,
+             positives: list[int]) -> tuple[WorkerPlan, np.ndarray]:
+    """After workers ``gone`` left during round ``r``: the plan without them and the w of
+    each run ``runs[j]`` (class index ``positives[j]`` against the rest) to retry the round
+    from, one row per run (see "Worker faults" in the module docstring).
 
     The round's tasks are cancelled and the survivors' running ones waited for; the lost
     blocks go to the survivors with α = 0; every surviving block's α goes back to the start
@@ -202,8 +209,8 @@ def _recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], future
         progress.note(f"round {r}: worker {', '.join(gone)} left the cluster; its "
                       f"{n_lost} blocks restart from alpha = 0 on the other "
                       f"{len(plan.workers)} worker(s), and round {r} is run again")
-        futures = [client.submit(workers.dcd.restore, dataset.url, held[a], run, r, bias=bias,
-                                 n_features=meta.n_features, positive=positive,
+        futures = [client.submit(workers.dcd.restore, dataset.url, held[a], runs, r, bias=bias,
+                                 n_features=meta.n_features, positives=positives,
                                  cache_bytes=plan.cache_bytes[a],
                                  storage_options=dataset.storage_options, workers=[a], pure=False)
                    for a in plan.workers]
@@ -213,16 +220,17 @@ def _recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], future
             gone = again.gone
 
 
-def _save(client, checkpoint: Checkpointer, dataset: Dataset, plan: WorkerPlan, run: str,
-          r: int, rng, w: np.ndarray, history: list[dict], start: float, progress: Progress,
+def _save(client, checkpoint: Checkpointer, dataset: Dataset, plan: WorkerPlan,
+          runs: dict[str, str], r: int, rng, w: np.ndarray, start: float, progress: Progress,
           **state) -> None:
-    """Checkpoint the end of round ``r``: each owner writes its blocks' state
-    (:func:`workers.dcd.save_blocks`), then the coordinator commits w, the permutation RNG's
-    state, the history and ``state``.  A worker lost meanwhile skips this checkpoint (the
-    next round recovers from the loss)."""
+    """Checkpoint the end of round ``r``: each owner writes its blocks' state in each run of
+    ``runs`` ({file prefix: run id}, :func:`workers.dcd.save_blocks`), then the coordinator
+    commits w (one row per problem in one-vs-rest), the permutation RNG's state, which runs
+    it holds and ``state`` (the history, …).  A worker lost meanwhile skips this checkpoint
+    (the next round recovers from the loss)."""
     meta = dataset.meta
     owners = _owners(plan)
-    futures = [client.submit(workers.dcd.save_blocks, run,
+    futures = [client.submit(workers.dcd.save_blocks, runs,
                              [meta.blocks[b] for b in plan.blocks_of(a)],
                              checkpoint.directory(r), checkpoint.storage_options,
                              workers=[a], pure=False) for a in owners]
@@ -233,21 +241,23 @@ def _save(client, checkpoint: Checkpointer, dataset: Dataset, plan: WorkerPlan, 
                       "no checkpoint this round")
         return
     checkpoint.save(r, "dcd", {"w": w},
-                    {"rng": rng.bit_generator.state, "history": history,
+                    {"rng": rng.bit_generator.state, "runs": list(runs),
                      "seconds": time.perf_counter() - start, **state},
                     {k: v for part in written for k, v in part.items()})
 
 
 def _resume(client, checkpoint: Checkpointer | None, dataset: Dataset, plan: WorkerPlan,
-            run: str, rng, progress: Progress):
-    """The latest checkpoint of the run, its blocks' state loaded on their owners and the
-    RNG set to its state; None (a fresh start) without one."""
+            runs: dict[str, str], rng, progress: Progress):
+    """The latest checkpoint of the run, its blocks' state loaded on their owners into the
+    runs of ``runs`` ({file prefix: run id}) it holds, and the RNG set to its state; None (a
+    fresh start) without one."""
     found = checkpoint.latest("dcd") if checkpoint is not None else None
     if found is None:
         return None
     meta = dataset.meta
     owners = _owners(plan)
-    cluster.gather(client, [client.submit(workers.dcd.load_blocks, run,
+    held = {prefix: runs[prefix] for prefix in found.state["runs"]}
+    cluster.gather(client, [client.submit(workers.dcd.load_blocks, held,
                                           [meta.blocks[b] for b in plan.blocks_of(a)],
                                           found.directory, found.files,
                                           checkpoint.storage_options, workers=[a], pure=False)
@@ -309,7 +319,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     shrink = None  # (M̄, m̄) of (16) from the previous round over all blocks; None: unshrink
     first = 1
     try:
-        resumed = _resume(client, checkpoint, dataset, plan, run, rng, progress)
+        resumed = _resume(client, checkpoint, dataset, plan, {"": run}, rng, progress)
         if resumed is not None:
             prev, first = resumed.arrays["w"], resumed.round + 1
             history, shrink = resumed.state["history"], resumed.state["shrink"]
@@ -340,8 +350,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                                                      owners)
                     break
                 except cluster.WorkerLost as lost:
-                    plan, prev = _recover(client, dataset, plan, lost.gone, futures, run, r,
-                                          bias, progress, positive)
+                    plan, (prev,) = _recover(client, dataset, plan, lost.gone, futures, [run],
+                                             r, bias, progress, [positive])
                     shrink = None
             prev = w  # the next round starts from the gathered w, not from a future: a
             # worker lost between rounds then cannot make Dask re-run an old segment
@@ -362,8 +372,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             else:
                 shrink = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
             if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
-                _save(client, checkpoint, dataset, plan, run, r, rng, w, history, start,
-                      progress, shrink=shrink)
+                _save(client, checkpoint, dataset, plan, {"": run}, r, rng, w, start, progress,
+                      history=history, shrink=shrink)
         else:
             _round_limit(max_rounds, pg, eps)
     finally:
@@ -389,7 +399,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                   storage_options=dataset.storage_options)
     first = 1
     try:
-        resumed = _resume(client, checkpoint, dataset, plan, run, rng, progress)
+        resumed = _resume(client, checkpoint, dataset, plan, {"": run}, rng, progress)
         if resumed is not None:
             w, first = resumed.arrays["w"], resumed.round + 1
             history = resumed.state["history"]
@@ -412,8 +422,8 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                     results = cluster.gather(client, futures, owners)
                     break
                 except cluster.WorkerLost as lost:
-                    plan, w = _recover(client, dataset, plan, lost.gone, futures, run, r, bias,
-                                       progress, positive)
+                    plan, (w,) = _recover(client, dataset, plan, lost.gone, futures, [run], r,
+                                          bias, progress, [positive])
             row = _round(r, [rep for _, rep in results], float(w @ w), meta.n_rows,
                          start, meta.n_rows)
             history.append(row)
@@ -425,8 +435,8 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
             if r < max_rounds:  # else return the w whose objectives were measured
                 w = w + gamma * np.sum([dw for dw, _ in results], axis=0)
                 if checkpoint is not None and checkpoint.due(r):
-                    _save(client, checkpoint, dataset, plan, run, r, rng, w, history, start,
-                          progress)
+                    _save(client, checkpoint, dataset, plan, {"": run}, r, rng, w, start,
+                          progress, history=history)
         else:
             _round_limit(max_rounds, pg, eps, stacklevel=4)
     finally:
@@ -437,7 +447,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
 def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
               bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
               gap_tol: float = 0.0, progress: Progress | None = None,
-              class_cost=None) -> list[Result]:
+              checkpoint: Checkpointer | None = None, class_cost=None) -> list[Result]:
     """One-vs-rest for K classes by sequential DCD, the K problems sharing each block read.
 
     Each round chains one task per run of consecutive blocks with the same owner, as
@@ -449,11 +459,18 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     α and shrinking state per block (its own run id), its own thresholds (16) and its own
     stopping test, and leaves the round loop when it stops; the round's reports are per
     problem.  So the number of tasks and block reads per round does not grow with K (it grows
-    with the number of workers).  What
-    :func:`solve` does and this does not: recovery from a lost worker (the job fails with
-    ClusterError).  Returns the K problems' results in class order.  With ``class_cost`` (C
-    per class with its weight), problem k's rows of class k cost their weighted C and the
-    others C, as LIBLINEAR's one-vs-rest (:func:`distsvm.solvers.ovr.problem_cost`).
+    with the number of workers).  Returns the K problems' results in class order.  With
+    ``class_cost`` (C per class with its weight), problem k's rows of class k cost their
+    weighted C and the others C, as LIBLINEAR's one-vs-rest
+    (:func:`distsvm.solvers.ovr.problem_cost`).
+
+    A lost worker is recovered as in :func:`solve`, for every running problem at once: each
+    survivor rolls its blocks' α back to the round's start in each problem's run, the lost
+    blocks restart from α = 0, and each problem's w is rebuilt from the survivors' blocks
+    (see "Worker faults" in the module docstring).  With ``checkpoint``, the run continues
+    from its latest checkpoint and writes one every ``checkpoint.every`` rounds: the blocks'
+    state of every running problem (files ``class<k>-block-<name>.npz``), W, and each
+    problem's thresholds, stopping flags and history (see "Checkpoints").
     """
     progress = progress or Progress(quiet=True)
     meta = dataset.meta
@@ -462,6 +479,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     costs = [ovr.problem_cost(class_cost, C, k) for k in range(K)]
     run = uuid.uuid4().hex
     runs = [f"{run}-{k}" for k in range(K)]
+    prefixes = [f"class{k}-" for k in range(K)]  # of the problems' files in a checkpoint
     rng = np.random.default_rng(seed)
     W = np.zeros((K, dim))
     histories: list[list[dict]] = [[] for _ in range(K)]
@@ -472,48 +490,74 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     start = time.perf_counter()
     common = dict(bias=bias, n_features=meta.n_features, loss=code,
                   storage_options=dataset.storage_options)
+
+    def attempt(r: int, order: list[int], live: list[int], futures: list) -> dict:
+        """Round r of the problems ``live`` on the current plan, its tasks appended to
+        ``futures``: W's rows set to the round's ends and each problem's reports returned."""
+        segments, owners = _segments(order, plan.owners), _owners(plan)
+        # one chain of tasks per group of problems, all over the same block order: the
+        # groups follow each other from worker to worker, so the workers work at once
+        groups = [g for g in (live[i::len(owners)] for i in range(len(owners))) if g]
+        chains = []
+        for group in groups:
+            prev = W[group]
+            for i, (a, blocks) in enumerate(segments):
+                last = i == len(segments) - 1
+                prev = client.submit(
+                    workers.dcd.ovr_segment, prev, dataset.url,
+                    [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks],
+                    [runs[k] for k in group], group, [shrink[k] for k in group],
+                    [costs[k] for k in group],
+                    report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last
+                    else None, eps=eps, n_passes=inner_passes,
+                    cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False,
+                    **common)
+                futures.append(prev)
+            chains.append([prev] + [
+                client.submit(workers.dcd.ovr_report, prev, dataset.url,
+                              [meta.blocks[b] for b in plan.blocks_of(a)],
+                              [runs[k] for k in group], group,
+                              [costs[k] for k in group], bias=bias,
+                              n_features=meta.n_features, loss=code,
+                              cache_bytes=plan.cache_bytes[a],
+                              storage_options=dataset.storage_options, workers=[a],
+                              pure=False)
+                for a in owners if a != segments[-1][0]])
+            futures += chains[-1][1:]
+        replies = cluster.gather(client, [f for chain in chains for f in chain], owners)
+        by_class = {}
+        for group, chain in zip(groups, chains):
+            (Wg, own), *rest = replies[:len(chain)]
+            replies = replies[len(chain):]
+            W[group] = Wg
+            for j, k in enumerate(group):
+                by_class[k] = [own[j]] + [p[j] for p in rest]
+        return by_class
+
+    first = 1
     try:
-        for r in range(1, max_rounds + 1):
+        resumed = _resume(client, checkpoint, dataset, plan, dict(zip(prefixes, runs)), rng,
+                          progress)
+        if resumed is not None:
+            W, first = resumed.arrays["w"], resumed.round + 1
+            histories, shrink = resumed.state["histories"], resumed.state["shrink"]
+            done, converged = resumed.state["done"], resumed.state["converged"]
+            start -= resumed.state["seconds"]
+        for r in range(first, max_rounds + 1):
             live = [k for k in range(K) if not done[k]]
             if not live:
                 break
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
-            segments, owners = _segments(order, plan.owners), _owners(plan)
-            # one chain of tasks per group of problems, all over the same block order: the
-            # groups follow each other from worker to worker, so the workers work at once
-            groups = [g for g in (live[i::len(owners)] for i in range(len(owners))) if g]
-            chains = []
-            for group in groups:
-                prev = W[group]
-                for i, (a, blocks) in enumerate(segments):
-                    last = i == len(segments) - 1
-                    prev = client.submit(
-                        workers.dcd.ovr_segment, prev, dataset.url,
-                        [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks],
-                        [runs[k] for k in group], group, [shrink[k] for k in group],
-                        [costs[k] for k in group],
-                        report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last
-                        else None, eps=eps, n_passes=inner_passes,
-                        cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False,
-                        **common)
-                chains.append([prev] + [
-                    client.submit(workers.dcd.ovr_report, prev, dataset.url,
-                                  [meta.blocks[b] for b in plan.blocks_of(a)],
-                                  [runs[k] for k in group], group,
-                                  [costs[k] for k in group], bias=bias,
-                                  n_features=meta.n_features, loss=code,
-                                  cache_bytes=plan.cache_bytes[a],
-                                  storage_options=dataset.storage_options, workers=[a],
-                                  pure=False)
-                    for a in owners if a != segments[-1][0]])
-            replies = cluster.gather(client, [f for chain in chains for f in chain], owners)
-            by_class = {}
-            for group, chain in zip(groups, chains):
-                (Wg, own), *rest = replies[:len(chain)]
-                replies = replies[len(chain):]
-                W[group] = Wg
-                for j, k in enumerate(group):
-                    by_class[k] = [own[j]] + [p[j] for p in rest]
+            while True:
+                futures: list = []
+                try:
+                    by_class = attempt(r, order, live, futures)
+                    break
+                except cluster.WorkerLost as lost:
+                    plan, W[live] = _recover(client, dataset, plan, lost.gone, futures,
+                                             [runs[k] for k in live], r, bias, progress, live)
+                    for k in live:
+                        shrink[k] = None
             for k in live:
                 reports = by_class[k]
                 row = _round(r, reports, reports[0]["ww"], meta.n_rows, start,
@@ -534,6 +578,11 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                 else:
                     shrink[k] = (pg_max if pg_max > 0 else np.inf,
                                  pg_min if pg_min < 0 else -np.inf)
+            if checkpoint is not None and checkpoint.due(r) and not all(done):
+                _save(client, checkpoint, dataset, plan,
+                      {prefixes[k]: runs[k] for k in range(K) if not done[k]}, r, rng, W, start,
+                      progress, histories=histories, shrink=shrink, done=done,
+                      converged=converged)
     finally:
         for name in runs:
             client.run(workers.blocks.drop_run, name)

@@ -21,6 +21,13 @@ cache (:func:`workers.blocks.load`): a block that fits is read from the store
 once per worker, whatever K.  Sequential DCD (the default ``dcd``) does better: one job runs the K problems and
 each block task visits its block once for all of them
 (:func:`distsvm.solvers.dcd.solve_ovr`).
+
+Checkpoints and worker faults: each problem's solver checkpoints and resumes itself, in its
+own directory ``RUN/problems/<k>/`` (:meth:`distsvm.checkpoint.Checkpointer.problem`), and
+handles a lost worker as a binary run of that solver does (DCD's parallel modes, Newton and
+SVM-ALM recover).  A resumed run starts every problem from its
+own latest checkpoint (a problem that had finished runs again from its last one: the same
+choices, so the same w).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import concurrent.futures
 
 import numpy as np
 
+from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..progress import Progress
 
@@ -59,14 +67,21 @@ def rotated(plan: WorkerPlan, k: int) -> WorkerPlan:
     return WorkerPlan(owners, plan.cache_bytes)
 
 
-def solve(fit, classes, plan: WorkerPlan, progress: Progress) -> list:
-    """Run ``fit(k, plan_k, progress_k)`` — problem k, class ``classes[k]`` against the rest —
-    for every k, up to one problem per worker at a time; return the K results in class
-    order.  An error in any problem is raised once the running ones end."""
+def solve(fit, classes, plan: WorkerPlan, progress: Progress,
+          checkpoint: Checkpointer | None = None) -> list:
+    """Run ``fit(k, plan_k, progress_k, checkpoint_k)`` — problem k, class ``classes[k]``
+    against the rest — for every k, up to one problem per worker at a time; return the K
+    results in class order.  With ``checkpoint``, problem k checkpoints and resumes itself in
+    its own directory (``checkpoint_k``, :meth:`Checkpointer.problem`), else
+    ``checkpoint_k`` is None.  An error in any problem is raised once the running ones end."""
     n = len(plan.workers)
     with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-ovr") as pool:
-        futures = [pool.submit(fit, k, rotated(plan, k), Tagged(progress, f"{c:g}"))
-                   for k, c in enumerate(classes)]
+        futures = []
+        for k, c in enumerate(classes):
+            tagged = Tagged(progress, f"{c:g}")
+            futures.append(pool.submit(fit, k, rotated(plan, k), tagged,
+                                       None if checkpoint is None
+                                       else checkpoint.problem(k, tagged)))
         try:
             return [f.result() for f in futures]
         except BaseException:
