@@ -60,7 +60,7 @@ them returns that ``w`` and discards the round's last local updates.
 Worker faults: a block's α lives only in its owner's memory, so when an owner
 leaves the cluster (killed, or restarted by its nanny) α of its blocks is lost.
 :func:`distsvm.cluster.gather` notices within two seconds instead of waiting on
-tasks pinned to the departed address, and the coordinator then (:func:`_recover`)
+tasks pinned to the departed address, and the coordinator then (:func:`distsvm.solvers.resident.recover`)
 cancels the round's tasks and waits for the survivors' running ones to end;
 gives the lost blocks to the surviving workers of the job, round-robin (a
 worker that joins later, such as the nanny's replacement, is not used); sets
@@ -117,7 +117,7 @@ from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
-from . import ovr
+from . import ovr, resident
 from .ovr import Tagged
 
 
@@ -178,85 +178,6 @@ def _problem(loss: str, C: float, bias: float, meta, class_cost=None):
     return code, dim, cost
 
 
-def _owners(plan: WorkerPlan) -> list[str]:
-    return [a for a in plan.workers if plan.blocks_of(a)]
-
-
-def _recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], futures: list,
-             run: str, r: int, bias: float, progress: Progress,
-             positive: int = 1) -> tuple[WorkerPlan, np.ndarray]:
-    """After workers ``gone`` left during round ``r``: the plan without them and the w to
-    retry the round from (see "Worker faults" in the module docstring).
-
-    The round's tasks are cancelled and the survivors' running ones waited for; the lost
-    blocks go to the survivors with α = 0; every surviving block's α goes back to the start
-    of round r, and w = Σ_b X_bᵀ(α_b∘y_b) (13) is summed from the survivors' parts.  A loss
-    during the recovery starts it again; ClusterError when no worker is left.
-    """
-    meta = dataset.meta
-    while True:
-        cluster.settle(client, futures, plan.workers)
-        held = {a: [meta.blocks[b] for b in plan.blocks_of(a)] for a in plan.workers}
-        n_lost = sum(a in gone for a in plan.owners)
-        plan = cluster.replan(plan, gone)
-        progress.note(f"round {r}: worker {', '.join(gone)} left the cluster; its "
-                      f"{n_lost} blocks restart from alpha = 0 on the other "
-                      f"{len(plan.workers)} worker(s), and round {r} is run again")
-        futures = [client.submit(workers.dcd.restore, dataset.url, held[a], run, r, bias=bias,
-                                 n_features=meta.n_features, positive=positive,
-                                 cache_bytes=plan.cache_bytes[a],
-                                 storage_options=dataset.storage_options, workers=[a], pure=False)
-                   for a in plan.workers]
-        try:
-            return plan, np.sum(cluster.gather(client, futures, plan.workers), axis=0)
-        except cluster.WorkerLost as again:
-            gone = again.gone
-
-
-def _save(client, checkpoint: Checkpointer, dataset: Dataset, plan: WorkerPlan, run: str,
-          r: int, rng, w: np.ndarray, history: list[dict], start: float, progress: Progress,
-          **state) -> None:
-    """Checkpoint the end of round ``r``: each owner writes its blocks' state
-    (:func:`workers.dcd.save_blocks`), then the coordinator commits w, the permutation RNG's
-    state, the history and ``state``.  A worker lost meanwhile skips this checkpoint (the
-    next round recovers from the loss)."""
-    meta = dataset.meta
-    owners = _owners(plan)
-    futures = [client.submit(workers.dcd.save_blocks, run,
-                             [meta.blocks[b] for b in plan.blocks_of(a)],
-                             checkpoint.directory(r), checkpoint.storage_options,
-                             workers=[a], pure=False) for a in owners]
-    try:
-        written = cluster.gather(client, futures, owners)
-    except cluster.WorkerLost as lost:
-        progress.note(f"round {r}: worker {', '.join(lost.gone)} left while checkpointing; "
-                      "no checkpoint this round")
-        return
-    checkpoint.save(r, "dcd", {"w": w},
-                    {"rng": rng.bit_generator.state, "history": history,
-                     "seconds": time.perf_counter() - start, **state},
-                    {k: v for part in written for k, v in part.items()})
-
-
-def _resume(client, checkpoint: Checkpointer | None, dataset: Dataset, plan: WorkerPlan,
-            run: str, rng, progress: Progress):
-    """The latest checkpoint of the run, its blocks' state loaded on their owners and the
-    RNG set to its state; None (a fresh start) without one."""
-    found = checkpoint.latest("dcd") if checkpoint is not None else None
-    if found is None:
-        return None
-    meta = dataset.meta
-    owners = _owners(plan)
-    cluster.gather(client, [client.submit(workers.dcd.load_blocks, run,
-                                          [meta.blocks[b] for b in plan.blocks_of(a)],
-                                          found.directory, found.files,
-                                          checkpoint.storage_options, workers=[a], pure=False)
-                            for a in owners], owners)
-    rng.bit_generator.state = found.state["rng"]
-    progress.note(f"resuming from the checkpoint of round {found.round} ({found.directory})")
-    return found
-
-
 def _certified(row: dict, gap_tol: float) -> bool:
     """Whether the duality gap certifies P(w) to within gap_tol relative."""
     return gap_tol > 0 and row["gap"] <= gap_tol * abs(row["primal"])
@@ -309,7 +230,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     shrink = None  # (M̄, m̄) of (16) from the previous round over all blocks; None: unshrink
     first = 1
     try:
-        resumed = _resume(client, checkpoint, dataset, plan, run, rng, progress)
+        resumed = resident.resume(client, checkpoint, dataset, plan, "dcd",
+                                   workers.dcd.load_blocks, run, rng, progress)
         if resumed is not None:
             prev, first = resumed.arrays["w"], resumed.round + 1
             history, shrink = resumed.state["history"], resumed.state["shrink"]
@@ -318,7 +240,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
             while True:
                 segments = _segments(order, plan.owners)
-                futures, owners = [], _owners(plan)
+                futures, owners = [], resident.owners(plan)
                 try:
                     for k, (a, blocks) in enumerate(segments):
                         last = k == len(segments) - 1
@@ -340,8 +262,10 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                                                      owners)
                     break
                 except cluster.WorkerLost as lost:
-                    plan, prev = _recover(client, dataset, plan, lost.gone, futures, run, r,
-                                          bias, progress, positive)
+                    plan, prev = resident.recover(
+                        client, dataset, plan, lost.gone, futures, r, progress,
+                        workers.dcd.restore, run, bias=bias, n_features=meta.n_features,
+                        positive=positive)
                     shrink = None
             prev = w  # the next round starts from the gathered w, not from a future: a
             # worker lost between rounds then cannot make Dask re-run an old segment
@@ -362,8 +286,9 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             else:
                 shrink = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
             if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
-                _save(client, checkpoint, dataset, plan, run, r, rng, w, history, start,
-                      progress, shrink=shrink)
+                resident.save(client, checkpoint, dataset, plan, r, "dcd",
+                              workers.dcd.save_blocks, run, w=w, rng=rng, history=history,
+                              start=start, progress=progress, shrink=shrink)
         else:
             _round_limit(max_rounds, pg, eps)
     finally:
@@ -389,7 +314,8 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                   storage_options=dataset.storage_options)
     first = 1
     try:
-        resumed = _resume(client, checkpoint, dataset, plan, run, rng, progress)
+        resumed = resident.resume(client, checkpoint, dataset, plan, "dcd",
+                                   workers.dcd.load_blocks, run, rng, progress)
         if resumed is not None:
             w, first = resumed.arrays["w"], resumed.round + 1
             history = resumed.state["history"]
@@ -397,7 +323,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
         for r in range(first, max_rounds + 1):
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
             while True:
-                owners = _owners(plan)
+                owners = resident.owners(plan)
                 K = len(owners)
                 gamma, sigma = (1.0 / K, 1.0) if parallel == "average" else (1.0, float(K))
                 futures = []
@@ -412,8 +338,10 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                     results = cluster.gather(client, futures, owners)
                     break
                 except cluster.WorkerLost as lost:
-                    plan, w = _recover(client, dataset, plan, lost.gone, futures, run, r, bias,
-                                       progress, positive)
+                    plan, w = resident.recover(
+                        client, dataset, plan, lost.gone, futures, r, progress,
+                        workers.dcd.restore, run, bias=bias, n_features=meta.n_features,
+                        positive=positive)
             row = _round(r, [rep for _, rep in results], float(w @ w), meta.n_rows,
                          start, meta.n_rows)
             history.append(row)
@@ -425,8 +353,9 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
             if r < max_rounds:  # else return the w whose objectives were measured
                 w = w + gamma * np.sum([dw for dw, _ in results], axis=0)
                 if checkpoint is not None and checkpoint.due(r):
-                    _save(client, checkpoint, dataset, plan, run, r, rng, w, history, start,
-                          progress)
+                    resident.save(client, checkpoint, dataset, plan, r, "dcd",
+                                  workers.dcd.save_blocks, run, w=w, rng=rng, history=history,
+                                  start=start, progress=progress)
         else:
             _round_limit(max_rounds, pg, eps, stacklevel=4)
     finally:
@@ -478,7 +407,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
             if not live:
                 break
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
-            segments, owners = _segments(order, plan.owners), _owners(plan)
+            segments, owners = _segments(order, plan.owners), resident.owners(plan)
             # one chain of tasks per group of problems, all over the same block order: the
             # groups follow each other from worker to worker, so the workers work at once
             groups = [g for g in (live[i::len(owners)] for i in range(len(owners))) if g]

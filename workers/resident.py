@@ -1,0 +1,88 @@
+"""Dual variables resident on the worker that owns their block: the parts the per-block tasks
+of the dual block solvers (DCD, :mod:`workers.dcd`; Crammer–Singer,
+:mod:`workers.crammer_singer`) share to survive a worker loss and a checkpoint.
+
+A block's state is a dict of arrays in :func:`blocks.run_state`, its dual variables under
+``"alpha"``, with w = X̂ᵀV for coefficients V that the solver derives from α (X̂: the rows
+with the bias feature).  Before a block's first change in a round, :func:`mark` keeps a
+copy of its α; after a worker loss :func:`restore` rolls the survivors back to it and sums
+their part of w; :func:`save_blocks` and :func:`load_blocks` write a checkpoint's block
+files and read them back.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from storage import BlockInfo
+
+from . import blocks
+
+
+def mark(s: dict, tag: int) -> None:
+    """Before a block's first change in round ``tag``, keep its α as the round found it."""
+    if s.get("tag") != tag:
+        s["tag"], s["saved"] = tag, s["alpha"].copy()
+
+
+def add_xt(out: np.ndarray, block, V: np.ndarray, bias: float, n_features: int) -> None:
+    """``out += X̂ᵀV`` for one block: V is (n_rows,) or (n_rows, K), out (n_features [+1],)
+    or (n_features [+1], K) float64, its last row the bias feature's when ``bias`` ≥ 0."""
+    V2 = V.reshape(len(V), -1)
+    out2 = out.reshape(len(out), -1)
+    weighted = np.repeat(V2, np.diff(block.indptr), axis=0) * block.data[:, None]
+    for m in range(V2.shape[1]):
+        out2[:n_features, m] += np.bincount(block.indices, weights=weighted[:, m],
+                                            minlength=n_features)
+    if bias >= 0:
+        out2[-1] += bias * V2.sum(axis=0)
+
+
+def restore(url: str, infos: list[BlockInfo], run: str, tag: int, out: np.ndarray,
+            coefficients, *, bias: float, n_features: int, cache_bytes: int,
+            storage_options: dict | None = None) -> np.ndarray:
+    """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
+    round ``tag`` and add their part of w, X̂ᵀ ``coefficients(block, α)``, to ``out``.
+
+    A block changed in round ``tag`` gets back the α it had before (:func:`mark`); its
+    other state (shrinking, statistics) is dropped, for the task of its next visit to
+    rebuild.  A block this worker has no state for (never visited here) has α = 0 and adds
+    nothing.  Idempotent: a second loss during the recovery may run it again.
+    """
+    for info in infos:
+        s = blocks.run_state(run, info.name, dict)
+        if "alpha" not in s:
+            continue
+        if s.get("tag") == tag:
+            s["alpha"][:] = s["saved"]
+        alpha = s["alpha"]
+        s.clear()
+        s.update(alpha=alpha, tag=tag, saved=alpha.copy())
+        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+        add_xt(out, block, coefficients(block, alpha), bias, n_features)
+    return out
+
+
+def save_blocks(run: str, infos: list[BlockInfo], directory: str, keys: tuple[str, ...],
+                storage_options: dict | None = None,
+                json_keys: tuple[str, ...] = ()) -> dict[str, str]:
+    """Checkpoint: write the entries ``keys`` of each block's state that it has (arrays;
+    those of ``json_keys`` as JSON) into ``directory`` (:func:`blocks.write_states`); return
+    {file name: SHA-256}.  A block without state yet is written empty and starts afresh."""
+    def arrays(s, info):
+        return {k: np.frombuffer(json.dumps(s[k]).encode(), np.uint8) if k in json_keys
+                else s[k] for k in keys if k in s}
+
+    return blocks.write_states(run, infos, directory, arrays, storage_options)
+
+
+def load_blocks(run: str, infos: list[BlockInfo], directory: str, digests: dict[str, str],
+                storage_options: dict | None = None, json_keys: tuple[str, ...] = ()) -> int:
+    """Resume: set the state of blocks ``infos`` from a checkpoint written by
+    :func:`save_blocks`, each file checked against its digest; return the blocks loaded."""
+    for s, a in blocks.read_states(run, infos, directory, digests, storage_options):
+        s.update({k: json.loads(v.tobytes()) if k in json_keys else v.copy()
+                  for k, v in a.items()})
+    return len(infos)
