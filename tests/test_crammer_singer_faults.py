@@ -14,10 +14,10 @@ import workers.blocks
 import workers.crammer_singer
 from distsvm import jobs
 from distsvm.checkpoint import PAUSE_ENV
-from distsvm.errors import ClusterError, ConvergenceWarning
+from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 
-from .conftest import DATA, load_xy, local_client
+from .conftest import DATA, load_xy
 from .test_checkpoint import EVERY, PARAMS, _kill_and_resume
 from .test_crammer_singer import cs_primal
 from .test_dcd_faults import Killer, two  # noqa: F401 (fixture)
@@ -64,13 +64,6 @@ def test_a_killed_worker_is_recovered(two, dna600, dna_store):
     assert p_ref * (1 - 1e-9) <= p <= p_ref * (1 + 1e-6), (p, p_ref)
 
 
-def test_losing_every_worker_fails_promptly(dna_store):
-    with local_client(1) as c:
-        with pytest.raises(ClusterError, match="every worker of the job left"):
-            jobs.train(dna_store, C=1.0, eps=1e-12, max_rounds=100_000, client=c,
-                       progress=Killer(c, 2, 0), **CS)
-
-
 def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(dna_store):
     """In this process: two rounds of segment over every block (with a bias feature), then
     restore for round 2 gives back round 1's α and W = Σ αᵢᵐx̂ᵢ, again when repeated (a loss
@@ -114,7 +107,7 @@ def test_job_killed_mid_checkpoint_resumes_to_the_same_w(tmp_path, dna_store, cl
         return (d / "coordinator.npz").exists() and not (d / "manifest.json").exists()
 
     model, logged, resumed, err = _kill_and_resume(tmp_path, dna_store.url, 2, torn,
-                                                   env={PAUSE_ENV: "2"}, **CS)
+                                                   env={PAUSE_ENV: "1"}, **CS)
     assert resumed == EVERY and logged == 2 * EVERY
     assert "incomplete or damaged, not used" in err and "cannot be resumed" not in err
     assert model.solver == "crammer_singer" and model.w.shape == (3, 180)

@@ -52,13 +52,12 @@ import workers.crammer_singer
 import workers.resident
 from storage import Dataset
 
-from .. import cluster
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
 from . import resident
-from .dcd import Result, _result, _seed, _segments
+from .dcd import Result, _result, _sequential_round
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
@@ -99,40 +98,13 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
             start -= resumed.state["seconds"]
         for r in range(first, max_rounds + 1):
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
-            while True:
-                segments, owners = _segments(order, plan.owners), resident.owners(plan)
-                prev = W
-                futures = []
-                try:
-                    for k, (a, blocks) in enumerate(segments):
-                        last = k == len(segments) - 1
-                        prev = client.submit(
-                            workers.crammer_singer.segment, prev, dataset.url,
-                            [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks],
-                            run, unshrink=unshrink, cache_bytes=plan.cache_bytes[a],
-                            report_infos=[meta.blocks[b] for b in plan.blocks_of(a)]
-                            if last else None, tag=r, workers=[a], pure=False, **common)
-                        futures.append(prev)
-                    last_owner = segments[-1][0]
-                    futures += [client.submit(workers.crammer_singer.report, prev, dataset.url,
-                                              [meta.blocks[b] for b in plan.blocks_of(a)], run,
-                                              bias=bias, n_features=meta.n_features,
-                                              class_cost=class_cost,
-                                              cache_bytes=plan.cache_bytes[a],
-                                              storage_options=dataset.storage_options,
-                                              workers=[a], pure=False)
-                                for a in owners if a != last_owner]
-                    (W, own), *rest = cluster.gather(client, [prev] + futures[len(segments):],
-                                                     owners)
-                    break
-                except cluster.WorkerLost as lost:
-                    plan, W = resident.recover(
-                        client, dataset, plan, lost.gone, futures, r, progress,
-                        workers.crammer_singer.restore, run, n_classes=K, bias=bias,
-                        n_features=meta.n_features)
-                    # every row and class is active again (restore drops shrinking)
-                    unshrink, start_from_all = True, True
-            reports = [own] + rest
+            plan, W, reports, lost = _sequential_round(
+                client, dataset, plan, W, order, r, seed, run, progress, workers.crammer_singer,
+                segment_kw=dict(unshrink=unshrink, **common), report_kw=common,
+                restore_kw=dict(n_classes=K, bias=bias, n_features=meta.n_features),
+                after_loss={"unshrink": True})
+            if lost:  # restore dropped the shrinking state: the round started from all
+                start_from_all = True
             ww = reports[0]["ww"]
             primal = 0.5 * ww + sum(p["loss"] for p in reports)
             dual = -(0.5 * ww + sum(p["linear"] for p in reports))

@@ -168,6 +168,48 @@ def _round(r: int, reports: list[dict], ww: float, n_rows: int, start: float,
             "seconds": time.perf_counter() - start}
 
 
+def _sequential_round(client, dataset: Dataset, plan: WorkerPlan, w, order: list[int], r: int,
+                      seed: int, run: str, progress: Progress, tasks, *, segment_kw: dict,
+                      report_kw: dict, restore_kw: dict, after_loss: dict):
+    """Round ``r`` of sequential block minimization over the blocks in ``order``, from ``w``.
+
+    ``tasks`` is the solver's per-block task module (:mod:`workers.dcd`,
+    :mod:`workers.crammer_singer`): one ``tasks.segment`` per run of consecutive blocks with
+    the same owner (:func:`_segments`), chained so that w goes from task to task, the last
+    one reporting on its owner's blocks and ``tasks.report`` on every other owner's, all at
+    the round's final w.  When a worker leaves, :func:`resident.recover` (with
+    ``tasks.restore`` and ``restore_kw``) rolls the survivors back and rebuilds w, and the
+    round runs again with ``after_loss`` added to the segments' parameters.  Returns
+    (plan, w, the owners' reports, whether a worker was lost)."""
+    meta = dataset.meta
+    lost_any = False
+    while True:
+        segments, owners = _segments(order, plan.owners), resident.owners(plan)
+        prev, futures = w, []
+        try:
+            for k, (a, blocks) in enumerate(segments):
+                last = k == len(segments) - 1
+                prev = client.submit(
+                    tasks.segment, prev, dataset.url, [meta.blocks[b] for b in blocks],
+                    [_seed(seed, r, b) for b in blocks], run,
+                    report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
+                    cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False,
+                    **segment_kw)
+                futures.append(prev)
+            last_owner = segments[-1][0]
+            futures += [client.submit(tasks.report, prev, dataset.url,
+                                      [meta.blocks[b] for b in plan.blocks_of(a)], run,
+                                      cache_bytes=plan.cache_bytes[a], workers=[a], pure=False,
+                                      **report_kw)
+                        for a in owners if a != last_owner]
+            (w, own), *rest = cluster.gather(client, [prev] + futures[len(segments):], owners)
+            return plan, w, [own] + rest, lost_any
+        except cluster.WorkerLost as lost:
+            plan, w = resident.recover(client, dataset, plan, lost.gone, futures, r, progress,
+                                       tasks.restore, run, **restore_kw)
+            segment_kw, lost_any = {**segment_kw, **after_loss}, True
+
+
 def _problem(loss: str, C: float, bias: float, meta, class_cost=None):
     """What the coordinators derive from the parameters: the loss code, the dimension of w
     and C per class index (``class_cost`` if given, with the class weights, else C)."""
@@ -238,38 +280,14 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             start -= resumed.state["seconds"]
         for r in range(first, max_rounds + 1):
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
-            while True:
-                segments = _segments(order, plan.owners)
-                futures, owners = [], resident.owners(plan)
-                try:
-                    for k, (a, blocks) in enumerate(segments):
-                        last = k == len(segments) - 1
-                        prev = client.submit(
-                            workers.dcd.segment, prev, dataset.url,
-                            [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks],
-                            run, report_infos=[meta.blocks[b] for b in plan.blocks_of(a)]
-                            if last else None, eps=eps, n_passes=inner_passes,
-                            shrink=shrink, cache_bytes=plan.cache_bytes[a], tag=r,
-                            workers=[a], pure=False, **common)
-                        futures.append(prev)
-                    last_owner = segments[-1][0]
-                    futures += [client.submit(workers.dcd.report, prev, dataset.url,
-                                              [meta.blocks[b] for b in plan.blocks_of(a)], run,
-                                              cache_bytes=plan.cache_bytes[a], workers=[a],
-                                              pure=False, **common)
-                                for a in owners if a != last_owner]
-                    (w, own), *rest = cluster.gather(client, [prev] + futures[len(segments):],
-                                                     owners)
-                    break
-                except cluster.WorkerLost as lost:
-                    plan, prev = resident.recover(
-                        client, dataset, plan, lost.gone, futures, r, progress,
-                        workers.dcd.restore, run, bias=bias, n_features=meta.n_features,
-                        positive=positive)
-                    shrink = None
+            plan, w, reports, _ = _sequential_round(
+                client, dataset, plan, prev, order, r, seed, run, progress, workers.dcd,
+                segment_kw=dict(eps=eps, n_passes=inner_passes, shrink=shrink, **common),
+                report_kw=common, restore_kw=dict(bias=bias, n_features=meta.n_features,
+                                                  positive=positive),
+                after_loss={"shrink": None})
             prev = w  # the next round starts from the gathered w, not from a future: a
             # worker lost between rounds then cannot make Dask re-run an old segment
-            reports = [own] + rest
             row = _round(r, reports, reports[0]["ww"], meta.n_rows, start,
                          sum(p["active"] for p in reports))
             row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
