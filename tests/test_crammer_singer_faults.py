@@ -1,10 +1,12 @@
 """Crammer–Singer (``-s 4``) with worker faults and checkpoints: a worker SIGKILLed mid-run is
-recovered (the job reaches LIBLINEAR's optimum within 1e-6), the per-block rollback rebuilds
-W from α, and a real `distsvm run` job SIGKILLed between a checkpoint's data and its
-manifest resumes (`distsvm resume`) to the uninterrupted run's W."""
+recovered (the job reaches LIBLINEAR's optimum within 1e-6, and its checkpoints resume to
+the same W), the per-block rollback rebuilds W from α, and a real `distsvm run` job
+SIGKILLed between a checkpoint's data and its manifest resumes (`distsvm resume`) to the
+uninterrupted run's W."""
 
 from __future__ import annotations
 
+import io
 import warnings
 
 import numpy as np
@@ -13,9 +15,10 @@ import pytest
 import workers.blocks
 import workers.crammer_singer
 from distsvm import jobs
-from distsvm.checkpoint import PAUSE_ENV
+from distsvm.checkpoint import PAUSE_ENV, Checkpointer
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
+from distsvm.progress import Progress
 
 from .conftest import DATA, load_xy
 from .test_checkpoint import EVERY, PARAMS, _kill_and_resume
@@ -39,17 +42,20 @@ def dna_store(tmp_path_factory, dna600):
     return ingest(dna600, str(tmp_path_factory.mktemp("cs_faults") / "dna.zarr"), block_rows=100)
 
 
-def test_a_killed_worker_is_recovered(two, dna600, dna_store):
+def test_a_killed_worker_is_recovered(tmp_path, two, dna600, dna_store):
     """Kill one of two workers at a seeded round; its blocks restart from α = 0 on the other,
     the survivor rolls back to the round's start, and the run's duality gap certifies it
-    within 1e-6 of LIBLINEAR's optimum (-e 1e-10)."""
+    within 1e-6 of LIBLINEAR's optimum (-e 1e-10).  The run checkpoints every 10 rounds, also
+    after the loss (one owner); resumed from its last checkpoint on both workers again, it
+    ends at the same W."""
     two.wait_for_workers(2)
     X, y = dna600
     rng = np.random.default_rng(4)
     at, victim = int(rng.integers(2, 15)), int(rng.integers(2))
     killer = Killer(two, at, victim)
-    model = jobs.train(dna_store, C=FAULT_C, bias=1.0, eps=1e-12, gap_tol=1e-6, max_rounds=1000,
-                       seed=1, client=two, progress=killer, **CS)
+    params = dict(C=FAULT_C, bias=1.0, eps=1e-12, gap_tol=1e-6, max_rounds=1000, seed=1, **CS)
+    ck = Checkpointer(tmp_path, 10, {"case": "cs-fault"})
+    model = jobs.train(dna_store, client=two, progress=killer, checkpoint=ck, **params)
     log = killer.stream.getvalue()
     assert f"round {at + 1}: worker {killer.killed} left the cluster; its 3 blocks" in log \
         or f"round {at + 2}: worker {killer.killed} left the cluster; its 3 blocks" in log, \
@@ -62,6 +68,15 @@ def test_a_killed_worker_is_recovered(two, dna600, dna_store):
     p_ref = cs_primal(W_ref, X, y, FAULT_C, 1.0)
     assert s["dual_objective"] <= p_ref * (1 + 1e-12)  # weak duality: the dual is a true one
     assert p_ref * (1 - 1e-9) <= p <= p_ref * (1 + 1e-6), (p, p_ref)
+
+    last = 10 * ((s["rounds"] - 1) // 10)
+    assert last > at + 2  # a checkpoint written after the loss
+    two.wait_for_workers(2)  # the nanny's replacement: the blocks load on two owners again
+    resumed_log = Progress(stream=io.StringIO())
+    resumed = jobs.train(dna_store, client=two, progress=resumed_log, checkpoint=ck, **params)
+    assert f"resuming from the checkpoint of round {last}" in resumed_log.stream.getvalue()
+    assert resumed.summary["rounds"] == s["rounds"]
+    np.testing.assert_allclose(resumed.w, model.w, rtol=0, atol=1e-9)
 
 
 def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(dna_store):
@@ -106,7 +121,7 @@ def test_job_killed_mid_checkpoint_resumes_to_the_same_w(tmp_path, dna_store, cl
         d = run / "checkpoints" / f"{2 * EVERY:08d}"
         return (d / "coordinator.npz").exists() and not (d / "manifest.json").exists()
 
-    model, logged, resumed, err = _kill_and_resume(tmp_path, dna_store.url, 2, torn,
+    model, logged, resumed, err = _kill_and_resume(tmp_path, dna_store.url, 1, torn,
                                                    env={PAUSE_ENV: "1"}, **CS)
     assert resumed == EVERY and logged == 2 * EVERY
     assert "incomplete or damaged, not used" in err and "cannot be resumed" not in err

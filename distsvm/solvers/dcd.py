@@ -60,7 +60,8 @@ them returns that ``w`` and discards the round's last local updates.
 Worker faults: a block's α lives only in its owner's memory, so when an owner
 leaves the cluster (killed, or restarted by its nanny) α of its blocks is lost.
 :func:`distsvm.cluster.gather` notices within two seconds instead of waiting on
-tasks pinned to the departed address, and the coordinator then (:func:`distsvm.solvers.resident.recover`)
+tasks pinned to the departed address, and the coordinator then
+(:func:`distsvm.solvers.resident.recover`, shared with the Crammer–Singer solver)
 cancels the round's tasks and waits for the survivors' running ones to end;
 gives the lost blocks to the surviving workers of the job, round-robin (a
 worker that joins later, such as the nanny's replacement, is not used); sets
