@@ -5,9 +5,9 @@ of the dual block solvers (DCD, :mod:`workers.dcd`; Crammer–Singer,
 A block's state is a dict of arrays in :func:`blocks.run_state`, its dual variables under
 ``"alpha"``, with w = X̂ᵀV for coefficients V that the solver derives from α (X̂: the rows
 with the bias feature).  Before a block's first change in a round, :func:`mark` keeps a
-copy of its α; after a worker loss :func:`restore` rolls the survivors back to it and sums
-their part of w; :func:`save_blocks` and :func:`load_blocks` write a checkpoint's block
-files and read them back.
+copy of its α; after a worker loss :func:`restore` rolls the survivors back to it
+(:func:`roll_back`) and sums their part of w (:func:`add_xt`); :func:`save_blocks` and
+:func:`load_blocks` write a checkpoint's block files and read them back.
 """
 
 from __future__ import annotations
@@ -40,28 +40,34 @@ def add_xt(out: np.ndarray, block, V: np.ndarray, bias: float, n_features: int) 
         out2[-1] += bias * V2.sum(axis=0)
 
 
+def roll_back(run: str, info: BlockInfo, tag: int) -> np.ndarray | None:
+    """After a worker loss: roll block ``info``'s state in run ``run`` back to the start of
+    round ``tag`` and return its α, or None if this worker has no state for it (never
+    visited here: α = 0).  A block changed in round ``tag`` gets back the α it had before
+    (:func:`mark`); its other state (shrinking, statistics) is dropped, for the task of its
+    next visit to rebuild.  Idempotent: a second loss during the recovery may run it again."""
+    s = blocks.run_state(run, info.name, dict)
+    if "alpha" not in s:
+        return None
+    if s.get("tag") == tag:
+        s["alpha"][:] = s["saved"]
+    alpha = s["alpha"]
+    s.clear()
+    s.update(alpha=alpha, tag=tag, saved=alpha.copy())
+    return alpha
+
+
 def restore(url: str, infos: list[BlockInfo], run: str, tag: int, out: np.ndarray,
             coefficients, *, bias: float, n_features: int, cache_bytes: int,
             storage_options: dict | None = None) -> np.ndarray:
     """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
-    round ``tag`` and add their part of w, X̂ᵀ ``coefficients(block, α)``, to ``out``.
-
-    A block changed in round ``tag`` gets back the α it had before (:func:`mark`); its
-    other state (shrinking, statistics) is dropped, for the task of its next visit to
-    rebuild.  A block this worker has no state for (never visited here) has α = 0 and adds
-    nothing.  Idempotent: a second loss during the recovery may run it again.
-    """
+    round ``tag`` (:func:`roll_back`) and add their part of w, X̂ᵀ ``coefficients(block, α)``,
+    to ``out``; a block without state adds nothing."""
     for info in infos:
-        s = blocks.run_state(run, info.name, dict)
-        if "alpha" not in s:
-            continue
-        if s.get("tag") == tag:
-            s["alpha"][:] = s["saved"]
-        alpha = s["alpha"]
-        s.clear()
-        s.update(alpha=alpha, tag=tag, saved=alpha.copy())
-        block, _ = blocks.load(url, info, cache_bytes, storage_options)
-        add_xt(out, block, coefficients(block, alpha), bias, n_features)
+        alpha = roll_back(run, info, tag)
+        if alpha is not None:
+            block, _ = blocks.load(url, info, cache_bytes, storage_options)
+            add_xt(out, block, coefficients(block, alpha), bias, n_features)
     return out
 
 
