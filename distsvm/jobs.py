@@ -323,7 +323,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
         if checkpoint is not None and (solver not in CHECKPOINTED or multiclass):
             progress.note(f"train: solver {solver} writes no checkpoints (only "
-                          f"{', '.join(CHECKPOINTED)} do, not one-vs-rest); this run cannot "
+                          f"{', '.join(CHECKPOINTED)} do, on binary problems); this run cannot "
                           "be resumed")
             checkpoint = None
 
