@@ -306,8 +306,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                 shrink = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
             if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
                 resident.save(client, checkpoint, dataset, plan, r, "dcd",
-                              workers.dcd.save_blocks, run, w=w, rng=rng, history=history,
-                              start=start, progress=progress, shrink=shrink)
+                              workers.dcd.save_blocks, run, w=w, rng=rng, start=start,
+                              progress=progress, history=history, shrink=shrink)
         else:
             _round_limit(max_rounds, pg, eps)
     finally:
@@ -373,8 +373,8 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                 w = w + gamma * np.sum([dw for dw, _ in results], axis=0)
                 if checkpoint is not None and checkpoint.due(r):
                     resident.save(client, checkpoint, dataset, plan, r, "dcd",
-                                  workers.dcd.save_blocks, run, w=w, rng=rng, history=history,
-                                  start=start, progress=progress)
+                                  workers.dcd.save_blocks, run, w=w, rng=rng, start=start,
+                                  progress=progress, history=history)
         else:
             _round_limit(max_rounds, pg, eps, stacklevel=4)
     finally:

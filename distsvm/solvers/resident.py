@@ -62,13 +62,13 @@ def recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], futures
 
 
 def save(client, checkpoint: Checkpointer, dataset: Dataset, plan: WorkerPlan, r: int,
-         solver: str, save_blocks, run, *, w: np.ndarray, rng, history: list[dict],
-         start: float, progress: Progress, **state) -> None:
+         solver: str, save_blocks, run, *, w: np.ndarray, rng, start: float,
+         progress: Progress, **state) -> None:
     """Checkpoint the end of round ``r``: each owner writes its blocks' state
     (``save_blocks(run, infos, directory, storage_options)``), then the coordinator commits
-    ``w``, the state of ``rng`` (the block orders), the history, the seconds so far and
-    ``state`` (JSON).  A worker lost meanwhile skips this checkpoint (the next round
-    recovers from the loss)."""
+    ``w``, the state of ``rng`` (the block orders), the seconds so far and ``state`` (JSON:
+    the history, the stopping rule's state, …).  A worker lost meanwhile skips this
+    checkpoint (the next round recovers from the loss)."""
     meta = dataset.meta
     working = owners(plan)
     futures = [client.submit(save_blocks, run, [meta.blocks[b] for b in plan.blocks_of(a)],
@@ -81,8 +81,8 @@ def save(client, checkpoint: Checkpointer, dataset: Dataset, plan: WorkerPlan, r
                       "no checkpoint this round")
         return
     checkpoint.save(r, solver, {"w": w},
-                    {"rng": rng.bit_generator.state, "history": history,
-                     "seconds": time.perf_counter() - start, **state},
+                    {"rng": rng.bit_generator.state, "seconds": time.perf_counter() - start,
+                     **state},
                     {k: v for part in written for k, v in part.items()})
 
 
