@@ -21,7 +21,7 @@ from distsvm.ingest import ingest
 from distsvm.progress import Progress
 
 from .conftest import DATA, load_xy
-from .test_checkpoint import EVERY, PARAMS, _kill_and_resume
+from .test_checkpoint import EVERY, PARAMS, _kill_and_resume, _spec
 from .test_crammer_singer import cs_primal
 from .test_dcd_faults import Killer, two  # noqa: F401 (fixture)
 from .test_multiclass import liblinear_model
@@ -130,3 +130,12 @@ def test_job_killed_mid_checkpoint_resumes_to_the_same_w(tmp_path, dna_store, cl
     np.testing.assert_allclose(model.w, ref.w, rtol=0, atol=1e-9)
     assert model.summary["primal_objective"] == pytest.approx(ref.summary["primal_objective"],
                                                               rel=1e-9)
+
+
+def test_a_crammer_singer_job_spec_with_a_checkpoint_policy_is_valid(tmp_path):
+    from distsvm.spec import load_spec
+
+    path = _spec(tmp_path, tmp_path / "d.zarr", 2, **CS)
+    spec = load_spec(path)
+    assert spec["solver"]["solver"] == "crammer_singer" and spec["checkpoint"]["every"] == EVERY
+    assert "crammer_singer" in jobs.CHECKPOINTED
