@@ -49,7 +49,8 @@ UNWEIGHTED = ("cutting_plane", "alm")
 # solvers that write checkpoints and resume from them (distsvm.checkpoint)
 # solvers that start from a given w (train's warm_start: the C search, the pipeline)
 WARM_START_SOLVERS = ("newton",)
-CHECKPOINTED = ("dcd", "pcd", "cutting_plane", "newton", "alm")  # pcd: exact mode
+CHECKPOINTED = ("dcd", "pcd", "cutting_plane", "newton", "alm",  # pcd: exact mode
+                "crammer_singer")
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):
@@ -358,7 +359,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                 return crammer_singer.solve(c, dataset, plan, C=float(C), eps=float(eps),
                                             bias=float(bias), max_rounds=max_rounds, seed=seed,
                                             gap_tol=float(gap_tol), progress=progress,
-                                            class_cost=class_cost)
+                                            class_cost=class_cost, checkpoint=checkpoint)
             return dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                              bias=float(bias), max_rounds=max_rounds, seed=seed,
                              inner_passes=inner_passes, gap_tol=float(gap_tol),

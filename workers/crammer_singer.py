@@ -2,7 +2,9 @@
 
 As in sequential DCD (:mod:`workers.dcd`), each block's α (n_rows × K) and shrinking
 state stay in the memory of the worker that owns the block; only W travels, from
-task to task.
+task to task.  Each block also keeps a copy of its α from the start of the current round
+(``tag``), so that after a worker loss the coordinator can roll the survivors back to it
+(:func:`restore`), and its state goes into checkpoints (:func:`save_blocks`).
 """
 
 from __future__ import annotations
@@ -11,30 +13,38 @@ import numpy as np
 
 from storage import BlockInfo
 
-from . import blocks
+from . import blocks, resident
 from .kernels import crammer_singer as kernel
+
+# a block's state in a checkpoint: α and the shrinking state (the rows' order included)
+STATE = ("alpha", "alpha_index", "y_index", "active_i", "index", "state")
 
 
 def _state(run: str, info: BlockInfo, block, n_classes: int) -> dict:
+    """The block's α and shrinking state, made on first use; after :func:`restore`, which
+    keeps only α, the shrinking state starts afresh (every row and class active)."""
     s = blocks.run_state(run, info.name, dict)
-    if "alpha" not in s:
-        s.update(kernel.new_state(block.n_rows, n_classes, block.y))
+    if "state" not in s:
+        s.update({**kernel.new_state(block.n_rows, n_classes, block.y), **s})
     return s
 
 
 def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
             unshrink: bool, class_cost: np.ndarray, bias: float, n_features: int, cache_bytes: int,
-            report_infos: list[BlockInfo] | None = None, storage_options: dict | None = None):
+            report_infos: list[BlockInfo] | None = None, storage_options: dict | None = None,
+            tag: int = 0):
     """One pass (Algorithm 1 of Appendix E) over each block of ``infos`` in order, W carried
     from block to block; ``unshrink`` first reactivates every row and class (E.5).  Row i's
     bound is Cᵢ = ``class_cost[yᵢ]`` times its instance weight (:func:`blocks.row_costs`),
     as LIBLINEAR's ``Solver_MCSVM_CS`` takes C of the row's class.  ``prev``
-    is the initial W or the previous segment's ``(W, report)``.  Returns ``(W, report)``,
+    is the initial W or the previous segment's ``(W, report)``; ``tag`` is the round (for
+    :func:`resident.mark`).  Returns ``(W, report)``,
     report as :func:`report` for ``report_infos`` if given, else None."""
     W = np.array(prev[0] if isinstance(prev, tuple) else prev, dtype=np.float64)
     for info, seed, (block, sqnorm) in zip(infos, seeds,
                                            blocks.stream(url, infos, cache_bytes, storage_options)):
         s = _state(run, info, block, W.shape[1])
+        resident.mark(s, tag)
         if unshrink:
             s["state"][kernel.ACTIVE] = block.n_rows
             s["active_i"][:] = W.shape[1]
@@ -69,3 +79,24 @@ def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float, n_f
         active += int(s["state"][kernel.ACTIVE])
     return {"loss": loss, "correct": correct, "linear": linear, "ww": float(np.sum(W * W)),
             "stopping": stopping, "active": active, "bytes_read": blocks.take_bytes_read()}
+
+
+def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, n_classes: int,
+            bias: float, n_features: int, cache_bytes: int,
+            storage_options: dict | None = None) -> np.ndarray:
+    """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
+    round ``tag`` and return their part of W (n_features [+1] × K), wₘ = Σᵢ αᵢᵐ x̂ᵢ
+    (:func:`resident.restore`)."""
+    return resident.restore(url, infos, [run], tag,
+                            [np.zeros((n_features + (1 if bias >= 0 else 0), n_classes))],
+                            lambda block, alpha, j: alpha, bias=bias, n_features=n_features,
+                            cache_bytes=cache_bytes, storage_options=storage_options)[0]
+
+
+def save_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
+                storage_options: dict | None = None) -> dict[str, str]:
+    """Checkpoint: write α and the shrinking state of blocks ``infos`` in the run of ``runs``
+    (``{"": run id}``) into ``directory`` (:func:`resident.save_blocks`); return {file
+    name: SHA-256}.  They load back with :func:`resident.load_blocks`."""
+    return resident.save_blocks(runs, infos, directory, STATE, storage_options)
+

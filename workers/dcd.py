@@ -9,13 +9,11 @@ coordinator can roll the survivors back to it (:func:`restore`).
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from storage import BlockInfo
 
-from . import blocks
+from . import blocks, resident
 from .kernels import dcd as kernel
 from .kernels import dcd_lr
 from .kernels.linear import loss_sums
@@ -32,12 +30,6 @@ def _state(run: str, info: BlockInfo) -> dict:
     if "state" not in s:  # new, or only α kept by restore()
         s.update({**fresh(), **s})
     return s
-
-
-def _checkpoint(s: dict, tag: int) -> None:
-    """Before a block's first change in round ``tag``, keep its α as the round found it."""
-    if s.get("tag") != tag:
-        s["tag"], s["saved"] = tag, s["alpha"].copy()
 
 
 def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps, n_passes,
@@ -112,7 +104,7 @@ def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, 
             s["stats"].update(pg_max=-np.inf, pg_min=np.inf, full=False, skipped=True)
         else:
             block, sqnorm = next(loaded)
-            _checkpoint(s, tag)
+            resident.mark(s, tag)
             _visit(w, block, sqnorm, s, seed, shrink=shrink, **kw)
             del block, sqnorm
     out = None
@@ -163,7 +155,7 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
         s = blocks.run_state(run, info.name, dict)
         if "alpha" not in s:
             s["alpha"] = np.zeros(block.n_rows)
-        _checkpoint(s, tag)
+        resident.mark(s, tag)
         alpha = s["alpha"]
         cost = blocks.row_costs(block, class_cost)
         # at the broadcast w, before this block's α moves: one read per block and round
@@ -183,73 +175,48 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
     return (u - w) / sigma, report
 
 
-def restore(url: str, infos: list[BlockInfo], runs: list[str], tag: int, *, bias: float,
-            n_features: int, positives: list[int], cache_bytes: int,
+def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, bias: float,
+            n_features: int, positive: int, cache_bytes: int,
             storage_options: dict | None = None) -> np.ndarray:
     """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
-    round ``tag`` in each run ``runs[j]`` (the problem of class index ``positives[j]``
-    against the rest) and return their parts of w, Σ_b X_bᵀ(α_b∘y_b) (13), one row per run.
+    round ``tag`` and return their part of w, Σ_b X_bᵀ(α_b∘y_b) (13) (:func:`ovr_restore`
+    of one problem)."""
+    return ovr_restore(url, infos, [run], tag, bias=bias, n_features=n_features,
+                       positives=[positive], cache_bytes=cache_bytes,
+                       storage_options=storage_options)[0]
 
-    A block changed in round ``tag`` gets back the α it had before; its other state
-    (shrinking, statistics) is dropped and rebuilt at its next visit.  A block this
-    worker has no state for (never visited here) has α = 0 and adds nothing.  Each block is
-    read once for all the runs.  Idempotent: a second loss during the recovery may run it
-    again.
-    """
-    out = np.zeros((len(runs), n_features + (1 if bias >= 0 else 0)))
-    for info in infos:
-        alphas = {}
-        for j, run in enumerate(runs):
-            s = blocks.run_state(run, info.name, dict)
-            if "alpha" not in s:
-                continue
-            if s.get("tag") == tag:
-                s["alpha"][:] = s["saved"]
-            alphas[j] = s["alpha"]
-            s.clear()
-            s.update(alpha=alphas[j], tag=tag, saved=alphas[j].copy())
-        if not alphas:
-            continue
-        block, _ = blocks.load(url, info, cache_bytes, storage_options)
-        for j, alpha in alphas.items():
-            v = alpha * np.where(block.y == positives[j], 1.0, -1.0)
-            out[j] += np.bincount(block.indices, minlength=out.shape[1],
-                                  weights=block.data * np.repeat(v, np.diff(block.indptr)))
-            if bias >= 0:
-                out[j, -1] += bias * v.sum()
-    return out
+
+def ovr_restore(url: str, infos: list[BlockInfo], runs: list[str], tag: int, *, bias: float,
+                n_features: int, positives: list[int], cache_bytes: int,
+                storage_options: dict | None = None) -> np.ndarray:
+    """:func:`restore` for each run ``runs[j]`` (the problem of class index ``positives[j]``
+    against the rest), each block read once for all of them (:func:`resident.restore`):
+    their parts of w, one row per run."""
+    outs = [np.zeros(n_features + (1 if bias >= 0 else 0)) for _ in runs]
+    return np.array(resident.restore(
+        url, infos, runs, tag, outs,
+        lambda block, alpha, j: alpha * np.where(block.y == positives[j], 1.0, -1.0),
+        bias=bias, n_features=n_features, cache_bytes=cache_bytes,
+        storage_options=storage_options))
 
 
 def save_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
                 storage_options: dict | None = None) -> dict[str, str]:
     """Checkpoint: write the state of blocks ``infos`` in each run of ``runs`` ({file prefix:
     run id}: one entry per problem) — α, and the shrinking state and last statistics where
-    the block has them — into ``directory`` (:func:`blocks.write_states`); return {file
-    name: SHA-256}.  A block without state yet is written with α = 0."""
-    def arrays(s, info):
-        out = {"alpha": s.get("alpha", np.zeros(info.n_rows))}
-        if "state" in s:
-            out.update(index=s["index"], state=s["state"],
-                       stats=np.frombuffer(json.dumps(s["stats"]).encode(), np.uint8))
-        return out
-
-    return {name: digest for prefix, run in runs.items()
-            for name, digest in blocks.write_states(run, infos, directory, arrays,
-                                                    storage_options, prefix).items()}
+    the block has them — into ``directory`` (:func:`resident.save_blocks`); return {file
+    name: SHA-256}."""
+    return resident.save_blocks(runs, infos, directory, ("alpha", "index", "state", "stats"),
+                                storage_options, json_keys=("stats",))
 
 
 def load_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
                 digests: dict[str, str], storage_options: dict | None = None) -> int:
     """Resume: set the state of blocks ``infos`` in each run of ``runs`` ({file prefix: run
-    id}) from a checkpoint written by :func:`save_blocks`, each file checked against its
-    digest; return the blocks loaded."""
-    for prefix, run in runs.items():
-        for s, a in blocks.read_states(run, infos, directory, digests, storage_options, prefix):
-            s["alpha"] = a["alpha"].copy()
-            if "state" in a:
-                s.update(index=a["index"].copy(), state=a["state"].copy(),
-                         stats=json.loads(a["stats"].tobytes()))
-    return len(infos) * len(runs)
+    id}) that the checkpoint holds, from the files :func:`save_blocks` wrote, each checked
+    against its digest; return the blocks loaded."""
+    return resident.load_blocks(runs, infos, directory, digests, storage_options,
+                                json_keys=("stats",))
 
 
 def ovr_segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], runs: list[str],
@@ -270,7 +237,7 @@ def ovr_segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], runs: 
                                            blocks.stream(url, infos, cache_bytes, storage_options)):
         for j, (run, k) in enumerate(zip(runs, positives)):
             s = _state(run, info)
-            _checkpoint(s, tag)
+            resident.mark(s, tag)
             _visit(W[j], block, sqnorm, s, seed, positive=k, shrink=shrinks[j],
                    class_cost=class_costs[j], **kw)
         del block, sqnorm

@@ -22,8 +22,21 @@ primal objective
 ½‖W‖² + C Σ ξᵢ, the dual −(½‖W‖² + Σ eᵢᵐαᵢᵐ) (the negated minimum of (15): a
 lower bound of the primal optimum) and their gap.
 
-Not done (unlike DCD): recovery from a lost worker (the job fails with
-:class:`~distsvm.errors.ClusterError`), and skipping blocks whose rows are all shrunk.
+Worker faults and checkpoints, as sequential DCD (sections "Worker faults" and
+"Checkpoints" of :mod:`distsvm.solvers.dcd`, through :mod:`distsvm.solvers.resident`):
+when a worker leaves, the round's tasks are settled, its blocks go to the survivors with
+α = 0 — feasible for (15): Σₘ αᵢᵐ = 0 and αᵢᵐ ≤ Cᵢᵐ hold — every surviving block's α goes
+back to the start of the round (:func:`workers.crammer_singer.restore`), W = Σ_b X̂_bᵀα_b
+is summed from the survivors, one task each, and the round runs again from it with the
+same block order and seeds, every row and class active (the rolled-back blocks' shrinking
+state is dropped, so that round counts as one started from all for the stopping rule).
+So W = W(α) holds and the dual and the gap stay exact; only with no worker left does the
+job fail with :class:`~distsvm.errors.ClusterError`.  Every ``checkpoint.every`` rounds
+each owner writes its blocks' α and shrinking state (:func:`workers.crammer_singer.save_blocks`)
+and the coordinator commits W, the RNG state of the block orders, ``eps_shrink``, the
+stopping rule's state and the history; a resumed run goes on as an uninterrupted one.
+
+Not done (unlike DCD): skipping blocks whose rows are all shrunk.
 """
 
 from __future__ import annotations
@@ -36,24 +49,29 @@ import numpy as np
 
 import workers.blocks
 import workers.crammer_singer
+import workers.resident
 from storage import Dataset
 
-from .. import cluster
+from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
-from .dcd import Result, _owners, _result, _seed, _segments
+from . import resident
+from .dcd import Result, _result, _sequential_round
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
           max_rounds: int, seed: int, gap_tol: float = 0.0,
-          progress: Progress | None = None, class_cost=None) -> Result:
+          progress: Progress | None = None, class_cost=None,
+          checkpoint: Checkpointer | None = None) -> Result:
     """Train W (K × n [+1]) on the cluster behind ``client``; see the module docstring.
     ``class_cost`` (C per class index with its class weight; default C) and the store's
     instance weights give row i its bound Cᵢ (:func:`workers.blocks.row_costs`); the primal
     is then ½‖W‖² + Σ Cᵢξᵢ.
     ``gap_tol`` > 0 also stops once the duality gap is ≤ gap_tol·P(W), which bounds
-    P(W) − P* by the same amount (LIBLINEAR's rule gives no such bound)."""
+    P(W) − P* by the same amount (LIBLINEAR's rule gives no such bound).
+    With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
+    writes one every ``checkpoint.every`` rounds."""
     progress = progress or Progress(quiet=True)
     meta = dataset.meta
     K = len(meta.classes)
@@ -69,31 +87,24 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
+    first = 1
     try:
-        for r in range(1, max_rounds + 1):
+        resumed = resident.resume(client, checkpoint, dataset, plan, "crammer_singer",
+                                  workers.resident.load_blocks, {"": run}, rng, progress)
+        if resumed is not None:
+            W, first, history = resumed.arrays["w"], resumed.round + 1, resumed.state["history"]
+            eps_shrink = resumed.state["eps_shrink"]
+            unshrink, start_from_all = resumed.state["unshrink"], resumed.state["start_from_all"]
+            start -= resumed.state["seconds"]
+        for r in range(first, max_rounds + 1):
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
-            segments, owners = _segments(order, plan.owners), _owners(plan)
-            prev = W
-            futures = []
-            for k, (a, blocks) in enumerate(segments):
-                last = k == len(segments) - 1
-                prev = client.submit(
-                    workers.crammer_singer.segment, prev, dataset.url,
-                    [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks], run,
-                    unshrink=unshrink, cache_bytes=plan.cache_bytes[a],
-                    report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
-                    workers=[a], pure=False, **common)
-                futures.append(prev)
-            last_owner = segments[-1][0]
-            extra = [client.submit(workers.crammer_singer.report, prev, dataset.url,
-                                   [meta.blocks[b] for b in plan.blocks_of(a)], run,
-                                   bias=bias, n_features=meta.n_features,
-                                   class_cost=class_cost, cache_bytes=plan.cache_bytes[a],
-                                   storage_options=dataset.storage_options, workers=[a],
-                                   pure=False)
-                     for a in owners if a != last_owner]
-            (W, own), *rest = cluster.gather(client, [prev] + extra, owners)
-            reports = [own] + rest
+            plan, W, reports, lost = _sequential_round(
+                client, dataset, plan, W, order, r, seed, run, progress, workers.crammer_singer,
+                segment_kw=dict(unshrink=unshrink, **common), report_kw=common,
+                restore_kw=dict(n_classes=K, bias=bias, n_features=meta.n_features),
+                after_loss={"unshrink": True})
+            if lost:  # restore dropped the shrinking state: the round started from all
+                start_from_all = True
             ww = reports[0]["ww"]
             primal = 0.5 * ww + sum(p["loss"] for p in reports)
             dual = -(0.5 * ww + sum(p["linear"] for p in reports))
@@ -118,6 +129,12 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
                 eps_shrink = max(eps_shrink / 2, eps)
             else:
                 start_from_all = False
+            if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
+                resident.save(client, checkpoint, dataset, plan, r, "crammer_singer",
+                              workers.crammer_singer.save_blocks, {"": run}, w=W, rng=rng,
+                              history=history, start=start, progress=progress,
+                              eps_shrink=eps_shrink, unshrink=unshrink,
+                              start_from_all=start_from_all)
         else:
             warnings.warn(f"crammer_singer reached the round limit ({max_rounds}) before the "
                           f"stopping value {stopping:.3g} fell to eps={eps:g}; increase "

@@ -60,7 +60,8 @@ them returns that ``w`` and discards the round's last local updates.
 Worker faults: a block's α lives only in its owner's memory, so when an owner
 leaves the cluster (killed, or restarted by its nanny) α of its blocks is lost.
 :func:`distsvm.cluster.gather` notices within two seconds instead of waiting on
-tasks pinned to the departed address, and the coordinator then (:func:`_recover`)
+tasks pinned to the departed address, and the coordinator then
+(:func:`distsvm.solvers.resident.recover`, shared with the Crammer–Singer solver)
 cancels the round's tasks and waits for the survivors' running ones to end;
 gives the lost blocks to the surviving workers of the job, round-robin (a
 worker that joins later, such as the nanny's replacement, is not used); sets
@@ -123,7 +124,7 @@ from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
-from . import ovr
+from . import ovr, resident
 from .ovr import Tagged
 
 
@@ -174,6 +175,48 @@ def _round(r: int, reports: list[dict], ww: float, n_rows: int, start: float,
             "seconds": time.perf_counter() - start}
 
 
+def _sequential_round(client, dataset: Dataset, plan: WorkerPlan, w, order: list[int], r: int,
+                      seed: int, run: str, progress: Progress, tasks, *, segment_kw: dict,
+                      report_kw: dict, restore_kw: dict, after_loss: dict):
+    """Round ``r`` of sequential block minimization over the blocks in ``order``, from ``w``.
+
+    ``tasks`` is the solver's per-block task module (:mod:`workers.dcd`,
+    :mod:`workers.crammer_singer`): one ``tasks.segment`` per run of consecutive blocks with
+    the same owner (:func:`_segments`), chained so that w goes from task to task, the last
+    one reporting on its owner's blocks and ``tasks.report`` on every other owner's, all at
+    the round's final w.  When a worker leaves, :func:`resident.recover` (with
+    ``tasks.restore`` and ``restore_kw``) rolls the survivors back and rebuilds w, and the
+    round runs again with ``after_loss`` added to the segments' parameters.  Returns
+    (plan, w, the owners' reports, whether a worker was lost)."""
+    meta = dataset.meta
+    lost_any = False
+    while True:
+        segments, owners = _segments(order, plan.owners), resident.owners(plan)
+        prev, futures = w, []
+        try:
+            for k, (a, blocks) in enumerate(segments):
+                last = k == len(segments) - 1
+                prev = client.submit(
+                    tasks.segment, prev, dataset.url, [meta.blocks[b] for b in blocks],
+                    [_seed(seed, r, b) for b in blocks], run,
+                    report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
+                    cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False,
+                    **segment_kw)
+                futures.append(prev)
+            last_owner = segments[-1][0]
+            futures += [client.submit(tasks.report, prev, dataset.url,
+                                      [meta.blocks[b] for b in plan.blocks_of(a)], run,
+                                      cache_bytes=plan.cache_bytes[a], workers=[a], pure=False,
+                                      **report_kw)
+                        for a in owners if a != last_owner]
+            (w, own), *rest = cluster.gather(client, [prev] + futures[len(segments):], owners)
+            return plan, w, [own] + rest, lost_any
+        except cluster.WorkerLost as lost:
+            plan, w = resident.recover(client, dataset, plan, lost.gone, futures, r, progress,
+                                       tasks.restore, run, **restore_kw)
+            segment_kw, lost_any = {**segment_kw, **after_loss}, True
+
+
 def _problem(loss: str, C: float, bias: float, meta, class_cost=None):
     """What the coordinators derive from the parameters: the loss code, the dimension of w
     and C per class index (``class_cost`` if given, with the class weights, else C)."""
@@ -182,89 +225,6 @@ def _problem(loss: str, C: float, bias: float, meta, class_cost=None):
     cost = np.full(len(meta.classes), C) if class_cost is None else \
         np.asarray(class_cost, dtype=np.float64)
     return code, dim, cost
-
-
-def _owners(plan: WorkerPlan) -> list[str]:
-    return [a for a in plan.workers if plan.blocks_of(a)]
-
-
-def _recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], futures: list,
-             runs: list[str], r: int, bias: float, progress: Progress,
-             positives: list[int]) -> tuple[WorkerPlan, np.ndarray]:
-    """After workers ``gone`` left during round ``r``: the plan without them and the w of
-    each run ``runs[j]`` (class index ``positives[j]`` against the rest) to retry the round
-    from, one row per run (see "Worker faults" in the module docstring).
-
-    The round's tasks are cancelled and the survivors' running ones waited for; the lost
-    blocks go to the survivors with α = 0; every surviving block's α goes back to the start
-    of round r, and w = Σ_b X_bᵀ(α_b∘y_b) (13) is summed from the survivors' parts.  A loss
-    during the recovery starts it again; ClusterError when no worker is left.
-    """
-    meta = dataset.meta
-    while True:
-        cluster.settle(client, futures, plan.workers)
-        held = {a: [meta.blocks[b] for b in plan.blocks_of(a)] for a in plan.workers}
-        n_lost = sum(a in gone for a in plan.owners)
-        plan = cluster.replan(plan, gone)
-        progress.note(f"round {r}: worker {', '.join(gone)} left the cluster; its "
-                      f"{n_lost} blocks restart from alpha = 0 on the other "
-                      f"{len(plan.workers)} worker(s), and round {r} is run again")
-        futures = [client.submit(workers.dcd.restore, dataset.url, held[a], runs, r, bias=bias,
-                                 n_features=meta.n_features, positives=positives,
-                                 cache_bytes=plan.cache_bytes[a],
-                                 storage_options=dataset.storage_options, workers=[a], pure=False)
-                   for a in plan.workers]
-        try:
-            return plan, np.sum(cluster.gather(client, futures, plan.workers), axis=0)
-        except cluster.WorkerLost as again:
-            gone = again.gone
-
-
-def _save(client, checkpoint: Checkpointer, dataset: Dataset, plan: WorkerPlan,
-          runs: dict[str, str], r: int, rng, w: np.ndarray, start: float, progress: Progress,
-          **state) -> None:
-    """Checkpoint the end of round ``r``: each owner writes its blocks' state in each run of
-    ``runs`` ({file prefix: run id}, :func:`workers.dcd.save_blocks`), then the coordinator
-    commits w (one row per problem in one-vs-rest), the permutation RNG's state, which runs
-    it holds and ``state`` (the history, …).  A worker lost meanwhile skips this checkpoint
-    (the next round recovers from the loss)."""
-    meta = dataset.meta
-    owners = _owners(plan)
-    futures = [client.submit(workers.dcd.save_blocks, runs,
-                             [meta.blocks[b] for b in plan.blocks_of(a)],
-                             checkpoint.directory(r), checkpoint.storage_options,
-                             workers=[a], pure=False) for a in owners]
-    try:
-        written = cluster.gather(client, futures, owners)
-    except cluster.WorkerLost as lost:
-        progress.note(f"round {r}: worker {', '.join(lost.gone)} left while checkpointing; "
-                      "no checkpoint this round")
-        return
-    checkpoint.save(r, "dcd", {"w": w},
-                    {"rng": rng.bit_generator.state, "runs": list(runs),
-                     "seconds": time.perf_counter() - start, **state},
-                    {k: v for part in written for k, v in part.items()})
-
-
-def _resume(client, checkpoint: Checkpointer | None, dataset: Dataset, plan: WorkerPlan,
-            runs: dict[str, str], rng, progress: Progress):
-    """The latest checkpoint of the run, its blocks' state loaded on their owners into the
-    runs of ``runs`` ({file prefix: run id}) it holds, and the RNG set to its state; None (a
-    fresh start) without one."""
-    found = checkpoint.latest("dcd") if checkpoint is not None else None
-    if found is None:
-        return None
-    meta = dataset.meta
-    owners = _owners(plan)
-    held = {prefix: runs[prefix] for prefix in found.state["runs"]}
-    cluster.gather(client, [client.submit(workers.dcd.load_blocks, held,
-                                          [meta.blocks[b] for b in plan.blocks_of(a)],
-                                          found.directory, found.files,
-                                          checkpoint.storage_options, workers=[a], pure=False)
-                            for a in owners], owners)
-    rng.bit_generator.state = found.state["rng"]
-    progress.note(f"resuming from the checkpoint of round {found.round} ({found.directory})")
-    return found
 
 
 def _certified(row: dict, gap_tol: float) -> bool:
@@ -319,43 +279,22 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     shrink = None  # (M̄, m̄) of (16) from the previous round over all blocks; None: unshrink
     first = 1
     try:
-        resumed = _resume(client, checkpoint, dataset, plan, {"": run}, rng, progress)
+        resumed = resident.resume(client, checkpoint, dataset, plan, "dcd",
+                                   workers.dcd.load_blocks, {"": run}, rng, progress)
         if resumed is not None:
             prev, first = resumed.arrays["w"], resumed.round + 1
             history, shrink = resumed.state["history"], resumed.state["shrink"]
             start -= resumed.state["seconds"]
         for r in range(first, max_rounds + 1):
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
-            while True:
-                segments = _segments(order, plan.owners)
-                futures, owners = [], _owners(plan)
-                try:
-                    for k, (a, blocks) in enumerate(segments):
-                        last = k == len(segments) - 1
-                        prev = client.submit(
-                            workers.dcd.segment, prev, dataset.url,
-                            [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks],
-                            run, report_infos=[meta.blocks[b] for b in plan.blocks_of(a)]
-                            if last else None, eps=eps, n_passes=inner_passes,
-                            shrink=shrink, cache_bytes=plan.cache_bytes[a], tag=r,
-                            workers=[a], pure=False, **common)
-                        futures.append(prev)
-                    last_owner = segments[-1][0]
-                    futures += [client.submit(workers.dcd.report, prev, dataset.url,
-                                              [meta.blocks[b] for b in plan.blocks_of(a)], run,
-                                              cache_bytes=plan.cache_bytes[a], workers=[a],
-                                              pure=False, **common)
-                                for a in owners if a != last_owner]
-                    (w, own), *rest = cluster.gather(client, [prev] + futures[len(segments):],
-                                                     owners)
-                    break
-                except cluster.WorkerLost as lost:
-                    plan, (prev,) = _recover(client, dataset, plan, lost.gone, futures, [run],
-                                             r, bias, progress, [positive])
-                    shrink = None
+            plan, w, reports, _ = _sequential_round(
+                client, dataset, plan, prev, order, r, seed, run, progress, workers.dcd,
+                segment_kw=dict(eps=eps, n_passes=inner_passes, shrink=shrink, **common),
+                report_kw=common, restore_kw=dict(bias=bias, n_features=meta.n_features,
+                                                  positive=positive),
+                after_loss={"shrink": None})
             prev = w  # the next round starts from the gathered w, not from a future: a
             # worker lost between rounds then cannot make Dask re-run an old segment
-            reports = [own] + rest
             row = _round(r, reports, reports[0]["ww"], meta.n_rows, start,
                          sum(p["active"] for p in reports))
             row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
@@ -372,8 +311,9 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             else:
                 shrink = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
             if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
-                _save(client, checkpoint, dataset, plan, {"": run}, r, rng, w, start, progress,
-                      history=history, shrink=shrink)
+                resident.save(client, checkpoint, dataset, plan, r, "dcd",
+                              workers.dcd.save_blocks, {"": run}, w=w, rng=rng, start=start,
+                              progress=progress, history=history, shrink=shrink)
         else:
             _round_limit(max_rounds, pg, eps)
     finally:
@@ -399,7 +339,8 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                   storage_options=dataset.storage_options)
     first = 1
     try:
-        resumed = _resume(client, checkpoint, dataset, plan, {"": run}, rng, progress)
+        resumed = resident.resume(client, checkpoint, dataset, plan, "dcd",
+                                   workers.dcd.load_blocks, {"": run}, rng, progress)
         if resumed is not None:
             w, first = resumed.arrays["w"], resumed.round + 1
             history = resumed.state["history"]
@@ -407,7 +348,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
         for r in range(first, max_rounds + 1):
             order = [int(b) for b in rng.permutation(len(meta.blocks))]
             while True:
-                owners = _owners(plan)
+                owners = resident.owners(plan)
                 K = len(owners)
                 gamma, sigma = (1.0 / K, 1.0) if parallel == "average" else (1.0, float(K))
                 futures = []
@@ -422,8 +363,10 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                     results = cluster.gather(client, futures, owners)
                     break
                 except cluster.WorkerLost as lost:
-                    plan, (w,) = _recover(client, dataset, plan, lost.gone, futures, [run], r,
-                                          bias, progress, [positive])
+                    plan, w = resident.recover(
+                        client, dataset, plan, lost.gone, futures, r, progress,
+                        workers.dcd.restore, run, bias=bias, n_features=meta.n_features,
+                        positive=positive)
             row = _round(r, [rep for _, rep in results], float(w @ w), meta.n_rows,
                          start, meta.n_rows)
             history.append(row)
@@ -435,8 +378,9 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
             if r < max_rounds:  # else return the w whose objectives were measured
                 w = w + gamma * np.sum([dw for dw, _ in results], axis=0)
                 if checkpoint is not None and checkpoint.due(r):
-                    _save(client, checkpoint, dataset, plan, {"": run}, r, rng, w, start,
-                          progress, history=history)
+                    resident.save(client, checkpoint, dataset, plan, r, "dcd",
+                                  workers.dcd.save_blocks, {"": run}, w=w, rng=rng, start=start,
+                                  progress=progress, history=history)
         else:
             _round_limit(max_rounds, pg, eps, stacklevel=4)
     finally:
@@ -494,7 +438,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     def attempt(r: int, order: list[int], live: list[int], futures: list) -> dict:
         """Round r of the problems ``live`` on the current plan, its tasks appended to
         ``futures``: W's rows set to the round's ends and each problem's reports returned."""
-        segments, owners = _segments(order, plan.owners), _owners(plan)
+        segments, owners = _segments(order, plan.owners), resident.owners(plan)
         # one chain of tasks per group of problems, all over the same block order: the
         # groups follow each other from worker to worker, so the workers work at once
         groups = [g for g in (live[i::len(owners)] for i in range(len(owners))) if g]
@@ -536,8 +480,9 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
 
     first = 1
     try:
-        resumed = _resume(client, checkpoint, dataset, plan, dict(zip(prefixes, runs)), rng,
-                          progress)
+        resumed = resident.resume(client, checkpoint, dataset, plan, "dcd",
+                                  workers.dcd.load_blocks, dict(zip(prefixes, runs)), rng,
+                                  progress)
         if resumed is not None:
             W, first = resumed.arrays["w"], resumed.round + 1
             histories, shrink = resumed.state["histories"], resumed.state["shrink"]
@@ -554,8 +499,10 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                     by_class = attempt(r, order, live, futures)
                     break
                 except cluster.WorkerLost as lost:
-                    plan, W[live] = _recover(client, dataset, plan, lost.gone, futures,
-                                             [runs[k] for k in live], r, bias, progress, live)
+                    plan, W[live] = resident.recover(
+                        client, dataset, plan, lost.gone, futures, r, progress,
+                        workers.dcd.ovr_restore, [runs[k] for k in live], bias=bias,
+                        n_features=meta.n_features, positives=live)
                     for k in live:
                         shrink[k] = None
             for k in live:
@@ -579,10 +526,11 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                     shrink[k] = (pg_max if pg_max > 0 else np.inf,
                                  pg_min if pg_min < 0 else -np.inf)
             if checkpoint is not None and checkpoint.due(r) and not all(done):
-                _save(client, checkpoint, dataset, plan,
-                      {prefixes[k]: runs[k] for k in range(K) if not done[k]}, r, rng, W, start,
-                      progress, histories=histories, shrink=shrink, done=done,
-                      converged=converged)
+                resident.save(client, checkpoint, dataset, plan, r, "dcd",
+                              workers.dcd.save_blocks,
+                              {prefixes[k]: runs[k] for k in range(K) if not done[k]}, w=W,
+                              rng=rng, start=start, progress=progress, histories=histories,
+                              shrink=shrink, done=done, converged=converged)
     finally:
         for name in runs:
             client.run(workers.blocks.drop_run, name)

@@ -1,0 +1,106 @@
+"""Worker-resident dual state (each block's α on the worker that owns it,
+:mod:`workers.resident`): what the coordinators of the dual block solvers — sequential and
+parallel DCD (:mod:`distsvm.solvers.dcd`), Crammer–Singer
+(:mod:`distsvm.solvers.crammer_singer`) — share to checkpoint it, resume from a checkpoint
+and recover after a worker loss (see "Worker faults" and "Checkpoints" in
+:mod:`distsvm.solvers.dcd`).
+
+Each function takes the solver's per-block task (``save_blocks``, ``load_blocks`` or
+``restore`` of its :mod:`workers` module) and ``run``, the run id (or ids) that task takes,
+passed through unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from storage import Dataset
+
+from .. import cluster
+from ..checkpoint import Checkpoint, Checkpointer
+from ..cluster import WorkerPlan
+from ..progress import Progress
+
+
+def owners(plan: WorkerPlan) -> list[str]:
+    """The workers of ``plan`` that own blocks."""
+    return [a for a in plan.workers if plan.blocks_of(a)]
+
+
+def recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], futures: list,
+            r: int, progress: Progress, restore, run, **kw) -> tuple[WorkerPlan, np.ndarray]:
+    """After workers ``gone`` left during round ``r``: the plan without them and the w to
+    retry the round from.
+
+    The round's ``futures`` are cancelled and the survivors' running ones waited for; the
+    lost blocks go to the survivors (:func:`cluster.replan`) with α = 0; each survivor runs
+    ``restore(url, infos, run, r, cache_bytes=…, storage_options=…, **kw)`` on the blocks it
+    held, rolling their α back to the start of round r and returning their part of w, and w
+    is the sum of the parts.  A loss during the recovery starts it again; ClusterError when
+    no worker is left.
+    """
+    meta = dataset.meta
+    while True:
+        cluster.settle(client, futures, plan.workers)
+        held = {a: [meta.blocks[b] for b in plan.blocks_of(a)] for a in plan.workers}
+        n_lost = sum(a in gone for a in plan.owners)
+        plan = cluster.replan(plan, gone)
+        progress.note(f"round {r}: worker {', '.join(gone)} left the cluster; its "
+                      f"{n_lost} blocks restart from alpha = 0 on the other "
+                      f"{len(plan.workers)} worker(s), and round {r} is run again")
+        futures = [client.submit(restore, dataset.url, held[a], run, r,
+                                 cache_bytes=plan.cache_bytes[a],
+                                 storage_options=dataset.storage_options, workers=[a],
+                                 pure=False, **kw)
+                   for a in plan.workers]
+        try:
+            return plan, np.sum(cluster.gather(client, futures, plan.workers), axis=0)
+        except cluster.WorkerLost as again:
+            gone = again.gone
+
+
+def save(client, checkpoint: Checkpointer, dataset: Dataset, plan: WorkerPlan, r: int,
+         solver: str, save_blocks, run, *, w: np.ndarray, rng, start: float,
+         progress: Progress, **state) -> None:
+    """Checkpoint the end of round ``r``: each owner writes its blocks' state
+    (``save_blocks(run, infos, directory, storage_options)``), then the coordinator commits
+    ``w``, the state of ``rng`` (the block orders), the seconds so far and ``state`` (JSON:
+    the history, the stopping rule's state, …).  A worker lost meanwhile skips this
+    checkpoint (the next round recovers from the loss)."""
+    meta = dataset.meta
+    working = owners(plan)
+    futures = [client.submit(save_blocks, run, [meta.blocks[b] for b in plan.blocks_of(a)],
+                             checkpoint.directory(r), checkpoint.storage_options,
+                             workers=[a], pure=False) for a in working]
+    try:
+        written = cluster.gather(client, futures, working)
+    except cluster.WorkerLost as lost:
+        progress.note(f"round {r}: worker {', '.join(lost.gone)} left while checkpointing; "
+                      "no checkpoint this round")
+        return
+    checkpoint.save(r, solver, {"w": w},
+                    {"rng": rng.bit_generator.state, "seconds": time.perf_counter() - start,
+                     **state},
+                    {k: v for part in written for k, v in part.items()})
+
+
+def resume(client, checkpoint: Checkpointer | None, dataset: Dataset, plan: WorkerPlan,
+           solver: str, load_blocks, run, rng, progress: Progress) -> Checkpoint | None:
+    """The latest checkpoint of the run, its blocks' state loaded on their owners
+    (``load_blocks(run, infos, directory, digests, storage_options)``) and ``rng`` set to its
+    state; None (a fresh start) without one."""
+    found = checkpoint.latest(solver) if checkpoint is not None else None
+    if found is None:
+        return None
+    meta = dataset.meta
+    working = owners(plan)
+    cluster.gather(client, [client.submit(load_blocks, run,
+                                          [meta.blocks[b] for b in plan.blocks_of(a)],
+                                          found.directory, found.files,
+                                          checkpoint.storage_options, workers=[a], pure=False)
+                            for a in working], working)
+    rng.bit_generator.state = found.state["rng"]
+    progress.note(f"resuming from the checkpoint of round {found.round} ({found.directory})")
+    return found
