@@ -49,7 +49,7 @@ UNWEIGHTED = ("cutting_plane", "alm")
 # solvers that write checkpoints and resume from them (distsvm.checkpoint)
 # solvers that start from a given w (train's warm_start: the C search, the pipeline)
 WARM_START_SOLVERS = ("newton",)
-CHECKPOINTED = ("dcd", "pcd", "cutting_plane", "newton", "alm")  # pcd: exact mode
+CHECKPOINTED = ("dcd", "pcd", "cutting_plane", "newton", "alm")  # pcd: both modes
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):

@@ -42,6 +42,19 @@ def store(tmp_path_factory, small):
     return d
 
 
+@pytest.fixture(scope="module")
+def refs(two, store):
+    """``get(mode)``: the no-fault run of that mode on ``two``, made once."""
+    made = {}
+
+    def get(mode):
+        if mode not in made:
+            made[mode] = train(store, client=two, pcd_mode=mode, **PCD)
+        return made[mode]
+
+    return get
+
+
 @pytest.fixture
 def one_round_batches(monkeypatch):
     """Exact mode: one round per batch, so that a kill lands between two batches of a run
@@ -66,7 +79,8 @@ def test_state_is_rebuilt_from_w(small, store, loss):
 
 @pytest.mark.parametrize("mode, at, victim", [("exact", 4, 0), ("parallel", 5, 1),
                                               ("parallel", 3, 0)])
-def test_a_killed_worker_is_recovered(two, small, store, one_round_batches, mode, at, victim):
+def test_a_killed_worker_is_recovered(two, small, store, refs, one_round_batches, mode, at,
+                                      victim):
     """Kill a worker once round ``at`` is logged: in exact mode the one holding the state (the
     first), in parallel mode either (the first also holds the combined state).  The other
     rebuilds the state from the coordinator's w and the job reaches the no-fault optimum;
@@ -74,11 +88,10 @@ def test_a_killed_worker_is_recovered(two, small, store, one_round_batches, mode
     round) alone)."""
     two.wait_for_workers(2)  # a worker killed by an earlier case is back
     X, y = small
-    params = dict(PCD, pcd_mode=mode)
-    ref = train(store, client=two, **params)
+    ref = refs(mode)
     killer = Killer(two, at, victim)
     start = time.perf_counter()
-    model = train(store, client=two, progress=killer, **params)
+    model = train(store, client=two, progress=killer, pcd_mode=mode, **PCD)
     log = killer.stream.getvalue()
     again = {"exact": [at + 1], "parallel": [at + 1, at + 2]}[mode]  # parallel: r + 1 in flight
     assert any(f"round {r}: worker {killer.killed} left the cluster; the other 1 worker(s) "
@@ -97,13 +110,13 @@ def test_a_killed_worker_is_recovered(two, small, store, one_round_batches, mode
     assert time.perf_counter() - start < 60
 
 
-@pytest.mark.parametrize("mode", ["exact", "parallel"])
-def test_losing_every_worker_fails_promptly(store, one_round_batches, mode):
+def test_losing_every_worker_fails_promptly(store):
     """With no worker of the job left the job fails with ClusterError (the nanny's replacement
-    worker is not the job's), within seconds."""
+    worker is not the job's), within seconds.  (Parallel mode, whose rounds in flight span
+    every worker; exact mode takes the same path once ``WorkerLost`` is raised.)"""
     with local_client(1) as c:
         start = time.perf_counter()
         with pytest.raises(ClusterError, match="every worker of the job left"):
             train(store, client=c, progress=Killer(c, 2, 0),
-                  **{**PCD, "eps": 1e-12, "max_rounds": 100_000, "pcd_mode": mode})
+                  **{**PCD, "eps": 1e-12, "max_rounds": 100_000, "pcd_mode": "parallel"})
         assert time.perf_counter() - start < 30
