@@ -29,6 +29,7 @@ from . import blocks
 from .kernels import pcd as kernel
 from .kernels.linear import row_sqnorms
 
+
 def initial(url: str, cmeta: ColumnsMeta, dim: int, loss: int, class_cost: np.ndarray,
             row_infos: list[BlockInfo] | None = None,
             storage_options: dict | None = None, w: np.ndarray | None = None, *,
@@ -237,4 +238,3 @@ def combine(prev, parts: list[dict], *, loss: int) -> tuple[dict, list[dict]]:
 
 def reports(result: tuple) -> list[dict]:
     return result[1]
-

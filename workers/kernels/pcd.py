@@ -187,7 +187,7 @@ def pcd_bias(bias, y, positive, b, w, i, loss, cost, first, stats):
 @numba.njit(cache=True, nogil=True)
 def residuals(indptr, indices, data, col_start, y, positive, w, b):
     """bⱼ(w) from bⱼ(0) = 1: (17) with z = wᵢ for every feature i of a column block,
-    bⱼ ← bⱼ − wᵢyⱼxⱼᵢ (feature c of the block is w[col_start + c]); updates ``b`` in place."""
+    bⱼ ← bⱼ − wᵢyⱼxⱼᵢ (feature c of the block is w[col_start + c]); updates ``b``."""
     for c in range(len(indptr) - 1):
         wi = w[col_start + c]
         if wi == 0.0:
