@@ -46,11 +46,8 @@ DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm"
                "newton": 0.01, "crammer_singer": 0.1}
 # solvers that take no class or instance weights (LIBLINEAR has no such solvers)
 UNWEIGHTED = ("cutting_plane", "alm")
-# solvers that write checkpoints and resume from them (distsvm.checkpoint)
 # solvers that start from a given w (train's warm_start: the C search, the pipeline)
 WARM_START_SOLVERS = ("newton",)
-CHECKPOINTED = ("dcd", "pcd", "cutting_plane", "newton", "alm",  # pcd: exact mode
-                "crammer_singer")
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):
@@ -270,10 +267,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     thresholds fitted by :func:`distsvm.solvers.cutting_plane.fit_thresholds`).
 
     ``checkpoint`` (a :class:`distsvm.checkpoint.Checkpointer`) makes the run write
-    checkpoints and continue from the latest one; solvers in :data:`CHECKPOINTED` only (in
-    one-vs-rest too: :func:`distsvm.solvers.dcd.solve_ovr` checkpoints its K problems
-    together, the other solvers each problem in its own directory,
-    :meth:`distsvm.checkpoint.Checkpointer.problem`).
+    checkpoints and continue from the latest one; every solver does, in one-vs-rest too
+    (:func:`distsvm.solvers.dcd.solve_ovr` checkpoints its K problems together, the other
+    solvers each problem in its own directory, :meth:`distsvm.checkpoint.Checkpointer.problem`).
     """
     eps = DEFAULT_EPS[solver] if solver in DEFAULT_EPS and eps is None else eps
     check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
@@ -324,10 +320,6 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                       f"{meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers"
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
-        if checkpoint is not None and solver not in CHECKPOINTED:
-            progress.note(f"train: solver {solver} writes no checkpoints (only "
-                          f"{', '.join(CHECKPOINTED)} do); this run cannot be resumed")
-            checkpoint = None
 
         def fit(positive, plan, progress, checkpoint=checkpoint):
             """The binary problem of class index ``positive`` (+1) against the rest (with

@@ -167,13 +167,17 @@ def test_damaged_checkpoint_is_never_loaded(tmp_path):
         ck.latest("pcd")
 
 
-@pytest.mark.parametrize("solver, loss, prefix", [("cutting_plane", "hinge", "iter "),
-                                                   ("pcd", "squared_hinge", "round ")])
-def test_resume_where_it_stopped(tmp_path, store, client, solver, loss, prefix):
-    """cutting_plane (state all the coordinator's: w, the working set, ξ) and pcd's exact
-    mode (state on one worker: w, b, f): a run stopped after round 5 and resumed from its
-    round-4 checkpoint ends where an uninterrupted run does."""
-    params = dict(solver=solver, loss=loss, C=1.0, eps=1e-9, max_rounds=12)
+@pytest.mark.parametrize("solver, loss, prefix, extra, atol", [
+    ("cutting_plane", "hinge", "iter ", {}, 0.0),
+    ("pcd", "squared_hinge", "round ", {"pcd_mode": "exact"}, 1e-9),
+    ("pcd", "squared_hinge", "round ", {"pcd_mode": "parallel"}, 1e-9)],
+    ids=["cutting_plane", "pcd-exact", "pcd-parallel"])
+def test_resume_where_it_stopped(tmp_path, store, client, solver, loss, prefix, extra, atol):
+    """cutting_plane (state all the coordinator's: w, the working set, ξ) and pcd in both
+    modes (state a function of w: the residuals b are rebuilt from w, so the resumed run
+    agrees to rounding): a run stopped after round 5 and resumed from its round-4 checkpoint
+    ends where an uninterrupted run does."""
+    params = dict(solver=solver, loss=loss, C=1.0, eps=1e-9, max_rounds=12, **extra)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         ref = jobs.train(str(store), client=client, **params)
@@ -186,5 +190,6 @@ def test_resume_where_it_stopped(tmp_path, store, client, solver, loss, prefix):
     assert any(x.startswith("resuming from the checkpoint of round 4") for x in lines)
     assert [int(x.split()[1]) for x in lines if x.startswith(prefix)] == list(range(5, 13))
     assert resumed.summary["rounds"] == ref.summary["rounds"] == 12
-    np.testing.assert_allclose(resumed.w, ref.w, rtol=0, atol=1e-12)
-    assert resumed.summary["primal_objective"] == ref.summary["primal_objective"]
+    np.testing.assert_allclose(resumed.w, ref.w, rtol=0, atol=max(atol, 1e-12))
+    assert resumed.summary["primal_objective"] == pytest.approx(
+        ref.summary["primal_objective"], rel=atol)

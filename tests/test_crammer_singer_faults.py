@@ -138,4 +138,3 @@ def test_a_crammer_singer_job_spec_with_a_checkpoint_policy_is_valid(tmp_path):
     path = _spec(tmp_path, tmp_path / "d.zarr", 2, **CS)
     spec = load_spec(path)
     assert spec["solver"]["solver"] == "crammer_singer" and spec["checkpoint"]["every"] == EVERY
-    assert "crammer_singer" in jobs.CHECKPOINTED

@@ -9,6 +9,10 @@ task to task: :func:`part` tasks read it (and copy what they change) and
 :func:`combine` makes the next one.  The labels ``cols/y`` are read
 once per worker and run (:func:`workers.blocks.run_state`); column blocks come
 through the worker's block cache.
+
+Everything but w is a function of w (:func:`initial` rebuilds it in one pass over the
+column blocks), and every report carries w: so the coordinator can checkpoint a run, or
+restart it on another worker, from w alone.
 """
 
 from __future__ import annotations
@@ -19,28 +23,40 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from storage import BlockInfo, read_row_block
-from storage import checkpoint as files
 from storage.columns import ColumnInfo, ColumnsMeta, read_column_block, read_labels
 
 from . import blocks
 from .kernels import pcd as kernel
 from .kernels.linear import row_sqnorms
 
-STATE_FILE = "pcd-state.npz"  # a checkpoint's solver state (exact mode)
-
 
 def initial(url: str, cmeta: ColumnsMeta, dim: int, loss: int, class_cost: np.ndarray,
             row_infos: list[BlockInfo] | None = None,
-            storage_options: dict | None = None) -> dict:
-    """w = 0, so every bⱼ = 1 (§2, after (17)) and f(0) = ΣCⱼ·ξ(1); Cⱼ =
-    ``class_cost[yⱼ]`` times row j's instance weight, read from the row blocks
-    ``row_infos`` (all of them, in order: the column view's row order) of a weighted
-    store (None: unweighted)."""
-    cost = np.asarray(class_cost, dtype=np.float64)[read_labels(url, cmeta, storage_options)]
+            storage_options: dict | None = None, w: np.ndarray | None = None, *,
+            bias: float = -1.0, positive: int = 1, cache_bytes: int = 0) -> dict:
+    """The state at ``w`` (None: w = 0, where every bⱼ = 1, §2 after (17), and f(0) =
+    ΣCⱼ·ξ(1)).  Cⱼ = ``class_cost[yⱼ]`` times row j's instance weight, read from the row
+    blocks ``row_infos`` (all of them, in order: the column view's row order) of a weighted
+    store (None: unweighted).  For w ≠ 0, bⱼ(w) = 1 − yⱼwᵀxⱼ is (17) applied to every
+    feature with z = wᵢ from w = 0, in one pass over the column blocks (through the block
+    cache, ``cache_bytes``) and the bias feature; rows of class index ``positive`` have
+    yⱼ = +1."""
+    y = read_labels(url, cmeta, storage_options)
+    cost = np.asarray(class_cost, dtype=np.float64)[y]
     if row_infos is not None:
         cost *= np.concatenate([read_row_block(url, info, storage_options).weight
                                 for info in row_infos])
-    w, b = np.zeros(dim), np.ones(cmeta.n_rows)
+    b = np.ones(cmeta.n_rows)
+    if w is None:
+        w = np.zeros(dim)
+    else:
+        w = np.array(w, dtype=np.float64)
+        for info in cmeta.blocks:
+            block, _ = load_columns(url, info, cache_bytes, storage_options)
+            kernel.residuals(block.indptr, block.indices, block.data, info.col_start, y,
+                             positive, w, b)
+        if bias >= 0:
+            b -= w[cmeta.n_features] * bias * np.where(y == positive, 1.0, -1.0)
     return {"w": w, "b": b, "c": cost, "f": _objective(w, b, loss, cost)}
 
 
@@ -144,25 +160,30 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
                  eps: float, g0: float, seconds: float, n_items: int, bias: float,
                  n_features: int, loss: int, class_cost: np.ndarray,
                  storage_options: dict | None = None, row_infos: list[BlockInfo] | None = None,
-                 stop_at: int | None = None, **kw) -> dict:
+                 stop_at: int | None = None, w0: np.ndarray | None = None, **kw) -> dict:
     """Exact mode: outer iterations r, r+1, … of Algorithm 1 on this worker, each visiting
     every item in the round's random order, until the stopping rule holds (``g0`` is
     max|∇f(0)ᵢ|, NaN before round 1 has measured it), ``max_rounds`` is reached, or
     ``seconds`` have passed (batching rounds into one task spares a scheduler round
     trip per outer iteration), or round ``stop_at`` is done (a checkpoint is due).
 
-    The state stays on this worker for the whole run (:func:`workers.blocks.run_state`,
-    made by :func:`initial` in round 1) and is updated in place, so only the reports travel.
-    Returns ``{"reports": [one per round], "w": w when the run stopped, else None}``.
+    The state stays on this worker for the whole run (:func:`workers.blocks.run_state`)
+    and is updated in place; the first batch of a run makes it by :func:`initial`, at ``w0``
+    (the w a resumed or recovered run continues from) or at w = 0 in round 1.  Returns
+    ``{"reports": [one per round], "w": w after the last one}``.
     """
     start = time.perf_counter()
+
     def fresh():
-        if r > 1:  # never restart silently from w = 0 in the middle of a run
+        if r > 1 and w0 is None:  # never restart silently from w = 0 in the middle of a run
             raise RuntimeError(f"pcd run {run}: round {r} on a worker that has no state of it")
         return initial(url, cmeta, n_features + (1 if bias >= 0 else 0), loss, class_cost,
-                       row_infos, storage_options)
+                       row_infos, storage_options, w0, bias=bias,
+                       positive=kw.get("positive", 1), cache_bytes=kw["cache_bytes"])
 
-    state = blocks.run_state(run, "state", fresh)
+    state = blocks.run_state(run, "state", dict)
+    if not state:  # made outside run_state's lock: initial reads through the block cache
+        state.update(fresh())
     w, b, cost = state["w"], state["b"], state["c"]
     reports = []
     while True:
@@ -177,7 +198,7 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
         r += 1
         done = stats[kernel.MAX_GRAD] <= eps * g0 or r > max_rounds
         if done or time.perf_counter() - start > seconds or (stop_at and r > stop_at):
-            return {"reports": reports, "w": w.copy() if done else None}
+            return {"reports": reports, "w": w.copy()}
 
 
 def combine(prev, parts: list[dict], *, loss: int) -> tuple[dict, list[dict]]:
@@ -186,7 +207,8 @@ def combine(prev, parts: list[dict], *, loss: int) -> tuple[dict, list[dict]]:
 
     With P parts, t = 1, ½, ¼, … is tried until f(w + tΔw) < f(w), but never below
     1/P: by convexity f(w + ΣΔwₚ/P) ≤ Σ f(w + Δwₚ)/P ≤ f(w), since every part's own
-    steps decrease f (12).  So f never increases.  Returns ``(state, [report])``.
+    steps decrease f (12).  So f never increases.  Returns ``(state, [report])``; the
+    report carries the new w.
     """
     state = _state(prev)
     w, b, cost, f0 = state["w"], state["b"], state["c"], state["f"]
@@ -210,32 +232,9 @@ def combine(prev, parts: list[dict], *, loss: int) -> tuple[dict, list[dict]]:
         stats += s
         for k in (kernel.MAX_GRAD, kernel.MAX_GRAD0):
             stats[k] = max(stats[k] - s[k], s[k])  # a maximum, not a sum
-    return {"w": wt, "b": b + t * db, "c": cost, "f": f}, [{"f": f, "t": t, "stats": stats}]
-
-
-def weights(prev) -> np.ndarray:
-    return _state(prev)["w"]
+    return {"w": wt, "b": b + t * db, "c": cost, "f": f}, [{"f": f, "t": t, "stats": stats,
+                                                             "w": wt}]
 
 
 def reports(result: tuple) -> list[dict]:
     return result[1]
-
-
-def save_state(run: str, directory: str, storage_options: dict | None = None) -> dict[str, str]:
-    """Checkpoint (exact mode): write this worker's solver state (w, b, c, f) into
-    ``directory``; return {file name: SHA-256}."""
-    s = blocks.run_state(run, "state", dict)
-    arrays = {"w": s["w"], "b": s["b"], "c": s["c"], "f": np.asarray(s["f"])}
-    return {STATE_FILE: files.write_arrays(files.join(directory, STATE_FILE), arrays,
-                                           storage_options)}
-
-
-def load_state(run: str, directory: str, digests: dict[str, str],
-               storage_options: dict | None = None) -> None:
-    """Resume (exact mode): this worker's solver state from a :func:`save_state` file,
-    checked against its digest."""
-    a = files.read_arrays(files.join(directory, STATE_FILE), digests[STATE_FILE],
-                          storage_options)
-    s = blocks.run_state(run, "state", dict)
-    s.clear()
-    s.update(w=a["w"].copy(), b=a["b"].copy(), c=a["c"].copy(), f=a["f"].copy())

@@ -185,6 +185,20 @@ def pcd_bias(bias, y, positive, b, w, i, loss, cost, first, stats):
 
 
 @numba.njit(cache=True, nogil=True)
+def residuals(indptr, indices, data, col_start, y, positive, w, b):
+    """bⱼ(w) from bⱼ(0) = 1: (17) with z = wᵢ for every feature i of a column block,
+    bⱼ ← bⱼ − wᵢyⱼxⱼᵢ (feature c of the block is w[col_start + c]); updates ``b``."""
+    for c in range(len(indptr) - 1):
+        wi = w[col_start + c]
+        if wi == 0.0:
+            continue
+        for k in range(indptr[c], indptr[c + 1]):
+            j = indices[k]
+            x = np.float64(data[k])
+            b[j] -= wi * x if y[j] == positive else -wi * x
+
+
+@numba.njit(cache=True, nogil=True)
 def loss_sum(b, db, t, loss, cost):
     """Σⱼ Cⱼ ξ(bⱼ + t·dbⱼ) (db may be empty: t is then ignored)."""
     s = 0.0
