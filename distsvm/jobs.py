@@ -374,7 +374,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         result = results[0]
         if solver == "cutting_plane" and objective == "ordinal":
             thresholds, ranking = cutting_plane.fit_thresholds(c, dataset, plan, result.w,
-                                                               float(bias))
+                                                               float(bias), progress)
             progress.note(f"train: {len(meta.classes)} ranks, thresholds "
                           f"{' '.join(f'{t:.6g}' for t in thresholds)}; training rank "
                           f"accuracy {ranking['rank_accuracy']:.4f}, mean absolute rank "

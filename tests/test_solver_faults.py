@@ -1,6 +1,7 @@
 """pcd loses a worker process (SIGKILL) mid-run, in both modes: the state is a function of w,
 so the job rebuilds it on the other worker from the coordinator's w and finishes at the
 no-fault optimum; only with no worker left does it fail, promptly, with ClusterError.
+The cutting-plane solver, which keeps no state on the workers, runs the pass again.
 (DCD: tests/test_dcd_faults.py; SVM-ALM and Newton: tests/test_newton_alm_faults.py.)"""
 
 from __future__ import annotations
@@ -120,3 +121,22 @@ def test_losing_every_worker_fails_promptly(store):
             train(store, client=c, progress=Killer(c, 2, 0),
                   **{**PCD, "eps": 1e-12, "max_rounds": 100_000, "pcd_mode": "parallel"})
         assert time.perf_counter() - start < 30
+
+
+@pytest.mark.parametrize("objective", ["classification", "ordinal"])
+def test_cutting_plane_reruns_the_pass_of_a_lost_worker(two, store, objective):
+    """The cutting-plane workers keep no state between passes: a worker killed once round 3
+    is logged leaves its blocks to the other, the pass runs again, and the run takes the
+    no-fault run's iterates (same rounds, same w; for ordinal, the same thresholds)."""
+    two.wait_for_workers(2)  # a worker killed by an earlier case is back
+    kw = dict(solver="cutting_plane", loss="hinge", C=0.1, eps=1e-4, max_rounds=200,
+              objective=objective)
+    ref = train(store, client=two, **kw)
+    killer = Killer(two, 3, 1)
+    model = train(store, client=two, progress=killer, **kw)
+    assert f"worker {killer.killed} left the cluster; its blocks go to the other 1 worker(s)" \
+        in killer.stream.getvalue()
+    assert model.summary["rounds"] == ref.summary["rounds"] > 3
+    np.testing.assert_allclose(model.w, ref.w, rtol=0, atol=1e-10)
+    if objective == "ordinal":
+        np.testing.assert_array_equal(model.thresholds, ref.thresholds)

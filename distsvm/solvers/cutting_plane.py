@@ -31,8 +31,9 @@ started from the previous α), giving w = Σ α_c g_c and ξ = max(0, max_c b_c 
 lower bound on P* (it is the dual of a relaxation of OP2), so each iteration also
 reports the certified gap P(w) − D.
 
-Distribution.  Every block is read once per iteration (twice for ``ordinal``): w is
-broadcast once with ``scatter``, one task per worker, pinned to the owner of its blocks
+Distribution.  Every block is read once per iteration (twice for ``ordinal``): w goes
+with each task (not ``client.scatter(broadcast=True)``, whose replication to a worker that
+has just died fails the scatter), one task per worker, pinned to the owner of its blocks
 (:func:`distsvm.cluster.plan`), returns the worker's partial sum, dense and float64
 (n_features [+1] values, whatever the number of rows), and the coordinator adds them.
 The working set stays on the coordinator: |W| dense vectors of n_features [+1] float64
@@ -44,6 +45,12 @@ worker its blocks' coefficients c⁺ − c⁻ (8 bytes a row) for a second pass;
 coordinator needs about 44 bytes a row while it computes a cut (scores, ranks, order,
 c⁺, c⁻, coefficients), so n ≈ 10⁸ rows needs ≈ 4.4 GB there: the limit of this design
 (a distributed sort is not done).
+
+Worker faults.  The workers keep nothing between passes (only their block caches), so when
+a worker leaves the cluster during a pass (:class:`distsvm.cluster.WorkerLost`), its blocks
+go to the others (:func:`distsvm.cluster.replan`) and the pass runs again at the same w
+(:func:`_retried`): the run takes the no-fault run's iterates.  ClusterError only when no
+worker of the job is left.
 
 Ranking models.  OP4 is invariant to a shift of the scores, so it learns only w; to predict a
 rank, :func:`fit_thresholds` adds R − 1 thresholds θ₁ ≤ … ≤ θ_{R−1} (a score s gets the rank
@@ -144,11 +151,11 @@ class _WorkingSet:
         return w, xi, r
 
 
-def _classification_cut(client, dataset, plan, wf, common, n, positive=1):
+def _classification_cut(client, dataset, plan, w, common, n, positive=1):
     """One pass: (g, b, ξ′) of Algorithm 1's most violated constraint at w."""
     meta = dataset.meta
     owners = [a for a in plan.workers if plan.blocks_of(a)]
-    futures = [client.submit(workers.cutting_plane.hinge_cut, wf, dataset.url,
+    futures = [client.submit(workers.cutting_plane.hinge_cut, w, dataset.url,
                              [meta.blocks[b] for b in plan.blocks_of(a)], positive=positive,
                              cache_bytes=plan.cache_bytes[a], workers=[a], pure=False, **common)
                for a in owners]
@@ -156,10 +163,10 @@ def _classification_cut(client, dataset, plan, wf, common, n, positive=1):
     return sum(p[0] for p in parts) / n, sum(p[1] for p in parts) / n, sum(p[2] for p in parts) / n
 
 
-def _ordinal_scores(client, dataset, plan, wf, common):
+def _ordinal_scores(client, dataset, plan, w, common):
     """Scores wᵀxᵢ and ranks of every row, in block order (one pass)."""
     meta = dataset.meta
-    futures = [client.submit(workers.blocks.block_decisions, dataset.url, info, wf,
+    futures = [client.submit(workers.blocks.block_decisions, dataset.url, info, w,
                              common["bias"], common["n_features"],
                              plan.cache_bytes[plan.owners[b]], common["storage_options"],
                              workers=[plan.owners[b]], pure=False)
@@ -169,11 +176,11 @@ def _ordinal_scores(client, dataset, plan, wf, common):
             np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int32))
 
 
-def _ordinal_cut(client, dataset, plan, wf, common, m):
+def _ordinal_cut(client, dataset, plan, w, common, m):
     """Algorithm 2 lines 5-23 on the coordinator: (c⁺ − c⁻, b, ξ′) of the most violated
     constraint at w; its vector g needs a second pass (:func:`_ordinal_g`), done only if
     the iteration goes on."""
-    scores, ranks = _ordinal_scores(client, dataset, plan, wf, common)
+    scores, ranks = _ordinal_scores(client, dataset, plan, w, common)
     order = np.argsort(-scores, kind="stable")
     cplus = np.zeros(len(scores), np.int64)
     cminus = np.zeros(len(scores), np.int64)
@@ -203,13 +210,14 @@ def _ordinal_g(client, dataset, plan, coef, common, m):
 
 
 def fit_thresholds(client, dataset: Dataset, plan: WorkerPlan, w: np.ndarray,
-                   bias: float) -> tuple[np.ndarray, dict]:
-    """A ranking model's thresholds for ``w`` (one pass for the training scores; see the
-    module docstring) and its training metrics (:func:`ranking_metrics`)."""
+                   bias: float, progress: Progress | None = None) -> tuple[np.ndarray, dict]:
+    """A ranking model's thresholds for ``w`` (one pass for the training scores, run again
+    on the others if a worker leaves; see the module docstring) and its training metrics
+    (:func:`ranking_metrics`)."""
     meta = dataset.meta
     common = dict(bias=bias, n_features=meta.n_features, storage_options=dataset.storage_options)
-    wf = client.scatter(w, broadcast=True, hash=False)
-    scores, ranks = _ordinal_scores(client, dataset, plan, wf, common)
+    _, (scores, ranks) = _retried(client, plan, "thresholds", progress or Progress(quiet=True),
+                                  lambda plan: _ordinal_scores(client, dataset, plan, w, common))
     thresholds = np.empty(len(meta.classes) - 1)
     rank_thresholds(scores, ranks, np.argsort(scores, kind="stable"), len(meta.classes),
                     thresholds)
@@ -228,6 +236,20 @@ def ranking_metrics(scores: np.ndarray, ranks: np.ndarray, thresholds: np.ndarra
             "mean_abs_rank_error": float(np.sum(np.abs(predicted - ranks))) / n,
             "pairwise_accuracy": concordant / pairs if pairs else float("nan"),
             "n_pairs": pairs}
+
+
+def _retried(client, plan: WorkerPlan, what: str, progress: Progress, run_pass):
+    """``(plan, run_pass(plan))``; when a worker of the pass leaves the cluster, its blocks go
+    to the others (:func:`distsvm.cluster.replan`) and the pass runs again: the workers keep
+    no state between passes, so nothing else is lost.  ClusterError when none is left."""
+    while True:
+        try:
+            return plan, run_pass(plan)
+        except cluster.WorkerLost as lost:
+            plan = cluster.replan(plan, lost.gone)
+            progress.note(f"{what}: worker {', '.join(lost.gone)} left the cluster; its "
+                          f"blocks go to the other {len(plan.workers)} worker(s) and the "
+                          "pass runs again")
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
@@ -274,12 +296,15 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
                       f"({found.directory})")
     for r in range(first, max_rounds + 1):
         measured = w  # the w whose objective this round measures, and the one returned
-        wf = client.scatter(w, broadcast=True, hash=False)
-        if objective == "classification":
-            g, b, xi_prime = _classification_cut(client, dataset, plan, wf, common, n, positive)
-        else:
-            g = None
-            coef, b, xi_prime = _ordinal_cut(client, dataset, plan, wf, common, n)
+
+        def cut(plan):
+            if objective == "classification":
+                return _classification_cut(client, dataset, plan, w, common, n, positive)
+            return _ordinal_cut(client, dataset, plan, w, common, n)
+
+        plan, (g, b, xi_prime) = _retried(client, plan, f"round {r}", progress, cut)
+        if objective == "ordinal":
+            coef, g = g, None
         primal = 0.5 * float(w @ w) + C_op * xi_prime
         row = {"round": r, "working_set": ws.k, "xi": xi, "xi_prime": xi_prime,
                "violation": xi_prime - xi, "primal": primal, "dual": dual,
@@ -288,7 +313,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
             converged = True
         else:
             if g is None:
-                g = _ordinal_g(client, dataset, plan, coef, {**common, "dim": dim}, n)
+                plan, g = _retried(client, plan, f"round {r}", progress, lambda plan: _ordinal_g(
+                    client, dataset, plan, coef, {**common, "dim": dim}, n))
             ws.add(g, b)
             w, xi, res = ws.solve(C_op, tol)
             dual = res.objective
