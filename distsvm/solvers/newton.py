@@ -55,7 +55,7 @@ evaluation pass and goes on exactly as the uninterrupted run.  When a worker lea
 the interrupted pass to end, gives the departed worker's blocks to the survivors
 (:func:`distsvm.cluster.replan`), starts the per-row state afresh (a new run id) and runs
 the interrupted iteration again from its w, first recomputing z and D of every block in
-one pass (simpler than recomputing the lost blocks only, and one pass among the k + 2 of
+one pass (simpler than recomputing the lost blocks only, and one pass among the k + 1 of
 an iteration); the job fails with ClusterError only when no worker of the job is left.
 
 Bias: with ``bias >= 0`` the last coordinate of w weighs a constant feature of that
