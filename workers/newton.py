@@ -4,9 +4,11 @@ Each task covers all the blocks of one worker and returns one small reply
 (an n_features[+1]-vector and a few scalars) that the coordinator sums over
 workers.  The per-row vectors stay in the memory of the worker that owns the
 block for the whole run (:func:`workers.blocks.run_state`): z = Xw, the
-Hessian's weights D, t = Xs of the current direction, the costs Cᵢ and the
-labels.  Only :func:`evaluate`, :func:`hess_vec` and :func:`direction` read
-blocks; :func:`trial` works on the kept vectors alone.
+Hessian's weights D, t = Xs of the current direction, z₀ = Xw of the point the
+direction starts from, the costs Cᵢ and the labels; and per worker, the w of
+the last evaluation, so that :func:`step` need not be sent it.  Only
+:func:`evaluate`, :func:`hess_vec` and :func:`step` read blocks; :func:`trial`
+works on the kept vectors alone.
 """
 
 from __future__ import annotations
@@ -23,31 +25,35 @@ from .kernels.linear import decision_values
 def _state(run: str, info: BlockInfo, block=None, class_cost=None) -> dict:
     """The block's kept vectors; made (from ``block``) on the first pass of a run."""
     def make():
-        return {"z": np.zeros(info.n_rows), "D": np.zeros(info.n_rows),
-                "t": np.zeros(info.n_rows), "y": block.y,
+        return {"z": np.zeros(info.n_rows), "z0": np.zeros(info.n_rows),
+                "D": np.zeros(info.n_rows), "t": np.zeros(info.n_rows), "y": block.y,
                 "cost": blocks.row_costs(block, class_cost)}
 
     return blocks.run_state(run, info.name, make)
 
 
-def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, bias: float,
-             n_features: int, loss: int, class_cost: np.ndarray, positive: int,
-             cache_bytes: int, storage_options: dict | None = None) -> dict:
-    """f's loss part, ∇ of it and the preconditioner's Σ Dᵢxᵢⱼ² at ``w``, over this worker's
-    blocks (:func:`workers.kernels.newton.fun_grad`), keeping z = Xw and D.
+def _point(run: str) -> dict:
+    """This worker's ``{"w": …}``: the w of the run's last evaluation (:func:`evaluate`,
+    :func:`step`)."""
+    return blocks.run_state(run, ":w", dict)
 
-    z is computed afresh from ``w`` (the pass reads the block anyway), not updated as
-    z + αt: so an evaluation at w depends on w alone, and a run resumed or recovered at w
-    continues exactly as the uninterrupted one.  Returns ``{"loss", "grad", "diag",
-    "correct"}``.
-    """
+
+def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, cache_bytes,
+              storage_options, direction=None) -> dict:
+    """:func:`evaluate`'s pass; with ``direction`` s, also t = Xs of each block and the
+    loss along it at α = 1 from the block's z (→ z₀) and t, before z becomes Xw."""
     dim = n_features + (bias >= 0)
     grad = np.zeros(dim)
     diag = np.zeros(dim)
-    total = grad_b = diag_b = 0.0
+    total = grad_b = diag_b = along = 0.0
     correct = 0
     for info, (block, _) in zip(infos, blocks.stream(url, infos, cache_bytes, storage_options)):
         s = _state(run, info, block, class_cost)
+        if direction is not None:
+            decision_values(block.indptr, block.indices, block.data, direction, bias,
+                            n_features, s["t"])
+            s["z"], s["z0"] = s["z0"], s["z"]
+            along += kernel.loss_along(s["y"], positive, s["cost"], s["z0"], s["t"], 1.0, loss)
         out = kernel.fun_grad(block.indptr, block.indices, block.data, block.y, positive,
                               s["cost"], w, bias, n_features, loss, s["z"], s["D"],
                               grad, diag)
@@ -58,7 +64,23 @@ def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, bias:
     if bias >= 0:
         grad[n_features] = grad_b
         diag[n_features] = diag_b
-    return {"loss": total, "grad": grad, "diag": diag, "correct": correct}
+    _point(run)["w"] = w
+    return {"loss": total, "grad": grad, "diag": diag, "correct": correct, "along": along}
+
+
+def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, bias: float,
+             n_features: int, loss: int, class_cost: np.ndarray, positive: int,
+             cache_bytes: int, storage_options: dict | None = None) -> dict:
+    """f's loss part, ∇ of it and the preconditioner's Σ Dᵢxᵢⱼ² at ``w``, over this worker's
+    blocks (:func:`workers.kernels.newton.fun_grad`), keeping z = Xw, D and w.
+
+    z is computed afresh from ``w`` (the pass reads the block anyway), not updated as
+    z + αt: so an evaluation at w depends on w alone, and a run resumed or recovered at w
+    continues exactly as the uninterrupted one.  Returns ``{"loss", "grad", "diag",
+    "correct"}`` (and ``"along"``, 0).
+    """
+    return _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive,
+                     cache_bytes, storage_options)
 
 
 def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias: float,
@@ -74,24 +96,26 @@ def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias:
     return out
 
 
-def direction(url: str, infos: list[BlockInfo], run: str, s: np.ndarray, *, bias: float,
-              n_features: int, loss: int, positive: int, cache_bytes: int,
-              storage_options: dict | None = None) -> float:
-    """Keep t = Xs for the line search and return the loss part of f(w + s) (its first trial)."""
-    total = 0.0
-    for info, (block, _) in zip(infos, blocks.stream(url, infos, cache_bytes, storage_options)):
-        st = _state(run, info)
-        decision_values(block.indptr, block.indices, block.data, s, bias, n_features, st["t"])
-        total += kernel.loss_along(st["y"], positive, st["cost"], st["z"], st["t"], 1.0, loss)
-    return total
+def step(url: str, infos: list[BlockInfo], run: str, s: np.ndarray, *, bias: float,
+         n_features: int, loss: int, positive: int, cache_bytes: int,
+         storage_options: dict | None = None) -> dict:
+    """Along the direction ``s`` from the w of the last evaluation, in one read of each block:
+    keep t = Xs and z₀ = Xw for the line search, and return the loss part of f(w + s) from
+    z₀ + t (its first trial, ``"along"``) together with :func:`evaluate` at w + s (which
+    then keeps z = X(w + s), D and w + s): when the line search takes α = 1, as it mostly
+    does, the next iteration needs no evaluation pass."""
+    w = _point(run)["w"] + 1.0 * s  # the coordinator's w + α·s at α = 1, to the bit
+    return _fun_grad(url, infos, run, w, bias, n_features, loss, None, positive, cache_bytes,
+                     storage_options, direction=s)
 
 
 def trial(url: str, infos: list[BlockInfo], run: str, alpha: float, *, loss: int, positive: int,
           cache_bytes: int, bias: float, n_features: int,
           storage_options: dict | None = None) -> float:
-    """The loss part of f(w + αs) from the kept z and t: a line-search trial that reads no block."""
+    """The loss part of f(w + αs) from the kept z₀ = Xw and t = Xs (:func:`step`): a
+    line-search trial that reads no block."""
     total = 0.0
     for info in infos:
         st = _state(run, info)
-        total += kernel.loss_along(st["y"], positive, st["cost"], st["z"], st["t"], alpha, loss)
+        total += kernel.loss_along(st["y"], positive, st["cost"], st["z0"], st["t"], alpha, loss)
     return total

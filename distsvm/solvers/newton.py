@@ -29,15 +29,22 @@ Distribution: the data are touched only through map-reduce passes over the row b
   diagonal weights D and the preconditioner's diagonal Σᵢ Dᵢxᵢⱼ², and keeps D and
   z = Xw on the workers;
 * one pass per Hessian-vector product ``v + Xᵀ(D(Xv))``;
-* one pass per direction that keeps t = Xs on the workers and returns f(w + s), after
-  which every further line-search trial f(w + αs) uses the kept z and t only, reading
-  no data.  Where LIBLINEAR then keeps ``wx`` as z + αt, the next evaluation pass
-  computes z = Xw afresh from the block it reads anyway (one more product per row, no
-  more data read): an evaluation then depends on w alone, which makes a resumed or
-  recovered run continue exactly as an uninterrupted one.
+* one pass per direction s (:func:`workers.newton.step`) that keeps t = Xs and z₀ = Xw on
+  the workers, returns the loss at w + s computed as LIBLINEAR's first line-search trial
+  (from z₀ + t), and in the same read of the blocks evaluates f, ∇f and D at w + s, as the
+  evaluation pass would: when the line search takes α = 1 (it mostly does: Newton's
+  step) the next iteration needs no evaluation pass.  Every further trial f(w + αs) uses
+  the kept z₀ and t only, reading no data, and an accepted α < 1 costs an evaluation
+  pass at w + αs.  The workers keep the w of their last evaluation, so a step is sent s
+  alone (w itself only with an evaluation).  Where LIBLINEAR keeps ``wx`` as z + αt,
+  the evaluations compute z = Xw afresh from the block they read anyway (one more
+  product per row, no more data read): an evaluation then depends on w alone, which
+  makes a resumed or recovered run continue exactly as an uninterrupted one.
 
-So a Newton iteration with k CG steps reads the data k + 2 times, as LIBLINEAR.  The
-coordinator holds O(n_features) vectors: w, ∇f, M, and the CG vectors.
+So a Newton iteration with k CG steps reads the data k + 1 times when α = 1 (k + 2 with
+a shorter step), where LIBLINEAR reads it k + 2 times; the iterates are the same.  The
+coordinator holds O(n_features) vectors: w, ∇f, M, and the CG vectors; its inner
+products are :func:`workers.kernels.newton.dot` (sequential, no BLAS threads).
 
 Checkpoints and worker faults: the state of a run is the coordinator's w, the
 iteration, ‖∇f(0)‖ (the stopping rule's reference) and the history; the workers' z = Xw
@@ -48,7 +55,7 @@ evaluation pass and goes on exactly as the uninterrupted run.  When a worker lea
 the interrupted pass to end, gives the departed worker's blocks to the survivors
 (:func:`distsvm.cluster.replan`), starts the per-row state afresh (a new run id) and runs
 the interrupted iteration again from its w, first recomputing z and D of every block in
-one pass (simpler than recomputing the lost blocks only, and one pass among the k + 2 of
+one pass (simpler than recomputing the lost blocks only, and one pass among the k + 1 of
 an iteration); the job fails with ClusterError only when no worker of the job is left.
 
 Bias: with ``bias >= 0`` the last coordinate of w weighs a constant feature of that
@@ -68,6 +75,7 @@ import workers.blocks
 import workers.newton
 from storage import Dataset
 from workers import losses
+from workers.kernels.newton import dot
 
 from .. import cluster
 from ..checkpoint import Checkpointer
@@ -97,18 +105,18 @@ def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | 
     r = -g
     z = r / M
     d = z.copy()
-    zTr = float(z @ r)
+    zTr = dot(z, r)
     cgtol = min(EPS_CG, np.sqrt(np.sqrt(zTr)))
     Q = 0.0
     for k in range(1, max(n, 5) + 1):
         Hd = hess_vec(d)
-        dHd = float(d @ Hd)
+        dHd = dot(d, Hd)
         if dHd <= 1e-16:  # avoids 0/0 in the step
             return s, k, None
         a = zTr / dHd
         s += a * d
         r -= a * Hd
-        newQ = -0.5 * (float(s @ r) - float(s @ g))  # the quadratic model at s
+        newQ = -0.5 * (dot(s, r) - dot(s, g))  # the quadratic model at s
         Qdiff = newQ - Q
         if newQ > 0 or Qdiff > 0:
             return s, k, "quadratic approximation > 0 or increasing in CG"
@@ -116,7 +124,7 @@ def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | 
             return s, k, None
         Q = newQ
         z = r / M
-        znew = float(z @ r)
+        znew = dot(z, r)
         d = z + (znew / zTr) * d
         zTr = znew
     return s, max(n, 5), "reaching maximal number of CG steps"
@@ -148,8 +156,12 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     start = time.perf_counter()
 
     def evaluate(w):
-        reps = passes.each(workers.newton.evaluate, run, w, class_cost=class_cost, **kw)
-        f = 0.5 * float(reg @ (w * w)) + sum(r["loss"] for r in reps)
+        return totals(w, passes.each(workers.newton.evaluate, run, w, class_cost=class_cost,
+                                     **kw))
+
+    def totals(w, reps):
+        """(f, ∇f, diag(∇²f), rows right) at w from the workers' replies of an evaluation."""
+        f = 0.5 * dot(reg, w * w) + sum(r["loss"] for r in reps)
         return (f, reg * w + sum(r["grad"] for r in reps), reg + sum(r["diag"] for r in reps),
                 sum(r["correct"] for r in reps))
 
@@ -194,11 +206,11 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
         s, cg, warning = pcg(hess_vec, g, (1 - ALPHA_PCG) + ALPHA_PCG * M)
         if warning:
             progress.note(f"WARNING: {warning}")
-        alpha = _line_search(passes, run, kw, w, s, g, f, reg)
+        alpha, at_one = _line_search(passes, run, kw, w, s, g, f, reg)
         if alpha == 0.0:
             return w, f, g, M, 0, cg, alpha
         w = w + alpha * s
-        return (w, *evaluate(w), cg, alpha)
+        return (w, *(totals(w, at_one) if alpha == 1.0 else evaluate(w)), cg, alpha)
 
     w = np.zeros(dim) if warm_start is None else np.array(warm_start, dtype=np.float64)
     resumed = checkpoint.latest("newton") if checkpoint is not None else None
@@ -211,11 +223,11 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             progress.note(f"resuming from the checkpoint of iteration {k} "
                           f"({resumed.directory})")
         elif warm_start is not None and np.any(w):
-            gnorm0 = float(np.linalg.norm(retried(lambda: evaluate(np.zeros(dim)),
-                                                  0)[1]))
+            g0 = retried(lambda: evaluate(np.zeros(dim)), 0)[1]
+            gnorm0 = np.sqrt(dot(g0, g0))
         f, g, M, correct = retried(lambda: evaluate(w), k)
         fresh[0] = False
-        gnorm = float(np.linalg.norm(g))
+        gnorm = np.sqrt(dot(g, g))
         if resumed is None and (warm_start is None or not np.any(w)):
             gnorm0 = gnorm
         gnorm0 = gnorm0 or 1.0  # ∇f(0) = 0: w = 0 is optimal, stop at once
@@ -231,7 +243,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             if alpha == 0.0:
                 progress.note("WARNING: line search fails")
                 break
-            gnorm = float(np.linalg.norm(g))
+            gnorm = np.sqrt(dot(g, g))
             log(k, f, gnorm, cg, alpha, correct)
             converged = gnorm <= tol
             if not converged and abs(f_old - f) <= 1e-12 * abs(f):
@@ -253,17 +265,19 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                   train_seconds=time.perf_counter() - start, history=history)
 
 
-def _line_search(passes, run, kw, w, s, g, f, reg) -> float:
+def _line_search(passes, run, kw, w, s, g, f, reg) -> tuple[float, list]:
     """Backtracking from α = 1 (newton.cpp's ``linesearch_and_update``): the first α of
-    1, ½, ¼, … with f(w + αs) − f(w) ≤ η·α·∇fᵀs; 0 if none of ``MAX_LINESEARCH`` is."""
-    wTw, wTs, sTs = float(reg @ (w * w)), float(reg @ (w * s)), float(reg @ (s * s))
-    gTs = float(g @ s)
-    loss = sum(passes.each(workers.newton.direction, run, s, **kw))
+    1, ½, ¼, … with f(w + αs) − f(w) ≤ η·α·∇fᵀs; 0 if none of ``MAX_LINESEARCH`` is.
+    Returns α and the workers' evaluations at w + s (:func:`workers.newton.step`)."""
+    wTw, wTs, sTs = dot(reg, w * w), dot(reg, w * s), dot(reg, s * s)
+    gTs = dot(g, s)
+    at_one = passes.each(workers.newton.step, run, s, **kw)
+    loss = sum(r["along"] for r in at_one)
     alpha = 1.0
     for trial in range(MAX_LINESEARCH):
         if trial:
             loss = sum(passes.each(workers.newton.trial, run, alpha, **kw))
         if loss + 0.5 * (wTw + 2 * alpha * wTs + alpha * alpha * sTs) - f <= ETA * alpha * gTs:
-            return alpha
+            return alpha, at_one
         alpha *= 0.5
-    return 0.0
+    return 0.0, at_one

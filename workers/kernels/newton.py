@@ -29,8 +29,24 @@ from .linear import row_dot
 def row_loss(m, loss):
     """ξ(m): the stable logistic loss, or the squared hinge."""
     if loss == LOGISTIC:
-        return max(-m, 0.0) + np.log1p(np.exp(-abs(m)))
+        return _logistic(m, np.exp(-abs(m)))
     return (1.0 - m) * (1.0 - m) if m < 1.0 else 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _logistic(m, e):
+    """log(1 + e^{−m}) given e = e^{−|m|}: one exponential serves the loss and σ."""
+    return max(-m, 0.0) + np.log1p(e)
+
+
+@numba.njit(cache=True, nogil=True)
+def dot(a, b):
+    """aᵀb, summed in order in float64: the coordinator's vector products without BLAS,
+    whose threads (two by default) cost more than the product on a loaded machine."""
+    total = 0.0
+    for j in range(len(a)):
+        total += a[j] * b[j]
+    return total
 
 
 @numba.njit(cache=True, nogil=True)
@@ -54,18 +70,16 @@ def fun_grad(indptr, indices, data, y, positive, cost, w, bias, n_features, loss
         if m > 0.0:
             correct += 1
         c = cost[i]
-        total += c * row_loss(m, loss)
         if loss == LOGISTIC:
             e = np.exp(-abs(m))
+            total += c * _logistic(m, e)
             s_neg = e / (1.0 + e) if m >= 0.0 else 1.0 / (1.0 + e)  # σ(−m)
             coef = -c * yi * s_neg
             D[i] = c * s_neg * (1.0 - s_neg)
-        elif m < 1.0:
-            coef = 2.0 * c * (z[i] - yi)
-            D[i] = 2.0 * c
         else:
-            coef = 0.0
-            D[i] = 0.0
+            total += c * row_loss(m, loss)
+            coef = 2.0 * c * (z[i] - yi) if m < 1.0 else 0.0
+            D[i] = 2.0 * c if m < 1.0 else 0.0
         if D[i] == 0.0 and coef == 0.0:
             continue
         d = D[i]
