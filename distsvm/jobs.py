@@ -446,8 +446,9 @@ def _switch_to_primal(client, dataset, plan, dual, positive: int, class_cost, *,
     ``dual`` that stopped at its round limit: the primal Newton solver of the same loss from
     its w, stopping at 0.1·eps (LIBLINEAR: "primal_solver_tol obtained from eps for dual may
     be too loose").  The result is Newton's, its rounds and history after the dual's."""
+    s = 2 if loss == "squared_hinge" else 0
     progress.note(f"dcd reached {dual.rounds} rounds without converging: switching to the "
-                  f"primal Newton solver (LIBLINEAR's -s {'2' if loss == 'squared_hinge' else '0'})")
+                  f"primal Newton solver (LIBLINEAR's -s {s})")
     primal = newton.solve(client, dataset, plan, loss=loss, C=C, eps=0.1 * eps, bias=bias,
                           max_rounds=max_rounds, warm_start=dual.w, class_cost=class_cost,
                           progress=progress, positive=positive)
