@@ -16,7 +16,7 @@ unscaled, 0–100): its dual solvers stop at their iteration limits there (``-s 
 solver (-s 2, -s 0) and end at the optimum; we run them as LIBLINEAR does
 (``primal_switch``, :data:`distsvm.jobs.LIBLINEAR_DUAL_ROUNDS`) and the comparison is the
 usual one.  ``-s 3`` and ``-s 4`` have no primal solver: LIBLINEAR returns a point far from
-the optimum (pendigits ``-s 3``: Σ primal 7880 against a dual 26; ``-s 4``: 1774–2362 by the
+the optimum (pendigits ``-s 3``: Σ primal 7880 against a dual 26; ``-s 4``: 1627–2362 by the
 random order, dual 648), whose objective and accuracy are not a reference.  Then the test
 checks what both solvers certify, the dual objective (a lower bound of the optimum, that
 LIBLINEAR logs as "Objective value" = −D): ours is below LIBLINEAR's primal (weak duality)
