@@ -361,7 +361,7 @@ def _info(a):
 
 def _train(a, progress):
     from .model import save_model
-    from .jobs import LIBLINEAR_TYPES, train
+    from .jobs import LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, train
 
     loss = a.loss.replace("-", "_") if a.loss else None
     if a.liblinear_type is not None:
@@ -394,6 +394,8 @@ def _train(a, progress):
         return _select(a, progress, solver, loss or "squared_hinge", options, store)
     if a.model is None:
         raise ValueError("distsvm train: the MODEL path is required (except with -v or -C)")
+    if a.liblinear_type in (1, 7):  # LIBLINEAR's switch to the primal solver (jobs.train)
+        options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS
     model = train(store, solver=solver, loss=loss or "squared_hinge",
                   C=1.0 if a.C is None else a.C, progress=progress, **options)
     save_model(model, a.model, _so(a))

@@ -9,6 +9,7 @@ way, everywhere.  Objective scaling is LIBLINEAR's everywhere:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import numbers
 import os
 import time
@@ -48,6 +49,10 @@ DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm"
 UNWEIGHTED = ("cutting_plane", "alm")
 # solvers that start from a given w (train's warm_start: the C search, the pipeline)
 WARM_START_SOLVERS = ("newton",)
+# LIBLINEAR 2.40+'s -s 1 and -s 7 (train_one in linear.cpp): a problem whose dual CD has
+# not converged after this many iterations continues with the primal Newton solver of the
+# same loss (-s 2, -s 0) from the dual's w; train's ``primal_switch`` (the CLI's -s 1, -s 7)
+LIBLINEAR_DUAL_ROUNDS = 300
 
 
 def _check_real(owner, name, value, low, high=np.inf, low_open=True):
@@ -231,7 +236,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
           mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6, pcd_mode: str = "exact",
           parallel: str | None = None, regularize_bias: bool = True,
           warm_start=None, class_weight=None, scheduler: str | None = None,
-          n_workers: int | None = None,
+          n_workers: int | None = None, primal_switch: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train",
           checkpoint=None) -> Model:
     """Train a binary linear classifier (or a ranking model) on a dataset (or its URL) and
@@ -260,6 +265,14 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     ``warm_start`` (solver "newton"): the initial w, n_features (+1 with a bias) values,
     e.g. a model's ``w`` for a nearby C; the stopping rule stays relative to ∇f(0).
 
+    ``primal_switch`` (solver "dcd", loss squared_hinge or logistic): LIBLINEAR's fallback
+    for ``-s 1`` and ``-s 7`` (:data:`LIBLINEAR_DUAL_ROUNDS`, 300 there) — a problem whose
+    dual CD has not converged after ``primal_switch`` rounds continues with the primal
+    Newton solver of the same loss (``-s 2``, ``-s 0``) from the dual's w, with LIBLINEAR's
+    tolerance 0.1·eps and at most ``max_rounds`` iterations (:func:`_switch_to_primal`).
+    Dual CD converges slowly when C·‖xᵢ‖² is large (unscaled features: on pendigits, values
+    0–100, LIBLINEAR's own dual CD stops at its limit on every class and switches).
+
     ``eps`` defaults to :data:`DEFAULT_EPS` of the solver.  ``objective`` and ``c_perf``
     (SVMperf's C, replacing ``C``) are for the cutting-plane solver; see
     :mod:`distsvm.solvers.cutting_plane` for their meaning.  ``objective="ordinal"`` takes
@@ -287,6 +300,13 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     elif p is not None or alm_options != dict(method="inexact", mu0=0.01, rho=1.02, rtol=1e-6):
         raise ValueError(f"The parameters p, method, mu0, rho and rtol of {owner} belong to "
                          f"solver 'alm'; solver {solver!r} does not take them.")
+    if primal_switch is not None:
+        _check_int(owner, "primal_switch", primal_switch, 1)
+        if solver != "dcd" or loss not in newton.LOSSES:
+            raise ValueError(f"The 'primal_switch' parameter of {owner} belongs to solver "
+                             f"'dcd' with the loss {' or '.join(newton.LOSSES)} (the losses "
+                             f"of the primal Newton solver). Got solver {solver!r}, loss "
+                             f"{loss!r}.")
     if pcd_mode not in pcd.MODES:
         raise ValueError(f"The 'pcd_mode' parameter of {owner} must be one of "
                          f"{list(pcd.MODES)}. Got {pcd_mode!r} instead.")
@@ -353,14 +373,15 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                                             gap_tol=float(gap_tol), progress=progress,
                                             class_cost=class_cost, checkpoint=checkpoint)
             return dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
-                             bias=float(bias), max_rounds=max_rounds, seed=seed,
+                             bias=float(bias), max_rounds=dual_rounds, seed=seed,
                              inner_passes=inner_passes, gap_tol=float(gap_tol),
                              parallel=parallel, progress=progress, checkpoint=checkpoint,
                              positive=positive, class_cost=cost)
         start = time.perf_counter()
+        dual_rounds = max_rounds if primal_switch is None else primal_switch
         if multiclass and solver == "dcd" and parallel is None:  # K problems, one read a block
             results = dcd.solve_ovr(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
-                                    bias=float(bias), max_rounds=max_rounds, seed=seed,
+                                    bias=float(bias), max_rounds=dual_rounds, seed=seed,
                                     inner_passes=inner_passes, gap_tol=float(gap_tol),
                                     progress=progress, checkpoint=checkpoint,
                                     class_cost=class_cost)
@@ -368,6 +389,13 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
             results = ovr.solve(fit, meta.classes, plan, progress, checkpoint)
         else:
             results = [fit(1, plan, progress)]
+        if primal_switch is not None:
+            results = [r if r.converged else _switch_to_primal(
+                c, dataset, plan, r, k if multiclass else 1,
+                ovr.problem_cost(class_cost, C, k) if multiclass else class_cost, loss=loss,
+                C=float(C), eps=float(eps), bias=float(bias), max_rounds=max_rounds,
+                progress=ovr.Tagged(progress, f"{meta.classes[k]:g}") if multiclass
+                else progress) for k, r in enumerate(results)]
         seconds = time.perf_counter() - start
         if solver == "alm":
             return _alm_model(results, seconds, dataset, loss, C, eps, p, max_rounds)
@@ -395,6 +423,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         params["sample_weight"] = True
     if parallel is not None:
         params["parallel"] = parallel
+    if primal_switch is not None:
+        params["primal_switch"] = primal_switch
     if why:
         params["auto_choice"] = why
     w, summary = _combined(results, _summary, seconds)
@@ -405,6 +435,24 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     return Model(w=w, bias=float(bias), classes=meta.classes, solver=solver, loss=loss,
                  params=params, summary=summary, n_features=meta.n_features,
                  thresholds=tuple(float(t) for t in thresholds) if ranked else None)
+
+
+def _switch_to_primal(client, dataset, plan, dual, positive: int, class_cost, *, loss: str,
+                      C: float, eps: float, bias: float, max_rounds: int, progress):
+    """LIBLINEAR's switch (``train_one``, linear.cpp, since 2.40) for a dual CD result
+    ``dual`` that stopped at its round limit: the primal Newton solver of the same loss from
+    its w, stopping at 0.1·eps (LIBLINEAR: "primal_solver_tol obtained from eps for dual may
+    be too loose").  The result is Newton's, its rounds and history after the dual's."""
+    s = 2 if loss == "squared_hinge" else 0
+    progress.note(f"dcd reached {dual.rounds} rounds without converging: switching to the "
+                  f"primal Newton solver (LIBLINEAR's -s {s})")
+    primal = newton.solve(client, dataset, plan, loss=loss, C=C, eps=0.1 * eps, bias=bias,
+                          max_rounds=max_rounds, warm_start=dual.w, class_cost=class_cost,
+                          progress=progress, positive=positive)
+    history = dual.history + [{**row, "round": dual.rounds + row["round"]}
+                              for row in primal.history[1:]]
+    return dataclasses.replace(primal, rounds=dual.rounds + primal.rounds, history=history,
+                               train_seconds=dual.train_seconds + primal.train_seconds)
 
 
 def _summary(result) -> dict:
