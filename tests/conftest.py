@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import lzma
+import os
 import pathlib
+import signal
 
 import numpy as np
 import pytest
+
+from distsvm.progress import Progress
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
@@ -37,6 +42,14 @@ def local_client(n_workers: int):
 
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                       host="127.0.0.1", dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def two():
+    """A 2-worker cluster of the test module's own, for the fault tests: the session's
+    would lose a worker to them."""
+    with local_client(2) as c:
         yield c
 
 
@@ -86,3 +99,34 @@ def weighted_stores(tmp, X, y, seed: int, block_rows: int, dup_block_rows: int):
     store = ingest((X, y), str(tmp / "w.zarr"), block_rows=block_rows, sample_weight=sw)
     dup = ingest((X[rows], y[rows]), str(tmp / "dup.zarr"), block_rows=dup_block_rows)
     return sw, store, dup
+
+
+class Killer(Progress):
+    """Logs to a buffer and SIGKILLs worker process ``victim`` (its index among the
+    cluster's sorted addresses) when round (or iteration) ``at`` is first logged; the
+    coordinator goes on to submit the next round at once, so the loss lands during a round."""
+
+    def __init__(self, client, at: int, victim: int):
+        super().__init__(stream=io.StringIO())
+        self.client, self.at, self.victim, self.killed = client, at, victim, None
+
+    def round(self, row, text=None):
+        super().round(row, text)
+        if row.get("round", row.get("iteration")) == self.at and self.killed is None:
+            pids = self.client.run(os.getpid)
+            self.killed = sorted(pids)[self.victim]
+            os.kill(pids[self.killed], signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def small(a9a):
+    """The fault tests' data: 3,000 rows of a9a in 6 blocks (each of 3 workers owns 2)."""
+    X, y = a9a
+    return X[:3000], y[:3000]
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory, small):
+    from distsvm.ingest import ingest
+
+    return ingest(small, str(tmp_path_factory.mktemp("faults") / "s.zarr"), block_rows=500)

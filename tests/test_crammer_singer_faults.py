@@ -20,10 +20,9 @@ from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.progress import Progress
 
-from .conftest import DATA, load_xy
+from .conftest import DATA, Killer, load_xy
 from .test_checkpoint import EVERY, PARAMS, _kill_and_resume, _spec
 from .test_crammer_singer import cs_primal
-from .test_dcd_faults import Killer, two  # noqa: F401 (fixture)
 from .test_multiclass import liblinear_model
 
 CS = dict(solver="crammer_singer", loss="crammer_singer")

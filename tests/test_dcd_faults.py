@@ -3,9 +3,6 @@ the no-fault run's objective, deterministically; and it fails promptly if no wor
 
 from __future__ import annotations
 
-import io
-import os
-import signal
 import time
 
 import numpy as np
@@ -14,12 +11,11 @@ import pytest
 import workers.blocks
 import workers.dcd
 from distsvm.errors import ClusterError
-from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.progress import Progress
 from workers import losses
 
-from .conftest import local_client, primal_objective
+from .conftest import Killer, local_client, primal_objective
 
 FAULT_GAP = 4e-5  # both runs of a fault test are certified to this: they differ by < 1e-4
 FAULT_C = 0.003  # a few dozen rounds to FAULT_GAP on 3,000 rows
@@ -29,42 +25,6 @@ FAULT_C = 0.003  # a few dozen rounds to FAULT_GAP on 3,000 rows
 def three():
     with local_client(3) as c:
         yield c
-
-
-@pytest.fixture(scope="module")
-def two():
-    """A 2-worker cluster of our own: the session's would lose a worker to these tests."""
-    with local_client(2) as c:
-        yield c
-
-
-class Killer(Progress):
-    """Logs to a buffer and SIGKILLs worker process ``victim`` (its index among the
-    cluster's sorted addresses) when round (or iteration) ``at`` is first logged; the
-    coordinator goes on to submit the next round at once, so the loss lands during a round."""
-
-    def __init__(self, client, at: int, victim: int):
-        super().__init__(stream=io.StringIO())
-        self.client, self.at, self.victim, self.killed = client, at, victim, None
-
-    def round(self, row, text=None):
-        super().round(row, text)
-        if row.get("round", row.get("iteration")) == self.at and self.killed is None:
-            pids = self.client.run(os.getpid)
-            self.killed = sorted(pids)[self.victim]
-            os.kill(pids[self.killed], signal.SIGKILL)
-
-
-@pytest.fixture(scope="module")
-def small(a9a):
-    """3,000 rows of a9a in 6 blocks: each of 3 workers owns 2."""
-    X, y = a9a
-    return X[:3000], y[:3000]
-
-
-@pytest.fixture(scope="module")
-def small_store(tmp_path_factory, small):
-    return ingest(small, str(tmp_path_factory.mktemp("faults") / "s.zarr"), block_rows=500)
 
 
 @pytest.mark.parametrize("parallel", [None, "add"])

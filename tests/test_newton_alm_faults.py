@@ -16,8 +16,7 @@ from distsvm.checkpoint import Checkpointer
 from distsvm.errors import ClusterError, ConvergenceWarning
 from distsvm.progress import Progress
 
-from .conftest import local_client, primal_objective
-from .test_dcd_faults import Killer, small, small_store, two  # noqa: F401 (fixtures)
+from .conftest import Killer, local_client, primal_objective
 
 
 NEWTON = dict(solver="newton", loss="logistic", C=1.0, eps=1e-4, max_rounds=50)

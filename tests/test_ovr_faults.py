@@ -24,7 +24,6 @@ from distsvm.progress import Progress
 
 from .conftest import DATA, load_xy
 from .test_checkpoint import EVERY, ROUND_LINE, _kill_and_resume
-from .test_dcd_faults import two  # noqa: F401 (fixture: a 2-worker cluster of our own)
 from .test_multiclass import ovr_objectives
 
 C = 0.001  # about 20 rounds to a duality gap of 5e-7 on 1,000 rows of dna

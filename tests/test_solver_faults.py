@@ -20,8 +20,7 @@ from distsvm.solvers import pcd
 from storage.columns import read_columns_meta
 from workers import losses
 
-from .conftest import local_client, primal_objective
-from .test_dcd_faults import Killer, two  # noqa: F401 (fixture)
+from .conftest import Killer, local_client, primal_objective
 
 # C small enough for a few dozen rounds to eps (measured: 30 exact, 75 parallel rounds); both
 # runs of a test then stop within ~1e-9 of the optimum, so their objectives agree to 1e-6
