@@ -390,12 +390,12 @@ def _train(a, progress):
                    gap_tol=a.gap_tol, pcd_mode=a.pcd_mode, parallel=a.parallel,
                    regularize_bias=not a.unregularized_bias, class_weight=a.class_weight,
                    scheduler=a.scheduler, n_workers=a.workers, owner="distsvm train", **extra)
+    if a.liblinear_type in (1, 7):  # LIBLINEAR's switch to the primal solver (jobs.train)
+        options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS  # also in each fold of -v
     if a.find_c or a.n_folds is not None:
         return _select(a, progress, solver, loss or "squared_hinge", options, store)
     if a.model is None:
         raise ValueError("distsvm train: the MODEL path is required (except with -v or -C)")
-    if a.liblinear_type in (1, 7):  # LIBLINEAR's switch to the primal solver (jobs.train)
-        options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS
     model = train(store, solver=solver, loss=loss or "squared_hinge",
                   C=1.0 if a.C is None else a.C, progress=progress, **options)
     save_model(model, a.model, _so(a))
