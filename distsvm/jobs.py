@@ -340,6 +340,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                       f"{meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers"
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
+        dual_rounds = max_rounds if primal_switch is None else primal_switch  # dcd's limit
 
         def fit(positive, plan, progress, checkpoint=checkpoint):
             """The binary problem of class index ``positive`` (+1) against the rest (with
@@ -378,7 +379,6 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                              parallel=parallel, progress=progress, checkpoint=checkpoint,
                              positive=positive, class_cost=cost)
         start = time.perf_counter()
-        dual_rounds = max_rounds if primal_switch is None else primal_switch
         if multiclass and solver == "dcd" and parallel is None:  # K problems, one read a block
             results = dcd.solve_ovr(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
                                     bias=float(bias), max_rounds=dual_rounds, seed=seed,

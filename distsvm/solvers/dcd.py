@@ -82,7 +82,7 @@ sequential mode each round starts from the gathered w rather than from the
 previous round's last task: a loss between rounds must not make Dask re-run a
 stateful task of an earlier round to recompute its lost result.  One-vs-rest
 (:func:`solve_ovr`) recovers the same way for all its running problems at once: each
-problem has its own run id, and :func:`workers.dcd.restore` rolls back each problem's α
+problem has its own run id, and :func:`workers.dcd.ovr_restore` rolls back each problem's α
 and rebuilds each problem's w from one read of each surviving block.
 
 Checkpoints (:mod:`distsvm.checkpoint`, for ``distsvm resume``): every k rounds each
