@@ -75,11 +75,14 @@ class Progress:
         if self.json:
             self.event("round", **row)
             return
-        if text is None:
-            rel = row["gap"] / abs(row["primal"]) if row["primal"] else float("nan")
-            text = (f"round {row['round']:4d}  primal {row['primal']:.8e}  "
-                    f"dual {row['dual']:.8e}  gap {row['gap']:.2e} ({rel:.1e} rel)  "
-                    f"pg {row['pg_violation']:.2e}  active {100 * row['active']:5.1f}%  "
+        if text is None:  # a round whose primal objective was not measured has no gap
+            measured = "primal" in row
+            rel = row["gap"] / abs(row["primal"]) if measured and row["primal"] else math.nan
+            text = (f"round {row['round']:4d}  "
+                    + (f"primal {row['primal']:.8e}  " if measured else "")
+                    + f"dual {row['dual']:.8e}  "
+                    + (f"gap {row['gap']:.2e} ({rel:.1e} rel)  " if measured else "")
+                    + f"pg {row['pg_violation']:.2e}  active {100 * row['active']:5.1f}%  "
                     + (f"read {row['bytes_read'] / 2**20:.0f} MiB  "
                        if "bytes_read" in row else "")
                     + f"{row['seconds']:.2f}s")

@@ -143,8 +143,8 @@ def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(small_store):
                                              list(range(len(infos))), other, tag=1,
                                              **{**step, "positive": 0})
         for _ in range(2):
-            rebuilt = workers.dcd.ovr_restore(d.url, infos, [run, other], 2, positives=[1, 0],
-                                          **kw)
+            rebuilt = [workers.dcd.restore(d.url, infos, run, 2, positive=1, **kw),
+                       workers.dcd.restore(d.url, infos, other, 2, positive=0, **kw)]
             np.testing.assert_allclose(rebuilt, [w1, w_other], rtol=1e-9, atol=1e-10)
             for info, a1 in zip(infos, alpha1):
                 alpha = workers.blocks.run_state(run, info.name, dict)["alpha"]

@@ -91,9 +91,10 @@ def test_dcd_one_vs_rest_matches_liblinear(client, dna, dna_store, tmp_path):
     assert out["accuracy"] == pytest.approx(accuracy(model.w, Xt, yt))
 
 
-def test_shared_read_ovr_equals_the_binary_runs(client, dna, tmp_path):
-    """dcd's one-vs-rest job (one task visits a block for all K problems) follows, problem by
-    problem, exactly the path of K binary runs, over three blocks on two workers."""
+def test_ovr_problems_follow_their_binary_runs(client, dna, tmp_path):
+    """dcd's one-vs-rest job (the problems dealt to the workers, each worker's problems
+    sharing each block read, rounds batched on the worker) follows, problem by problem,
+    exactly the path of K binary runs, over three blocks on two workers."""
     from distsvm import cluster
     from distsvm.solvers import dcd
 

@@ -191,7 +191,7 @@ def test_ingest_train_predict_export_round_trip_on_s3(client, s3, capsys):
     assert code == 0, err
     info = json.loads(out)
     assert info["verified"] and info["n_rows"] == 2000 and len(info["blocks"]) == 3
-    code, out, err = cli(capsys, "train", STORE, model, "--max-rounds", 10, "--json", *o)
+    code, out, err = cli(capsys, "train", STORE, model, "--solver", "newton", "--json", *o)
     assert code == 0, err
     assert json.loads(out)["model"] == model and s3["fs"].exists(f"{BUCKET}/models/a9a.model")
     assert s3["fs"].ls(f"{BUCKET}/models") == [f"{BUCKET}/models/a9a.model"]  # no temp key
@@ -200,7 +200,7 @@ def test_ingest_train_predict_export_round_trip_on_s3(client, s3, capsys):
 
     local, local_model = tmp / "local.zarr", tmp / "local.model"
     assert cli(capsys, "ingest", s3["source"], local, "--block-rows", 700, "-q")[0] == 0
-    assert cli(capsys, "train", local, local_model, "--max-rounds", 10, "-q")[0] == 0
+    assert cli(capsys, "train", local, local_model, "--solver", "newton", "-q")[0] == 0
     remote = load_model(model, s3["options"])
     np.testing.assert_array_equal(remote.w, load_model(local_model).w)
 

@@ -132,10 +132,10 @@ def run_state(run: str, name: str, make):
         return blocks[name]
 
 
-def drop_run(run: str) -> int:
-    """Forget a run's state; return how many blocks it held."""
+def drop_run(*runs: str) -> int:
+    """Forget the state of ``runs``; return how many blocks they held."""
     with _lock:
-        return len(_runs.pop(run, {}))
+        return sum(len(_runs.pop(run, {})) for run in runs)
 
 
 def write_states(run: str, infos: list[BlockInfo], directory: str, arrays,

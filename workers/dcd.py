@@ -9,6 +9,8 @@ coordinator can roll the survivors back to it (:func:`restore`).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from storage import BlockInfo
@@ -169,8 +171,9 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
         alpha[:] = old + gamma * (alpha - old)
         del block, sqnorm  # before the next one arrives: two blocks at most in memory
     total, correct, pg_max, pg_min, sum_a, sum_dsq = zip(*rows)
-    report = {"loss": sum(total), "correct": sum(correct), "pg_max": max(pg_max),
-              "pg_min": min(pg_min), "sum_alpha": sum(sum_a), "sum_dsq": sum(sum_dsq),
+    report = {"loss": sum(total), "correct": sum(correct), "ww": float(w @ w),
+              "pg_max": max(pg_max), "pg_min": min(pg_min), "sum_alpha": sum(sum_a),
+              "sum_dsq": sum(sum_dsq), "active": sum(info.n_rows for info in infos),
               "bytes_read": blocks.take_bytes_read()}
     return (u - w) / sigma, report
 
@@ -179,25 +182,14 @@ def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, bias: float
             n_features: int, positive: int, cache_bytes: int,
             storage_options: dict | None = None) -> np.ndarray:
     """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
-    round ``tag`` and return their part of w, Σ_b X_bᵀ(α_b∘y_b) (13) (:func:`ovr_restore`
-    of one problem)."""
-    return ovr_restore(url, infos, [run], tag, bias=bias, n_features=n_features,
-                       positives=[positive], cache_bytes=cache_bytes,
-                       storage_options=storage_options)[0]
-
-
-def ovr_restore(url: str, infos: list[BlockInfo], runs: list[str], tag: int, *, bias: float,
-                n_features: int, positives: list[int], cache_bytes: int,
-                storage_options: dict | None = None) -> np.ndarray:
-    """:func:`restore` for each run ``runs[j]`` (the problem of class index ``positives[j]``
-    against the rest), each block read once for all of them (:func:`resident.restore`):
-    their parts of w, one row per run."""
-    outs = [np.zeros(n_features + (1 if bias >= 0 else 0)) for _ in runs]
-    return np.array(resident.restore(
-        url, infos, runs, tag, outs,
-        lambda block, alpha, j: alpha * np.where(block.y == positives[j], 1.0, -1.0),
+    round ``tag`` and return their part of w, Σ_b X_bᵀ(α_b∘y_b) (13)
+    (:func:`resident.restore`)."""
+    out = np.zeros(n_features + (1 if bias >= 0 else 0))
+    return resident.restore(
+        url, infos, [run], tag, [out],
+        lambda block, alpha, _: alpha * np.where(block.y == positive, 1.0, -1.0),
         bias=bias, n_features=n_features, cache_bytes=cache_bytes,
-        storage_options=storage_options))
+        storage_options=storage_options)[0]
 
 
 def save_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
@@ -219,40 +211,125 @@ def load_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
                                 json_keys=("stats",))
 
 
-def ovr_segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], runs: list[str],
-                positives: list[int], shrinks: list, class_costs: list, *,
-                report_infos: list[BlockInfo] | None = None, cache_bytes: int,
-                storage_options: dict | None = None, tag: int = 0, **kw):
-    """:func:`segment` for several one-vs-rest problems at once on one read of each block.
+def block_order(seed: int, r: int, n_blocks: int) -> list[int]:
+    """Round ``r``'s random order of the blocks: a function of (seed, r) only, so a problem's
+    path does not depend on how its rounds are batched or which worker runs them."""
+    return [int(b) for b in np.random.default_rng([seed, r]).permutation(n_blocks)]
 
-    ``prev`` is W (one row per problem: class index ``positives[j]`` against the rest,
-    with its own run id ``runs[j]`` for the per-block state and its round's shrinking
-    thresholds ``shrinks[j]`` and class costs ``class_costs[j]``) or the previous segment's ``(W, reports)``.  Each block is
-    read (or taken from the cache) once and every problem visits it in turn, with the
-    block's seed (so problem j follows :func:`segment`'s path for ``positive[j]``).  Returns
-    ``(W, reports)``: one :func:`report` per problem for ``report_infos``, or None.
+
+def block_seed(seed: int, r: int, block: int) -> int:
+    """The kernel's seed (its permutation of the rows) for ``block`` in round ``r``."""
+    return int(np.random.SeedSequence([seed, r, block]).generate_state(1)[0])
+
+
+def round_row(r: int, reports: list[dict], n_rows: int) -> dict:
+    """A round's log row from the reports of its blocks' owners (:func:`ovr_report`, or
+    without ``loss`` when the primal was not measured): P(w) = ½‖w‖² + Σ Cᵢ loss,
+    D(α) = Σα − ½‖w‖² − ½ΣDᵢᵢαᵢ², the gap (only with the losses), the projected-gradient
+    spread of (17), the active rows, the training accuracy and the bytes of blocks read."""
+    ww = reports[0]["ww"]
+    dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
+        - 0.5 * sum(p["sum_dsq"] for p in reports)
+    row = {"round": r, "dual": dual,
+           "pg_violation": max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports),
+           "active": sum(p["active"] for p in reports) / max(1, n_rows),
+           "bytes_read": sum(p["bytes_read"] for p in reports)}
+    if all("loss" in p for p in reports):
+        primal = 0.5 * ww + sum(p["loss"] for p in reports)
+        row.update(primal=primal, gap=primal - dual,
+                   train_accuracy=sum(p["correct"] for p in reports) / max(1, n_rows))
+    return row
+
+
+def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
+              class_costs: list, rounds: list[int], shrinks: list, *, seed: int, n_rows: int,
+              max_rounds: int, every: int | None, seconds: float, eps: float, gap_tol: float,
+              n_passes: int, bias: float, n_features: int, loss: int, cache_bytes: int,
+              storage_options: dict | None = None) -> tuple[np.ndarray, list[dict]]:
+    """Rounds of sequential DCD for several one-vs-rest problems, all on this worker.
+
+    Problem j is row j of W: class index ``positives[j]`` against the rest, C per class
+    index ``class_costs[j]``, its per-block state in run ``runs[j]``
+    (:func:`blocks.run_state`, kept on this worker between tasks), ``rounds[j]`` rounds done
+    and the thresholds (16) ``shrinks[j]`` for its next.  A round of a problem visits every
+    block of ``infos`` (the whole store) in :func:`block_order`, one pass each with
+    :func:`block_seed`, W's row going from block to block as in :func:`segment`; problems at
+    the same round share each block read (from the cache or the store, with prefetch).
+    After each round a problem's stopping test — LIBLINEAR's (17) on a round that covered
+    every row, or with ``gap_tol`` > 0 a duality gap ≤ gap_tol·P(w) — and its next
+    thresholds are taken here, as :func:`distsvm.solvers.dcd.solve` does for a binary run,
+    so a problem's path is that of its binary run.  The primal objective needs a pass over
+    every row per problem, so it is measured each round only with ``gap_tol``, else at the
+    end of the task (for each problem's last round).
+
+    Returns when every problem has stopped ((17), the gap, or ``max_rounds``), or after a
+    round that ends once ``seconds`` have passed or that is a multiple of ``every`` (a
+    checkpoint is due): ``(W, outcome per problem)``, each ``{"rows": [round_row of each
+    round done, with "at": seconds into the task], "shrink", "done", "converged"}``.
     """
-    W = np.array(prev[0] if isinstance(prev, tuple) else prev, dtype=np.float64)
-    for info, seed, (block, sqnorm) in zip(infos, seeds,
-                                           blocks.stream(url, infos, cache_bytes, storage_options)):
-        for j, (run, k) in enumerate(zip(runs, positives)):
-            s = _state(run, info)
-            resident.mark(s, tag)
-            _visit(W[j], block, sqnorm, s, seed, positive=k, shrink=shrinks[j],
-                   class_cost=class_costs[j], **kw)
-        del block, sqnorm
-    out = None
-    if report_infos:
-        out = ovr_report(W, url, report_infos, runs, positives, class_costs, bias=kw["bias"],
-                         n_features=kw["n_features"], loss=kw["loss"], cache_bytes=cache_bytes,
-                         storage_options=storage_options)
+    start = time.perf_counter()
+    W = np.array(W, dtype=np.float64)
+    out = [{"rows": [], "shrink": shrinks[j], "done": False, "converged": False}
+           for j in range(len(runs))]
+    kw = dict(bias=bias, n_features=n_features, loss=loss, eps=eps, n_passes=n_passes)
+
+    def measured(js: list[int], with_loss: bool) -> list[dict]:
+        """The reports of problems ``js`` at their W rows (:func:`ovr_report`)."""
+        sub = [runs[j] for j in js]
+        if with_loss:
+            return ovr_report(W[js], url, infos, sub, [positives[j] for j in js],
+                              [class_costs[j] for j in js], bias=bias, n_features=n_features,
+                              loss=loss, cache_bytes=cache_bytes,
+                              storage_options=storage_options)
+        bytes_read = blocks.take_bytes_read()
+        return [_summed(W[j], [blocks.run_state(runs[j], i.name, dict)["stats"] for i in infos],
+                        bytes_read if i == 0 else 0) for i, j in enumerate(js)]
+
+    r = list(rounds)
+    while True:
+        live = [j for j in range(len(runs)) if not out[j]["done"]]
+        for rr in sorted({r[j] + 1 for j in live}):  # problems at round rr share each read
+            js = [j for j in live if r[j] + 1 == rr]
+            order = block_order(seed, rr, len(infos))
+            loaded = blocks.stream(url, [infos[b] for b in order], cache_bytes, storage_options)
+            for b, (block, sqnorm) in zip(order, loaded):
+                for j in js:
+                    _visit(W[j], block, sqnorm, _state(runs[j], infos[b]),
+                           block_seed(seed, rr, b), positive=positives[j],
+                           shrink=out[j]["shrink"], class_cost=class_costs[j], **kw)
+                del block, sqnorm
+            for j, report in zip(js, measured(js, gap_tol > 0)):
+                r[j] = rr
+                row = round_row(rr, [report], n_rows)
+                row["at"] = time.perf_counter() - start
+                out[j]["rows"].append(row)
+                pg = row["pg_violation"]
+                if (pg <= eps and report["full"]) or \
+                        (gap_tol > 0 and row["gap"] <= gap_tol * abs(row["primal"])):
+                    out[j].update(done=True, converged=True)
+                elif rr == max_rounds:
+                    out[j]["done"] = True
+                elif pg <= eps:  # the shrunken problem is solved: reactivate every row
+                    out[j]["shrink"] = None
+                else:
+                    out[j]["shrink"] = (report["pg_max"] if report["pg_max"] > 0 else np.inf,
+                                        report["pg_min"] if report["pg_min"] < 0 else -np.inf)
+        if all(o["done"] for o in out) or time.perf_counter() - start > seconds or \
+                (every and any(r[j] % every == 0 for j in live)):
+            break
+    if gap_tol <= 0:  # each problem's last round gets its primal objective
+        js = [j for j in range(len(runs)) if out[j]["rows"]]
+        for j, report in zip(js, measured(js, True)):
+            last = out[j]["rows"][-1]
+            full = round_row(last["round"], [report], n_rows)
+            last.update({k: full[k] for k in ("primal", "gap", "train_accuracy")})
     return W, out
 
 
 def ovr_report(prev, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
                class_costs: list, *, bias: float, n_features: int, loss: int, cache_bytes: int,
                storage_options: dict | None = None) -> list[dict]:
-    """:func:`report` of each problem of :func:`ovr_segment`: problem j is row j of W
+    """:func:`report` of several one-vs-rest problems: problem j is row j of W
     (class index ``positives[j]`` against the rest, run ``runs[j]``, C per class index
     ``class_costs[j]``).  Each block is read (or taken from the cache) once and its losses
     for all the problems are summed in one pass (:func:`loss_sums`); a block every problem
@@ -273,9 +350,14 @@ def ovr_report(prev, url: str, infos: list[BlockInfo], runs: list[str], positive
         del block
     bytes_read = blocks.take_bytes_read()
     return [{"loss": sum(s["loss"] for s in st), "correct": sum(s["correct"] for s in st),
-             "ww": float(W[j] @ W[j]), "sum_alpha": sum(s["sum_alpha"] for s in st),
-             "sum_dsq": sum(s["sum_dsq"] for s in st),
-             "pg_max": max(s["pg_max"] for s in st), "pg_min": min(s["pg_min"] for s in st),
-             "full": all(s["full"] for s in st), "active": sum(s["active"] for s in st),
-             "stale": sum(s["skipped"] for s in st), "bytes_read": bytes_read if j == 0 else 0}
-            for j, st in enumerate(stats)]
+             **_summed(W[j], st, bytes_read if j == 0 else 0)} for j, st in enumerate(stats)]
+
+
+def _summed(w: np.ndarray, stats: list[dict], bytes_read: int) -> dict:
+    """A problem's report from its blocks' last visits (``stats``) at its ``w``, without the
+    loss (which needs a pass over the rows)."""
+    return {"ww": float(w @ w), "sum_alpha": sum(s["sum_alpha"] for s in stats),
+            "sum_dsq": sum(s["sum_dsq"] for s in stats),
+            "pg_max": max(s["pg_max"] for s in stats), "pg_min": min(s["pg_min"] for s in stats),
+            "full": all(s["full"] for s in stats), "active": sum(s["active"] for s in stats),
+            "stale": sum(s["skipped"] for s in stats), "bytes_read": bytes_read}

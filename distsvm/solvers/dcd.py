@@ -127,6 +127,8 @@ from ..progress import Progress
 from . import ovr, resident
 from .ovr import Tagged
 
+BATCH_SECONDS = 0.5  # one-vs-rest: rounds one task may run before it reports
+
 
 @dataclasses.dataclass
 class Result:
@@ -154,25 +156,9 @@ def _segments(order: list[int], owners: tuple[str, ...]) -> list[tuple[str, list
     return out
 
 
-def _seed(seed: int, round_: int, block: int) -> int:
-    return int(np.random.SeedSequence([seed, round_, block]).generate_state(1)[0])
-
-
-def _round(r: int, reports: list[dict], ww: float, n_rows: int, start: float,
-           active: int) -> dict:
-    """A round's log row from the workers' reports: P(w) = ½‖w‖² + Σ Cᵢ loss,
-    D(α) = Σα − ½‖w‖² − ½ΣDᵢᵢαᵢ²,
-    the gap, the projected-gradient spread of (17), active rows, accuracy and the bytes of
-    blocks the workers read from the store since their previous report."""
-    primal = 0.5 * ww + sum(p["loss"] for p in reports)
-    dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
-        - 0.5 * sum(p["sum_dsq"] for p in reports)
-    return {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
-            "pg_violation": max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports),
-            "active": active / max(1, n_rows),
-            "train_accuracy": sum(p["correct"] for p in reports) / max(1, n_rows),
-            "bytes_read": sum(p["bytes_read"] for p in reports),
-            "seconds": time.perf_counter() - start}
+def _round(r: int, reports: list[dict], n_rows: int, start: float) -> dict:
+    """A round's log row (:func:`workers.dcd.round_row`) with the seconds so far."""
+    return {**workers.dcd.round_row(r, reports, n_rows), "seconds": time.perf_counter() - start}
 
 
 def _sequential_round(client, dataset: Dataset, plan: WorkerPlan, w, order: list[int], r: int,
@@ -198,7 +184,7 @@ def _sequential_round(client, dataset: Dataset, plan: WorkerPlan, w, order: list
                 last = k == len(segments) - 1
                 prev = client.submit(
                     tasks.segment, prev, dataset.url, [meta.blocks[b] for b in blocks],
-                    [_seed(seed, r, b) for b in blocks], run,
+                    [workers.dcd.block_seed(seed, r, b) for b in blocks], run,
                     report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
                     cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False,
                     **segment_kw)
@@ -269,7 +255,6 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     meta = dataset.meta
     code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
     run = uuid.uuid4().hex
-    rng = np.random.default_rng(seed)
     prev = np.zeros(dim)
     history: list[dict] = []
     start = time.perf_counter()
@@ -280,13 +265,13 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     first = 1
     try:
         resumed = resident.resume(client, checkpoint, dataset, plan, "dcd",
-                                   workers.dcd.load_blocks, {"": run}, rng, progress)
+                                   workers.dcd.load_blocks, {"": run}, None, progress)
         if resumed is not None:
             prev, first = resumed.arrays["w"], resumed.round + 1
             history, shrink = resumed.state["history"], resumed.state["shrink"]
             start -= resumed.state["seconds"]
         for r in range(first, max_rounds + 1):
-            order = [int(b) for b in rng.permutation(len(meta.blocks))]
+            order = workers.dcd.block_order(seed, r, len(meta.blocks))
             plan, w, reports, _ = _sequential_round(
                 client, dataset, plan, prev, order, r, seed, run, progress, workers.dcd,
                 segment_kw=dict(eps=eps, n_passes=inner_passes, shrink=shrink, **common),
@@ -295,8 +280,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                 after_loss={"shrink": None})
             prev = w  # the next round starts from the gathered w, not from a future: a
             # worker lost between rounds then cannot make Dask re-run an old segment
-            row = _round(r, reports, reports[0]["ww"], meta.n_rows, start,
-                         sum(p["active"] for p in reports))
+            row = _round(r, reports, meta.n_rows, start)
             row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
             history.append(row)
             progress.round(row)
@@ -312,7 +296,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                 shrink = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
             if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
                 resident.save(client, checkpoint, dataset, plan, r, "dcd",
-                              workers.dcd.save_blocks, {"": run}, w=w, rng=rng, start=start,
+                              workers.dcd.save_blocks, {"": run}, w=w, rng=None, start=start,
                               progress=progress, history=history, shrink=shrink)
         else:
             _round_limit(max_rounds, pg, eps)
@@ -329,7 +313,6 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
     meta = dataset.meta
     code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
     run = uuid.uuid4().hex
-    rng = np.random.default_rng(seed)
     w = np.zeros(dim)
     history: list[dict] = []
     start = time.perf_counter()
@@ -340,13 +323,13 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
     first = 1
     try:
         resumed = resident.resume(client, checkpoint, dataset, plan, "dcd",
-                                   workers.dcd.load_blocks, {"": run}, rng, progress)
+                                   workers.dcd.load_blocks, {"": run}, None, progress)
         if resumed is not None:
             w, first = resumed.arrays["w"], resumed.round + 1
             history = resumed.state["history"]
             start -= resumed.state["seconds"]
         for r in range(first, max_rounds + 1):
-            order = [int(b) for b in rng.permutation(len(meta.blocks))]
+            order = workers.dcd.block_order(seed, r, len(meta.blocks))
             while True:
                 owners = resident.owners(plan)
                 K = len(owners)
@@ -357,7 +340,8 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                         mine = [b for b in order if plan.owners[b] == a]
                         futures.append(client.submit(
                             workers.dcd.local_round, w, dataset.url,
-                            [meta.blocks[b] for b in mine], [_seed(seed, r, b) for b in mine],
+                            [meta.blocks[b] for b in mine],
+                            [workers.dcd.block_seed(seed, r, b) for b in mine],
                             run, gamma=gamma, sigma=sigma, cache_bytes=plan.cache_bytes[a],
                             tag=r, workers=[a], pure=False, **common))
                     results = cluster.gather(client, futures, owners)
@@ -367,8 +351,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                         client, dataset, plan, lost.gone, futures, r, progress,
                         workers.dcd.restore, run, bias=bias, n_features=meta.n_features,
                         positive=positive)
-            row = _round(r, [rep for _, rep in results], float(w @ w), meta.n_rows,
-                         start, meta.n_rows)
+            row = _round(r, [rep for _, rep in results], meta.n_rows, start)
             history.append(row)
             progress.round(row)
             pg = row["pg_violation"]
@@ -379,7 +362,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
                 w = w + gamma * np.sum([dw for dw, _ in results], axis=0)
                 if checkpoint is not None and checkpoint.due(r):
                     resident.save(client, checkpoint, dataset, plan, r, "dcd",
-                                  workers.dcd.save_blocks, {"": run}, w=w, rng=rng, start=start,
+                                  workers.dcd.save_blocks, {"": run}, w=w, rng=None, start=start,
                                   progress=progress, history=history)
         else:
             _round_limit(max_rounds, pg, eps, stacklevel=4)
@@ -392,146 +375,117 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
               bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
               gap_tol: float = 0.0, progress: Progress | None = None,
               checkpoint: Checkpointer | None = None, class_cost=None) -> list[Result]:
-    """One-vs-rest for K classes by sequential DCD, the K problems sharing each block read.
+    """One-vs-rest for K classes by sequential DCD: the problems dealt to the workers, each
+    worker running its problems' rounds over the whole store in batches.
 
-    Each round chains one task per run of consecutive blocks with the same owner, as
-    :func:`solve`, but a task carries W (one row per problem still running) and visits each
-    block once for all of them (:func:`workers.dcd.ovr_segment`).  The running problems are
-    dealt into one group per worker, each group its own chain over the round's block order:
-    the chains follow each other from worker to worker (a pipeline), so all workers work at
-    the same time while each problem keeps the path of a binary run.  Every problem keeps its own
-    α and shrinking state per block (its own run id), its own thresholds (16) and its own
-    stopping test, and leaves the round loop when it stops; the round's reports are per
-    problem.  So the number of tasks and block reads per round does not grow with K (it grows
-    with the number of workers).  Returns the K problems' results in class order.  With
-    ``class_cost`` (C per class with its weight), problem k's rows of class k cost their
-    weighted C and the others C, as LIBLINEAR's one-vs-rest
-    (:func:`distsvm.solvers.ovr.problem_cost`).
+    Problem k (class k against the rest) goes to worker k mod (number of workers) of the
+    plan, which keeps its α and shrinking state for every block and runs its rounds
+    (:func:`workers.dcd.ovr_batch`): every round visits all blocks of the store in the
+    round's order, the worker's problems at the same round sharing each block read (from its
+    block cache, or streamed from the store), and the stopping rule (17), or the gap
+    certificate, is tested on the worker after each round.  A task runs rounds until its
+    problems have stopped or for ``BATCH_SECONDS`` (or to a round at which a checkpoint is
+    due), and returns its W rows and each round's log row; the primal objective of a round
+    is measured only at the end of a batch (every round with ``gap_tol``).  So a round costs
+    no task, no transfer of W and no pass to measure the primal: the workers run
+    LIBLINEAR's solver side by side, and each problem's path is that of its binary run
+    (:func:`solve` with ``positive=k``: the same block orders and seeds, functions of (seed,
+    round)).  Returns the K problems' results in class order.  With ``class_cost`` (C per
+    class with its weight), problem k's rows of class k cost their weighted C and the others
+    C, as LIBLINEAR's one-vs-rest (:func:`distsvm.solvers.ovr.problem_cost`).
 
-    A lost worker is recovered as in :func:`solve`, for every running problem at once: each
-    survivor rolls its blocks' α back to the round's start in each problem's run, the lost
-    blocks restart from α = 0, and each problem's w is rebuilt from the survivors' blocks
-    (see "Worker faults" in the module docstring).  With ``checkpoint``, the run continues
-    from its latest checkpoint and writes one every ``checkpoint.every`` rounds: the blocks'
-    state of every running problem (files ``class<k>-block-<name>.npz``), W, and each
-    problem's thresholds, stopping flags and history (see "Checkpoints").
+    A lost worker loses its problems' state: they restart from α = 0 on the other workers
+    (round-robin), with fresh run ids, and take again the path they had taken, so W ends
+    as without the fault; the other workers' batches are kept.  With ``checkpoint``, the run
+    continues from its latest checkpoint and writes one each time the furthest problem
+    passes a multiple of ``checkpoint.every`` rounds: each worker writes the block states of
+    its running problems (files ``class<k>-block-<name>.npz``), and the coordinator commits
+    W and each problem's rounds, thresholds, stopping flags and history.
     """
     progress = progress or Progress(quiet=True)
     meta = dataset.meta
     K = len(meta.classes)
     code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
     costs = [ovr.problem_cost(class_cost, C, k) for k in range(K)]
-    run = uuid.uuid4().hex
-    runs = [f"{run}-{k}" for k in range(K)]
+    runs = [uuid.uuid4().hex for _ in range(K)]
+    used = list(runs)  # every run id, to drop at the end
     prefixes = [f"class{k}-" for k in range(K)]  # of the problems' files in a checkpoint
-    rng = np.random.default_rng(seed)
+    where = [plan.workers[k % len(plan.workers)] for k in range(K)]
     W = np.zeros((K, dim))
     histories: list[list[dict]] = [[] for _ in range(K)]
-    shrink: list = [None] * K
-    done = [False] * K
-    converged = [False] * K
+    rounds, shrink, done, converged = [0] * K, [None] * K, [False] * K, [False] * K
     tagged = [Tagged(progress, f"{c:g}") for c in meta.classes]
     start = time.perf_counter()
-    common = dict(bias=bias, n_features=meta.n_features, loss=code,
+    infos = list(meta.blocks)
+    every = checkpoint.every if checkpoint is not None else None
+    common = dict(seed=seed, n_rows=meta.n_rows, max_rounds=max_rounds, every=every,
+                  seconds=BATCH_SECONDS, eps=eps, gap_tol=gap_tol, n_passes=inner_passes,
+                  bias=bias, n_features=meta.n_features, loss=code,
                   storage_options=dataset.storage_options)
 
-    def attempt(r: int, order: list[int], live: list[int], futures: list) -> dict:
-        """Round r of the problems ``live`` on the current plan, its tasks appended to
-        ``futures``: W's rows set to the round's ends and each problem's reports returned."""
-        segments, owners = _segments(order, plan.owners), resident.owners(plan)
-        # one chain of tasks per group of problems, all over the same block order: the
-        # groups follow each other from worker to worker, so the workers work at once
-        groups = [g for g in (live[i::len(owners)] for i in range(len(owners))) if g]
-        chains = []
-        for group in groups:
-            prev = W[group]
-            for i, (a, blocks) in enumerate(segments):
-                last = i == len(segments) - 1
-                prev = client.submit(
-                    workers.dcd.ovr_segment, prev, dataset.url,
-                    [meta.blocks[b] for b in blocks], [_seed(seed, r, b) for b in blocks],
-                    [runs[k] for k in group], group, [shrink[k] for k in group],
-                    [costs[k] for k in group],
-                    report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last
-                    else None, eps=eps, n_passes=inner_passes,
-                    cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False,
-                    **common)
-                futures.append(prev)
-            chains.append([prev] + [
-                client.submit(workers.dcd.ovr_report, prev, dataset.url,
-                              [meta.blocks[b] for b in plan.blocks_of(a)],
-                              [runs[k] for k in group], group,
-                              [costs[k] for k in group], bias=bias,
-                              n_features=meta.n_features, loss=code,
-                              cache_bytes=plan.cache_bytes[a],
-                              storage_options=dataset.storage_options, workers=[a],
-                              pure=False)
-                for a in owners if a != segments[-1][0]])
-            futures += chains[-1][1:]
-        replies = cluster.gather(client, [f for chain in chains for f in chain], owners)
-        by_class = {}
-        for group, chain in zip(groups, chains):
-            (Wg, own), *rest = replies[:len(chain)]
-            replies = replies[len(chain):]
-            W[group] = Wg
-            for j, k in enumerate(group):
-                by_class[k] = [own[j]] + [p[j] for p in rest]
-        return by_class
+    def held(ks) -> dict:
+        """{worker: ({file prefix: run id} of its problems among ``ks``, all blocks)}."""
+        return {a: ({prefixes[k]: runs[k] for k in ks if where[k] == a}, infos)
+                for a in plan.workers if any(where[k] == a for k in ks)}
 
-    first = 1
+    saved = 0
     try:
         resumed = resident.resume(client, checkpoint, dataset, plan, "dcd",
-                                  workers.dcd.load_blocks, dict(zip(prefixes, runs)), rng,
-                                  progress)
+                                  workers.dcd.load_blocks, None, None, progress,
+                                  held=held(range(K)))
         if resumed is not None:
-            W, first = resumed.arrays["w"], resumed.round + 1
-            histories, shrink = resumed.state["histories"], resumed.state["shrink"]
-            done, converged = resumed.state["done"], resumed.state["converged"]
+            W, saved = resumed.arrays["w"], resumed.round
+            histories, rounds = resumed.state["histories"], resumed.state["rounds"]
+            shrink, done = resumed.state["shrink"], resumed.state["done"]
+            converged = resumed.state["converged"]
             start -= resumed.state["seconds"]
-        for r in range(first, max_rounds + 1):
-            live = [k for k in range(K) if not done[k]]
-            if not live:
-                break
-            order = [int(b) for b in rng.permutation(len(meta.blocks))]
-            while True:
-                futures: list = []
+        while not all(done):
+            groups = {a: [k for k in range(K) if where[k] == a and not done[k]]
+                      for a in plan.workers}
+            futures = {a: client.submit(
+                workers.dcd.ovr_batch, W[g], dataset.url, infos, [runs[k] for k in g], g,
+                [costs[k] for k in g], [rounds[k] for k in g], [shrink[k] for k in g],
+                cache_bytes=plan.cache_bytes[a], workers=[a], pure=False, **common)
+                for a, g in groups.items() if g}
+            gone = []
+            for a, future in futures.items():
                 try:
-                    by_class = attempt(r, order, live, futures)
-                    break
-                except cluster.WorkerLost as lost:
-                    plan, W[live] = resident.recover(
-                        client, dataset, plan, lost.gone, futures, r, progress,
-                        workers.dcd.ovr_restore, [runs[k] for k in live], bias=bias,
-                        n_features=meta.n_features, positives=live)
-                    for k in live:
-                        shrink[k] = None
-            for k in live:
-                reports = by_class[k]
-                row = _round(r, reports, reports[0]["ww"], meta.n_rows, start,
-                             sum(p["active"] for p in reports))
-                row["stale_blocks"] = 0
-                histories[k].append(row)
-                tagged[k].round(row)
-                pg = row["pg_violation"]
-                pg_max = max(p["pg_max"] for p in reports)
-                pg_min = min(p["pg_min"] for p in reports)
-                if (pg <= eps and all(p["full"] for p in reports)) or _certified(row, gap_tol):
-                    done[k] = converged[k] = True
-                elif r == max_rounds:
-                    done[k] = True
-                    _round_limit(max_rounds, pg, eps)
-                elif pg <= eps:
-                    shrink[k] = None
-                else:
-                    shrink[k] = (pg_max if pg_max > 0 else np.inf,
-                                 pg_min if pg_min < 0 else -np.inf)
-            if checkpoint is not None and checkpoint.due(r) and not all(done):
-                resident.save(client, checkpoint, dataset, plan, r, "dcd",
-                              workers.dcd.save_blocks,
-                              {prefixes[k]: runs[k] for k in range(K) if not done[k]}, w=W,
-                              rng=rng, start=start, progress=progress, histories=histories,
-                              shrink=shrink, done=done, converged=converged)
+                    Wg, outcomes = cluster.gather(client, [future], [a])[0]
+                except cluster.WorkerLost:
+                    gone.append(a)
+                    continue
+                received = time.perf_counter() - start
+                last = max(row["at"] for o in outcomes for row in o["rows"])
+                W[groups[a]] = Wg
+                for k, o in zip(groups[a], outcomes):
+                    for row in o["rows"]:  # its time: when the task had done it
+                        row["seconds"] = received - (last - row.pop("at"))
+                        histories[k].append(row)
+                        tagged[k].round(row)
+                    rounds[k] = o["rows"][-1]["round"]
+                    shrink[k], done[k], converged[k] = o["shrink"], o["done"], o["converged"]
+                    if done[k] and not converged[k]:
+                        _round_limit(max_rounds, o["rows"][-1]["pg_violation"], eps)
+            if gone:
+                plan = cluster.replan(plan, gone)  # ClusterError when none is left
+                lost = [k for a in gone for k in groups[a]]
+                for i, k in enumerate(lost):
+                    runs[k] = uuid.uuid4().hex
+                    used.append(runs[k])
+                    where[k] = plan.workers[i % len(plan.workers)]
+                    W[k], histories[k], rounds[k], shrink[k] = 0.0, [], 0, None
+                where = [plan.workers[0] if a in gone else a for a in where]  # done ones
+                progress.note(f"worker {', '.join(gone)} left the cluster; the problems of "
+                              f"class {', '.join(f'{meta.classes[k]:g}' for k in lost)} "
+                              f"restart from alpha = 0 on the other {len(plan.workers)} "
+                              "worker(s)")
+            elif every and not all(done) and max(rounds) // every > saved // every:
+                saved = max(rounds)
+                live = [k for k in range(K) if not done[k]]
+                resident.save(client, checkpoint, dataset, plan, saved, "dcd",
+                              workers.dcd.save_blocks, None, w=W, rng=None, start=start,
+                              progress=progress, held=held(live), histories=histories,
+                              rounds=rounds, shrink=shrink, done=done, converged=converged)
     finally:
-        for name in runs:
-            client.run(workers.blocks.drop_run, name)
+        client.run(workers.blocks.drop_run, *used)
     return [_result(W[k], histories[k], converged[k], start) for k in range(K)]

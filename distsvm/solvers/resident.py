@@ -61,46 +61,54 @@ def recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], futures
             gone = again.gone
 
 
+def _held(dataset: Dataset, plan: WorkerPlan, run, held: dict | None) -> dict:
+    """{worker: (run, its blocks)}: ``held``, or each owner's blocks in ``run``."""
+    if held is not None:
+        return held
+    return {a: (run, [dataset.meta.blocks[b] for b in plan.blocks_of(a)]) for a in owners(plan)}
+
+
 def save(client, checkpoint: Checkpointer, dataset: Dataset, plan: WorkerPlan, r: int,
          solver: str, save_blocks, run, *, w: np.ndarray, rng, start: float,
-         progress: Progress, **state) -> None:
+         progress: Progress, held: dict | None = None, **state) -> None:
     """Checkpoint the end of round ``r``: each owner writes its blocks' state
-    (``save_blocks(run, infos, directory, storage_options)``), then the coordinator commits
-    ``w``, the state of ``rng`` (the block orders), the seconds so far and ``state`` (JSON:
-    the history, the stopping rule's state, …).  A worker lost meanwhile skips this
-    checkpoint (the next round recovers from the loss)."""
-    meta = dataset.meta
-    working = owners(plan)
-    futures = [client.submit(save_blocks, run, [meta.blocks[b] for b in plan.blocks_of(a)],
-                             checkpoint.directory(r), checkpoint.storage_options,
-                             workers=[a], pure=False) for a in working]
+    (``save_blocks(run, infos, directory, storage_options)``; ``held`` ({worker: (run,
+    infos)}) instead names who writes what), then the coordinator commits ``w``, the state
+    of ``rng`` (the block orders; None: the solver draws them from (seed, round)), the
+    seconds so far and ``state`` (JSON: the history, the stopping rule's state, …).  A
+    worker lost meanwhile skips this checkpoint (the next round recovers from the loss)."""
+    held = _held(dataset, plan, run, held)
+    futures = [client.submit(save_blocks, which, infos, checkpoint.directory(r),
+                             checkpoint.storage_options, workers=[a], pure=False)
+               for a, (which, infos) in held.items()]
     try:
-        written = cluster.gather(client, futures, working)
+        written = cluster.gather(client, futures, list(held))
     except cluster.WorkerLost as lost:
         progress.note(f"round {r}: worker {', '.join(lost.gone)} left while checkpointing; "
                       "no checkpoint this round")
         return
-    checkpoint.save(r, solver, {"w": w},
-                    {"rng": rng.bit_generator.state, "seconds": time.perf_counter() - start,
-                     **state},
+    if rng is not None:
+        state["rng"] = rng.bit_generator.state
+    checkpoint.save(r, solver, {"w": w}, {"seconds": time.perf_counter() - start, **state},
                     {k: v for part in written for k, v in part.items()})
 
 
 def resume(client, checkpoint: Checkpointer | None, dataset: Dataset, plan: WorkerPlan,
-           solver: str, load_blocks, run, rng, progress: Progress) -> Checkpoint | None:
+           solver: str, load_blocks, run, rng, progress: Progress,
+           held: dict | None = None) -> Checkpoint | None:
     """The latest checkpoint of the run, its blocks' state loaded on their owners
-    (``load_blocks(run, infos, directory, digests, storage_options)``) and ``rng`` set to its
-    state; None (a fresh start) without one."""
+    (``load_blocks(run, infos, directory, digests, storage_options)``; ``held`` as for
+    :func:`save`) and ``rng`` (if not None) set to its state; None (a fresh start) without
+    one."""
     found = checkpoint.latest(solver) if checkpoint is not None else None
     if found is None:
         return None
-    meta = dataset.meta
-    working = owners(plan)
-    cluster.gather(client, [client.submit(load_blocks, run,
-                                          [meta.blocks[b] for b in plan.blocks_of(a)],
-                                          found.directory, found.files,
-                                          checkpoint.storage_options, workers=[a], pure=False)
-                            for a in working], working)
-    rng.bit_generator.state = found.state["rng"]
+    held = _held(dataset, plan, run, held)
+    cluster.gather(client, [client.submit(load_blocks, which, infos, found.directory,
+                                          found.files, checkpoint.storage_options,
+                                          workers=[a], pure=False)
+                            for a, (which, infos) in held.items()], list(held))
+    if rng is not None:
+        rng.bit_generator.state = found.state["rng"]
     progress.note(f"resuming from the checkpoint of round {found.round} ({found.directory})")
     return found
