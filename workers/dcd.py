@@ -241,6 +241,25 @@ def round_row(r: int, reports: list[dict], n_rows: int) -> dict:
     return row
 
 
+def certified(row: dict, gap_tol: float) -> bool:
+    """Whether the round's duality gap certifies P(w) to within gap_tol relative."""
+    return gap_tol > 0 and "primal" in row and row["gap"] <= gap_tol * abs(row["primal"])
+
+
+def stopping(row: dict, reports: list[dict], eps: float, gap_certified: bool):
+    """After a round of sequential DCD: (converged, the thresholds (M̄, m̄) of (16) for the
+    next round, None to reactivate every row).  Converged: LIBLINEAR's (17) on a round whose
+    passes covered every row, or ``gap_certified``; when (17) holds on the shrunken problem
+    only, every row is reactivated and checked again, as LIBLINEAR does."""
+    pg = row["pg_violation"]
+    if (pg <= eps and all(p["full"] for p in reports)) or gap_certified:
+        return True, None
+    if pg <= eps:
+        return False, None
+    pg_max, pg_min = max(p["pg_max"] for p in reports), min(p["pg_min"] for p in reports)
+    return False, (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
+
+
 def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
               class_costs: list, rounds: list[int], shrinks: list, *, seed: int, n_rows: int,
               max_rounds: int, every: int | None, seconds: float, eps: float, gap_tol: float,
@@ -303,17 +322,9 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
                 row = round_row(rr, [report], n_rows)
                 row["at"] = time.perf_counter() - start
                 out[j]["rows"].append(row)
-                pg = row["pg_violation"]
-                if (pg <= eps and report["full"]) or \
-                        (gap_tol > 0 and row["gap"] <= gap_tol * abs(row["primal"])):
-                    out[j].update(done=True, converged=True)
-                elif rr == max_rounds:
-                    out[j]["done"] = True
-                elif pg <= eps:  # the shrunken problem is solved: reactivate every row
-                    out[j]["shrink"] = None
-                else:
-                    out[j]["shrink"] = (report["pg_max"] if report["pg_max"] > 0 else np.inf,
-                                        report["pg_min"] if report["pg_min"] < 0 else -np.inf)
+                converged, out[j]["shrink"] = stopping(row, [report], eps,
+                                                       certified(row, gap_tol))
+                out[j].update(done=converged or rr == max_rounds, converged=converged)
         if all(o["done"] for o in out) or time.perf_counter() - start > seconds or \
                 (every and any(r[j] % every == 0 for j in live)):
             break

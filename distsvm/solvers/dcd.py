@@ -213,11 +213,6 @@ def _problem(loss: str, C: float, bias: float, meta, class_cost=None):
     return code, dim, cost
 
 
-def _certified(row: dict, gap_tol: float) -> bool:
-    """Whether the duality gap certifies P(w) to within gap_tol relative."""
-    return gap_tol > 0 and row["gap"] <= gap_tol * abs(row["primal"])
-
-
 def _round_limit(max_rounds: int, pg: float, eps: float, stacklevel: int = 3) -> None:
     msg = (f"dcd reached the round limit ({max_rounds}) before the projected-gradient "
            f"violation {pg:.3g} fell to eps={eps:g}; increase max_rounds or eps")
@@ -285,15 +280,10 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
             history.append(row)
             progress.round(row)
             pg = row["pg_violation"]
-            pg_max, pg_min = max(p["pg_max"] for p in reports), min(p["pg_min"] for p in reports)
-            full = all(p["full"] for p in reports)
-            if (pg <= eps and full) or (_certified(row, gap_tol) and not row["stale_blocks"]):
-                converged = True  # (17) on a pass over every row, or certified by the gap
+            converged, shrink = workers.dcd.stopping(
+                row, reports, eps, workers.dcd.certified(row, gap_tol) and not row["stale_blocks"])
+            if converged:
                 break
-            if pg <= eps:  # the shrunken problem is solved: reactivate every row, check again
-                shrink = None
-            else:
-                shrink = (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
             if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
                 resident.save(client, checkpoint, dataset, plan, r, "dcd",
                               workers.dcd.save_blocks, {"": run}, w=w, rng=None, start=start,
@@ -355,7 +345,7 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
             history.append(row)
             progress.round(row)
             pg = row["pg_violation"]
-            if pg <= eps or _certified(row, gap_tol):
+            if pg <= eps or workers.dcd.certified(row, gap_tol):
                 converged = True  # (17) at the broadcast w, or certified by the gap: keep it
                 break
             if r < max_rounds:  # else return the w whose objectives were measured
