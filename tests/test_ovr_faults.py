@@ -108,6 +108,23 @@ def test_a_killed_worker_is_recovered_for_every_problem(fault, dna):
                                rtol=1e-9)
 
 
+def test_a_killed_worker_s_problems_restart_from_the_checkpoint(fault, two, store, tmp_path):
+    """With checkpoints every 2 rounds, a worker killed after round 5 loses its problems'
+    state, which restart from the checkpoint of round 4 (not from alpha = 0) and end at the
+    no-fault W."""
+    ref, _, log, kw = fault
+    ck = Checkpointer(tmp_path, 2, {"case": "ovr-lost-worker"})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dcd, "BATCH_SECONDS", 0.0)
+        model, log = _faulty(two, store, 5, log.victim, checkpoint=ck, **kw)
+    assert re.search(rf"^worker {log.killed} left the cluster; the problems of class [\d, ]+ "
+                     "restart from the checkpoint of round 4 on the other 1 worker",
+                     log.getvalue(), re.M), log.getvalue()[-2000:]
+    np.testing.assert_array_equal(model.w, ref.w)
+    assert [s["rounds"] for s in model.summary["per_class"]] == \
+        [s["rounds"] for s in ref.summary["per_class"]]
+
+
 def test_kill_a_multiclass_run_then_resume(tmp_path, store, client):
     """A `distsvm run` of sequential DCD one-vs-rest (3 problems, each with its shrinking
     state, thresholds and stopping test) SIGKILLed at a random round after the first problem

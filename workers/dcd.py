@@ -264,7 +264,8 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
               class_costs: list, rounds: list[int], shrinks: list, *, seed: int, n_rows: int,
               max_rounds: int, every: int | None, seconds: float, eps: float, gap_tol: float,
               n_passes: int, bias: float, n_features: int, loss: int, cache_bytes: int,
-              storage_options: dict | None = None) -> tuple[np.ndarray, list[dict]]:
+              storage_options: dict | None = None,
+              restore: dict | None = None) -> tuple[np.ndarray, list[dict]]:
     """Rounds of sequential DCD for several one-vs-rest problems, all on this worker.
 
     Problem j is row j of W: class index ``positives[j]`` against the rest, C per class
@@ -281,12 +282,19 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     every row per problem, so it is measured each round only with ``gap_tol``, else at the
     end of the task (for each problem's last round).
 
+    ``restore`` ({"runs": {file prefix: run id}, "directory", "files", "storage_options"}
+    of a checkpoint) first loads those problems' block states from the checkpoint
+    (:func:`load_blocks`): problems moved here from a lost worker.
+
     Returns when every problem has stopped ((17), the gap, or ``max_rounds``), or after a
     round that ends once ``seconds`` have passed or that is a multiple of ``every`` (a
     checkpoint is due): ``(W, outcome per problem)``, each ``{"rows": [round_row of each
     round done, with "at": seconds into the task], "shrink", "done", "converged"}``.
     """
     start = time.perf_counter()
+    if restore:
+        load_blocks(restore["runs"], infos, restore["directory"], restore["files"],
+                    restore["storage_options"])
     W = np.array(W, dtype=np.float64)
     out = [{"rows": [], "shrink": shrinks[j], "done": False, "converged": False}
            for j in range(len(runs))]

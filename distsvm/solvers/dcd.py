@@ -120,7 +120,7 @@ from storage import Dataset
 from workers import losses
 
 from .. import cluster
-from ..checkpoint import Checkpointer
+from ..checkpoint import Checkpoint, Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
@@ -384,9 +384,10 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     class with its weight), problem k's rows of class k cost their weighted C and the others
     C, as LIBLINEAR's one-vs-rest (:func:`distsvm.solvers.ovr.problem_cost`).
 
-    A lost worker loses its problems' state: they restart from α = 0 on the other workers
-    (round-robin), with fresh run ids, and take again the path they had taken, so W ends
-    as without the fault; the other workers' batches are kept.  With ``checkpoint``, the run
+    A lost worker loses its problems' state: they restart on the other workers (round-robin,
+    fresh run ids) from the run's latest checkpoint if it has one (their block states loaded
+    by their first batch), else from α = 0, and take again the path they had taken, so W
+    ends as without the fault; the other workers' batches are kept.  With ``checkpoint``, the run
     continues from its latest checkpoint and writes one each time the furthest problem
     passes a multiple of ``checkpoint.every`` rounds: each worker writes the block states of
     its running problems (files ``class<k>-block-<name>.npz``), and the coordinator commits
@@ -429,13 +430,25 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
             shrink, done = resumed.state["shrink"], resumed.state["done"]
             converged = resumed.state["converged"]
             start -= resumed.state["seconds"]
+        reload: dict[int, Checkpoint] = {}  # problems to load from a checkpoint
+
+        def restore(g: list[int]) -> dict | None:
+            """What ``ovr_batch`` loads first for the group ``g``: its problems in ``reload``."""
+            ks = [k for k in g if k in reload]
+            if not ks:
+                return None
+            found = reload[ks[0]]
+            return {"runs": {prefixes[k]: runs[k] for k in ks}, "directory": found.directory,
+                    "files": found.files, "storage_options": checkpoint.storage_options}
+
         while not all(done):
             groups = {a: [k for k in range(K) if where[k] == a and not done[k]]
                       for a in plan.workers}
             futures = {a: client.submit(
                 workers.dcd.ovr_batch, W[g], dataset.url, infos, [runs[k] for k in g], g,
                 [costs[k] for k in g], [rounds[k] for k in g], [shrink[k] for k in g],
-                cache_bytes=plan.cache_bytes[a], workers=[a], pure=False, **common)
+                restore=restore(g), cache_bytes=plan.cache_bytes[a], workers=[a],
+                pure=False, **common)
                 for a, g in groups.items() if g}
             gone = []
             for a, future in futures.items():
@@ -447,6 +460,8 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                 received = time.perf_counter() - start
                 last = max(row["at"] for o in outcomes for row in o["rows"])
                 W[groups[a]] = Wg
+                for k in groups[a]:
+                    reload.pop(k, None)
                 for k, o in zip(groups[a], outcomes):
                     for row in o["rows"]:  # its time: when the task had done it
                         row["seconds"] = received - (last - row.pop("at"))
@@ -459,15 +474,25 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
             if gone:
                 plan = cluster.replan(plan, gone)  # ClusterError when none is left
                 lost = [k for a in gone for k in groups[a]]
+                # a problem running now was running at every checkpoint of this run
+                found = checkpoint.latest("dcd") if saved else None
                 for i, k in enumerate(lost):
                     runs[k] = uuid.uuid4().hex
                     used.append(runs[k])
                     where[k] = plan.workers[i % len(plan.workers)]
-                    W[k], histories[k], rounds[k], shrink[k] = 0.0, [], 0, None
+                    if found is None:
+                        W[k], histories[k], rounds[k], shrink[k] = 0.0, [], 0, None
+                    else:
+                        reload[k] = found
+                        W[k] = found.arrays["w"][k]
+                        histories[k], rounds[k], shrink[k] = (
+                            found.state[key][k] for key in ("histories", "rounds", "shrink"))
                 where = [plan.workers[0] if a in gone else a for a in where]  # done ones
+                since = "alpha = 0" if found is None else \
+                    f"the checkpoint of round {found.round}"
                 progress.note(f"worker {', '.join(gone)} left the cluster; the problems of "
                               f"class {', '.join(f'{meta.classes[k]:g}' for k in lost)} "
-                              f"restart from alpha = 0 on the other {len(plan.workers)} "
+                              f"restart from {since} on the other {len(plan.workers)} "
                               "worker(s)")
             elif every and not all(done) and max(rounds) // every > saved // every:
                 saved = max(rounds)
