@@ -77,10 +77,11 @@ def multicore_run(python, tmp, s, C, threads):
 
 
 @contextlib.contextmanager
-def problem_on_cluster(data, n_workers, block_rows=None):
+def problem_on_cluster(data, n_workers, block_rows=None, threads_per_worker=1):
     """Yield ``(X, X64, y, tmp, client, store)``: the dataset (float32 and float64), a
     temporary directory with X.npz and y.npy for the multicore child, a started local
-    cluster's client and the dataset ingested into a store in ``tmp``."""
+    cluster's client (``n_workers`` processes of ``threads_per_worker`` threads) and the
+    dataset ingested into a store in ``tmp``."""
     from distributed import Client, LocalCluster
 
     from distsvm.ingest import ingest
@@ -90,7 +91,8 @@ def problem_on_cluster(data, n_workers, block_rows=None):
     X, y = load_xy(path, 123 if data == "a9a" else None)
     X64 = X.astype(np.float64)
     with tempfile.TemporaryDirectory() as tmp, \
-            LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+            LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                         processes=True,
                          host="127.0.0.1", dashboard_address=None) as cluster, \
             Client(cluster) as client:
         sp.save_npz(f"{tmp}/X.npz", X64, compressed=False)
@@ -110,6 +112,7 @@ def common_arguments(doc: str, losses) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--data", default="a9a")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--worker-threads", type=int, default=1, help="threads per worker")
     ap.add_argument("--block-rows", type=int, help="rows per block (default: ingest's size)")
     ap.add_argument("-c", dest="C", type=float, default=1.0)
     ap.add_argument("--losses", nargs="+", choices=list(losses), default=list(losses))

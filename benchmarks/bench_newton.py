@@ -51,9 +51,11 @@ def main():
     from distsvm.jobs import train
     from tests.conftest import primal_objective
 
-    with problem_on_cluster(a.data, a.workers, a.block_rows) as (X, X64, y, tmp, client, store):
+    with problem_on_cluster(a.data, a.workers, a.block_rows, a.worker_threads) as \
+            (X, X64, y, tmp, client, store):
         print(f"{a.data}: {X.shape[0]} rows x {X.shape[1]} features, {X.nnz} nnz, "
-              f"{store.n_blocks} blocks, {a.workers} workers, C={a.C:g}, medians of "
+              f"{store.n_blocks} blocks, {a.workers} workers x {a.worker_threads} threads, "
+              f"C={a.C:g}, medians of "
               f"{a.repeats}; load average {os.getloadavg()[0]:.1f}")
         train(store, solver="newton", C=a.C, max_rounds=1, client=client)  # warm-up
         print(f"{'loss':14s} {'solver':24s} {'iters→1%':>9s} {'s→1%':>8s} "

@@ -109,10 +109,12 @@ def workers_info(client: Client) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class WorkerPlan:
-    """Which worker owns which block, and each worker's block-cache budget in bytes."""
+    """Which worker owns which block, each worker's block-cache budget in bytes, and its
+    threads (the map-reduce passes of :mod:`workers.newton` use them all)."""
 
     owners: tuple[str, ...]  # owners[b] = worker address of block b
     cache_bytes: dict[str, int]
+    threads: dict[str, int] = dataclasses.field(default_factory=dict)  # default 1
 
     @property
     def workers(self) -> list[str]:
@@ -152,7 +154,8 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
 
     A worker's cache gets ``CACHE_FRACTION`` of its memory limit, less what the
     process uses once the kernels are loaded and a block of ``dataset`` has been
-    read, less room for its largest block being solved and the next one in flight.
+    read, less room for its largest block being solved and the next one in flight,
+    for each of its threads.
     """
     info = workers_info(client)
     if not info:
@@ -165,11 +168,11 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
         warm, in_flight = (None, None, None), 0
     used = client.run(_warm_rss, *warm, workers=addrs)
     total = psutil.virtual_memory().total
-    cache = {}
+    cache, threads = {}, {a: max(1, int(info[a].get("nthreads") or 1)) for a in addrs}
     for a in addrs:
         limit = info[a].get("memory_limit") or total // len(addrs)
-        cache[a] = max(0, int(CACHE_FRACTION * limit) - used[a] - in_flight)
-    return WorkerPlan(tuple(addrs[b % len(addrs)] for b in range(n_blocks)), cache)
+        cache[a] = max(0, int(CACHE_FRACTION * limit) - used[a] - in_flight * threads[a])
+    return WorkerPlan(tuple(addrs[b % len(addrs)] for b in range(n_blocks)), cache, threads)
 
 
 class WorkerLost(ClusterError):
@@ -263,4 +266,4 @@ def replan(plan: WorkerPlan, gone) -> WorkerPlan:
     lost = [b for b, a in enumerate(owners) if a not in left]
     for k, b in enumerate(lost):
         owners[b] = left[k % len(left)]
-    return WorkerPlan(tuple(owners), {a: plan.cache_bytes[a] for a in left})
+    return WorkerPlan(tuple(owners), {a: plan.cache_bytes[a] for a in left}, plan.threads)

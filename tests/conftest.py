@@ -36,11 +36,13 @@ def load_xy(path, n_features=None):
 
 
 @contextlib.contextmanager
-def local_client(n_workers: int):
-    """A Client of a fresh LocalCluster of ``n_workers`` single-threaded worker processes."""
+def local_client(n_workers: int, threads_per_worker: int = 1):
+    """A Client of a fresh LocalCluster of ``n_workers`` worker processes (single-threaded
+    unless ``threads_per_worker``)."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+    with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                      processes=True,
                       host="127.0.0.1", dashboard_address=None) as cluster, Client(cluster) as c:
         yield c
 

@@ -79,6 +79,30 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
             del current  # the caller's reference is the only one while the next is read
 
 
+def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
+               storage_options: dict | None, threads: int, visit, make) -> list:
+    """``visit(info, block, sqnorm, acc)`` for every block of ``infos``, on ``threads``
+    threads (the task's worker's; at most one per block), each thread taking every
+    ``threads``-th block in turn, streamed with prefetch (:func:`stream`), and adding into
+    its own accumulator ``acc = make()``; returns the accumulators, for the caller to sum.
+    The kernels release the GIL, so the blocks of a worker with several threads are
+    computed side by side; memory: two blocks per thread beyond the cache."""
+    n = max(1, min(threads, len(infos)))
+
+    def share(i: int):
+        acc = make()
+        for info, (block, sqnorm) in zip(infos[i::n], stream(url, infos[i::n], cache_bytes,
+                                                              storage_options)):
+            visit(info, block, sqnorm, acc)
+            del block, sqnorm
+        return acc
+
+    if n == 1:
+        return [share(0)]
+    with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-blocks") as pool:
+        return list(pool.map(share, range(n)))
+
+
 def cached(key, read, cache_bytes: int):
     """The cache entry ``key``, or ``read()``'s ``(entry, nbytes)``, kept if it fits (LRU)."""
     global _cache_bytes

@@ -39,38 +39,47 @@ def _point(run: str) -> dict:
 
 
 def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, cache_bytes,
-              storage_options, direction=None) -> dict:
+              storage_options, threads, direction=None) -> dict:
     """:func:`evaluate`'s pass; with ``direction`` s, also t = Xs of each block and the
-    loss along it at α = 1 from the block's z (→ z₀) and t, before z becomes Xw."""
+    loss along it at α = 1 from the block's z (→ z₀) and t, before z becomes Xw.  The
+    blocks are shared among ``threads`` threads (:func:`blocks.each_block`)."""
     dim = n_features + (bias >= 0)
-    grad = np.zeros(dim)
-    diag = np.zeros(dim)
-    total = grad_b = diag_b = along = 0.0
-    correct = 0
-    for info, (block, _) in zip(infos, blocks.stream(url, infos, cache_bytes, storage_options)):
+
+    def make():
+        return {"loss": 0.0, "grad": np.zeros(dim), "diag": np.zeros(dim), "grad_b": 0.0,
+                "diag_b": 0.0, "correct": 0, "along": 0.0}
+
+    def visit(info, block, _, acc):
         s = _state(run, info, block, class_cost)
         if direction is not None:
             decision_values(block.indptr, block.indices, block.data, direction, bias,
                             n_features, s["t"])
             s["z"], s["z0"] = s["z0"], s["z"]
-            along += kernel.loss_along(s["y"], positive, s["cost"], s["z0"], s["t"], 1.0, loss)
+            acc["along"] += kernel.loss_along(s["y"], positive, s["cost"], s["z0"], s["t"],
+                                              1.0, loss)
         out = kernel.fun_grad(block.indptr, block.indices, block.data, block.y, positive,
                               s["cost"], w, bias, n_features, loss, s["z"], s["D"],
-                              grad, diag)
-        total += out[0]
-        grad_b += out[1]
-        diag_b += out[2]
-        correct += out[3]
+                              acc["grad"], acc["diag"])
+        acc["loss"] += out[0]
+        acc["grad_b"] += out[1]
+        acc["diag_b"] += out[2]
+        acc["correct"] += out[3]
+
+    total, *others = blocks.each_block(url, infos, cache_bytes, storage_options, threads,
+                                       visit, make)
+    for part in others:
+        for k in total:
+            total[k] += part[k]
     if bias >= 0:
-        grad[n_features] = grad_b
-        diag[n_features] = diag_b
+        total["grad"][n_features] = total["grad_b"]
+        total["diag"][n_features] = total["diag_b"]
     _point(run)["w"] = w
-    return {"loss": total, "grad": grad, "diag": diag, "correct": correct, "along": along}
+    return {k: total[k] for k in ("loss", "grad", "diag", "correct", "along")}
 
 
 def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, bias: float,
              n_features: int, loss: int, class_cost: np.ndarray, positive: int,
-             cache_bytes: int, storage_options: dict | None = None) -> dict:
+             cache_bytes: int, storage_options: dict | None = None, threads: int = 1) -> dict:
     """f's loss part, ∇ of it and the preconditioner's Σ Dᵢxᵢⱼ² at ``w``, over this worker's
     blocks (:func:`workers.kernels.newton.fun_grad`), keeping z = Xw, D and w.
 
@@ -80,25 +89,31 @@ def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, bias:
     "correct"}`` (and ``"along"``, 0).
     """
     return _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive,
-                     cache_bytes, storage_options)
+                     cache_bytes, storage_options, threads)
 
 
 def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias: float,
-             n_features: int, cache_bytes: int, storage_options: dict | None = None) -> np.ndarray:
-    """Xᵀ(D(Xv)) over this worker's blocks, with the D of the last :func:`evaluate`."""
-    out = np.zeros(n_features + (bias >= 0))
-    out_b = 0.0
-    for info, (block, _) in zip(infos, blocks.stream(url, infos, cache_bytes, storage_options)):
-        out_b += kernel.hess_vec(block.indptr, block.indices, block.data,
-                                 _state(run, info)["D"], v, bias, n_features, out)
+             n_features: int, cache_bytes: int, storage_options: dict | None = None,
+             threads: int = 1) -> np.ndarray:
+    """Xᵀ(D(Xv)) over this worker's blocks, with the D of the last :func:`evaluate`, the
+    blocks shared among ``threads`` threads."""
+    def visit(info, block, _, acc):
+        acc[1][0] += kernel.hess_vec(block.indptr, block.indices, block.data,
+                                     _state(run, info)["D"], v, bias, n_features, acc[0])
+
+    parts = blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit,
+                              lambda: (np.zeros(n_features + (bias >= 0)), [0.0]))
+    out = parts[0][0]
+    for other, _ in parts[1:]:
+        out += other
     if bias >= 0:
-        out[n_features] = out_b
+        out[n_features] = sum(b[0] for _, b in parts)
     return out
 
 
 def step(url: str, infos: list[BlockInfo], run: str, s: np.ndarray, *, bias: float,
          n_features: int, loss: int, positive: int, cache_bytes: int,
-         storage_options: dict | None = None) -> dict:
+         storage_options: dict | None = None, threads: int = 1) -> dict:
     """Along the direction ``s`` from the w of the last evaluation, in one read of each block:
     keep t = Xs and z₀ = Xw for the line search, and return the loss part of f(w + s) from
     z₀ + t (its first trial, ``"along"``) together with :func:`evaluate` at w + s (which
@@ -106,7 +121,7 @@ def step(url: str, infos: list[BlockInfo], run: str, s: np.ndarray, *, bias: flo
     does, the next iteration needs no evaluation pass."""
     w = _point(run)["w"] + 1.0 * s  # the coordinator's w + α·s at α = 1, to the bit
     return _fun_grad(url, infos, run, w, bias, n_features, loss, None, positive, cache_bytes,
-                     storage_options, direction=s)
+                     storage_options, threads, direction=s)
 
 
 def trial(url: str, infos: list[BlockInfo], run: str, alpha: float, *, loss: int, positive: int,

@@ -133,13 +133,16 @@ class _Passes:
         self.positive = positive  # the class index of yᵢ = +1, for the passes that read labels
         self.count = 0
 
-    def each(self, fn, *args, per_worker=None, **kw) -> list:
-        """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass."""
+    def each(self, fn, *args, per_worker=None, threaded=False, **kw) -> list:
+        """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass.
+        ``threaded``: ``fn`` also takes ``threads``, the worker's (:class:`WorkerPlan`)."""
         self.count += 1
         self.pending = futures = [self.client.submit(fn, self.url, infos, *args,
                                       *((per_worker[j],) if per_worker is not None else ()),
                                       cache_bytes=self.plan.cache_bytes[a], workers=[a],
-                                      pure=False, **self.common, **kw)
+                                      pure=False, **self.common, **kw,
+                                      **({"threads": self.plan.threads.get(a, 1)}
+                                         if threaded else {}))
                    for j, (a, infos) in enumerate(zip(self.owners, self.infos))]
         return cluster.gather(self.client, futures, self.owners)  # WorkerLost if one leaves
 

@@ -368,11 +368,13 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     """One-vs-rest for K classes by sequential DCD: the problems dealt to the workers, each
     worker running its problems' rounds over the whole store in batches.
 
-    Problem k (class k against the rest) goes to worker k mod (number of workers) of the
-    plan, which keeps its α and shrinking state for every block and runs its rounds
+    Problem k (class k against the rest) goes to slot k mod (number of slots), a slot being
+    one thread of one worker of the plan (``plan.threads``; Dask runs a worker's slots side
+    by side, the kernels releasing the GIL).  The slot's worker keeps its α and shrinking
+    state for every block, and the slot's task runs its rounds
     (:func:`workers.dcd.ovr_batch`): every round visits all blocks of the store in the
-    round's order, the worker's problems at the same round sharing each block read (from its
-    block cache, or streamed from the store), and the stopping rule (17), or the gap
+    round's order, the slot's problems at the same round sharing each block read (from the
+    worker's block cache, or streamed from the store), and the stopping rule (17), or the gap
     certificate, is tested on the worker after each round.  A task runs rounds until its
     problems have stopped or for ``BATCH_SECONDS`` (or to a round at which a checkpoint is
     due), and returns its W rows and each round's log row; the primal objective of a round
@@ -384,8 +386,8 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     class with its weight), problem k's rows of class k cost their weighted C and the others
     C, as LIBLINEAR's one-vs-rest (:func:`distsvm.solvers.ovr.problem_cost`).
 
-    A lost worker loses its problems' state: they restart on the other workers (round-robin,
-    fresh run ids) from the run's latest checkpoint if it has one (their block states loaded
+    A lost worker loses its problems' state: the running ones restart on the other workers'
+    slots (round-robin, fresh run ids) from the run's latest checkpoint if it has one (their block states loaded
     by their first batch), else from α = 0, and take again the path they had taken, so W
     ends as without the fault; the other workers' batches are kept.  With ``checkpoint``, the run
     continues from its latest checkpoint and writes one each time the furthest problem
@@ -401,7 +403,11 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     runs = [uuid.uuid4().hex for _ in range(K)]
     used = list(runs)  # every run id, to drop at the end
     prefixes = [f"class{k}-" for k in range(K)]  # of the problems' files in a checkpoint
-    where = [plan.workers[k % len(plan.workers)] for k in range(K)]
+    def slots() -> list[tuple[str, int]]:
+        """(worker, thread): each thread of each worker runs a group of problems."""
+        return [(a, t) for a in plan.workers for t in range(plan.threads.get(a, 1))]
+
+    where = [slots()[k % len(slots())] for k in range(K)]  # problem k's slot
     W = np.zeros((K, dim))
     histories: list[list[dict]] = [[] for _ in range(K)]
     rounds, shrink, done, converged = [0] * K, [None] * K, [False] * K, [False] * K
@@ -416,8 +422,8 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
 
     def held(ks) -> dict:
         """{worker: ({file prefix: run id} of its problems among ``ks``, all blocks)}."""
-        return {a: ({prefixes[k]: runs[k] for k in ks if where[k] == a}, infos)
-                for a in plan.workers if any(where[k] == a for k in ks)}
+        return {a: ({prefixes[k]: runs[k] for k in ks if where[k][0] == a}, infos)
+                for a in plan.workers if any(where[k][0] == a for k in ks)}
 
     saved = 0
     try:
@@ -442,27 +448,27 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                     "files": found.files, "storage_options": checkpoint.storage_options}
 
         while not all(done):
-            groups = {a: [k for k in range(K) if where[k] == a and not done[k]]
-                      for a in plan.workers}
-            futures = {a: client.submit(
+            groups = {slot: [k for k in range(K) if where[k] == slot and not done[k]]
+                      for slot in slots()}
+            futures = {(a, t): client.submit(
                 workers.dcd.ovr_batch, W[g], dataset.url, infos, [runs[k] for k in g], g,
                 [costs[k] for k in g], [rounds[k] for k in g], [shrink[k] for k in g],
                 restore=restore(g), cache_bytes=plan.cache_bytes[a], workers=[a],
                 pure=False, **common)
-                for a, g in groups.items() if g}
+                for (a, t), g in groups.items() if g}
             gone = []
-            for a, future in futures.items():
+            for (a, t), future in futures.items():
                 try:
                     Wg, outcomes = cluster.gather(client, [future], [a])[0]
                 except cluster.WorkerLost:
-                    gone.append(a)
+                    gone += [] if a in gone else [a]
                     continue
                 received = time.perf_counter() - start
                 last = max(row["at"] for o in outcomes for row in o["rows"])
-                W[groups[a]] = Wg
-                for k in groups[a]:
+                W[groups[a, t]] = Wg
+                for k in groups[a, t]:
                     reload.pop(k, None)
-                for k, o in zip(groups[a], outcomes):
+                for k, o in zip(groups[a, t], outcomes):
                     for row in o["rows"]:  # its time: when the task had done it
                         row["seconds"] = received - (last - row.pop("at"))
                         histories[k].append(row)
@@ -473,13 +479,14 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                         _round_limit(max_rounds, o["rows"][-1]["pg_violation"], eps)
             if gone:
                 plan = cluster.replan(plan, gone)  # ClusterError when none is left
-                lost = [k for a in gone for k in groups[a]]
+                lost = [k for (a, _), g in groups.items() if a in gone for k in g
+                        if not done[k]]
                 # a problem running now was running at every checkpoint of this run
                 found = checkpoint.latest("dcd") if saved else None
                 for i, k in enumerate(lost):
                     runs[k] = uuid.uuid4().hex
                     used.append(runs[k])
-                    where[k] = plan.workers[i % len(plan.workers)]
+                    where[k] = slots()[i % len(slots())]
                     if found is None:
                         W[k], histories[k], rounds[k], shrink[k] = 0.0, [], 0, None
                     else:
@@ -487,7 +494,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                         W[k] = found.arrays["w"][k]
                         histories[k], rounds[k], shrink[k] = (
                             found.state[key][k] for key in ("histories", "rounds", "shrink"))
-                where = [plan.workers[0] if a in gone else a for a in where]  # done ones
+                where = [slots()[0] if a in gone else (a, t) for a, t in where]  # done ones
                 since = "alpha = 0" if found is None else \
                     f"the checkpoint of round {found.round}"
                 progress.note(f"worker {', '.join(gone)} left the cluster; the problems of "

@@ -157,7 +157,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
 
     def evaluate(w):
         return totals(w, passes.each(workers.newton.evaluate, run, w, class_cost=class_cost,
-                                     **kw))
+                                     threaded=True, **kw))
 
     def totals(w, reps):
         """(f, ∇f, diag(∇²f), rows right) at w from the workers' replies of an evaluation."""
@@ -166,7 +166,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
                 sum(r["correct"] for r in reps))
 
     def hess_vec(v):
-        return reg * v + sum(passes.each(workers.newton.hess_vec, run, v))
+        return reg * v + sum(passes.each(workers.newton.hess_vec, run, v, threaded=True))
 
     def retried(step, k):
         """``step()``, run again after each worker loss: the survivors take the lost blocks
@@ -271,7 +271,7 @@ def _line_search(passes, run, kw, w, s, g, f, reg) -> tuple[float, list]:
     Returns α and the workers' evaluations at w + s (:func:`workers.newton.step`)."""
     wTw, wTs, sTs = dot(reg, w * w), dot(reg, w * s), dot(reg, s * s)
     gTs = dot(g, s)
-    at_one = passes.each(workers.newton.step, run, s, **kw)
+    at_one = passes.each(workers.newton.step, run, s, threaded=True, **kw)
     loss = sum(r["along"] for r in at_one)
     alpha = 1.0
     for trial in range(MAX_LINESEARCH):

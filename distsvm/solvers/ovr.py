@@ -64,7 +64,7 @@ def rotated(plan: WorkerPlan, k: int) -> WorkerPlan:
     """The plan with every block moved k workers along (problem k's plan)."""
     ws = plan.workers
     owners = tuple(ws[(ws.index(a) + k) % len(ws)] for a in plan.owners)
-    return WorkerPlan(owners, plan.cache_bytes)
+    return WorkerPlan(owners, plan.cache_bytes, plan.threads)
 
 
 def solve(fit, classes, plan: WorkerPlan, progress: Progress,

@@ -1,0 +1,63 @@
+"""Workers with several threads (as `dask worker --nthreads N` starts them): one-vs-rest DCD
+runs a group of problems on each thread, and the Newton passes share a worker's blocks among
+its threads; both give what single-threaded workers give."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from distsvm import cluster
+from distsvm.errors import ConvergenceWarning
+from distsvm.ingest import ingest
+from distsvm.solvers import dcd, newton
+
+from .conftest import DATA, load_xy, local_client
+
+
+@pytest.fixture(scope="module")
+def threaded():
+    """One worker process with two threads."""
+    with local_client(1, threads_per_worker=2) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """1,200 rows of Statlog DNA (3 classes) in 4 blocks."""
+    X, y = load_xy(DATA / "dna.scale.xz", 180)
+    return ingest((X[:1200], y[:1200]), str(tmp_path_factory.mktemp("threaded") / "dna.zarr"),
+                  block_rows=300)
+
+
+def test_ovr_runs_a_group_per_thread_and_follows_the_binary_runs(threaded, client, store):
+    """On one worker with two threads the 3 problems run as two groups (one task per thread),
+    and each ends at exactly the W of the same job on two single-threaded workers: a
+    problem's path depends on neither its slot nor its worker."""
+    plan = cluster.plan(threaded, len(store.meta.blocks), None, store)
+    assert list(plan.threads.values()) == [2]
+    opts = dict(loss="squared_hinge", C=0.1, eps=0.1, bias=1.0, max_rounds=40, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        on_threads = dcd.solve_ovr(threaded, store, plan, **opts)
+        on_workers = dcd.solve_ovr(client, store,
+                                   cluster.plan(client, len(store.meta.blocks), None, store),
+                                   **opts)
+    for a, b in zip(on_threads, on_workers):
+        np.testing.assert_array_equal(a.w, b.w)
+        assert a.rounds == b.rounds
+
+
+def test_newton_passes_on_threads_equal_one_thread(threaded, client, store):
+    """Newton with the worker's 4 blocks shared by its 2 threads (each summing its own
+    vectors) reaches the single-threaded run's iterates up to rounding."""
+    opts = dict(loss="logistic", C=1.0, eps=1e-6, bias=-1.0, max_rounds=30, positive=1,
+                class_cost=np.ones(3))  # class 1 against the other two
+    a = newton.solve(threaded, store, cluster.plan(threaded, 4, None, store), **opts)
+    b = newton.solve(client, store, cluster.plan(client, 4, None, store), **opts)
+    assert a.converged and b.converged and a.rounds == b.rounds
+    np.testing.assert_allclose(a.w, b.w, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose([r["primal"] for r in a.history],
+                               [r["primal"] for r in b.history], rtol=1e-12)
