@@ -23,7 +23,8 @@ LIBLINEAR 2.40 and is its default since; we follow LIBLINEAR's ``newton.cpp``:
    line search fails or f no longer decreases (|Δf| ≤ 10⁻¹²|f|), as LIBLINEAR.
 
 Distribution: the data are touched only through map-reduce passes over the row blocks
-(:mod:`workers.newton`), one task per worker, each returning a vector of n_features[+1]:
+(:mod:`workers.newton`), one task per worker — its blocks shared among the worker's threads
+(:func:`workers.blocks.each_block`) — each returning a vector of n_features[+1]:
 
 * one pass per function/gradient evaluation, which also computes the Hessian's
   diagonal weights D and the preconditioner's diagonal Σᵢ Dᵢxᵢⱼ², and keeps D and
