@@ -403,6 +403,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     runs = [uuid.uuid4().hex for _ in range(K)]
     used = list(runs)  # every run id, to drop at the end
     prefixes = [f"class{k}-" for k in range(K)]  # of the problems' files in a checkpoint
+
     def slots() -> list[tuple[str, int]]:
         """(worker, thread): each thread of each worker runs a group of problems."""
         return [(a, t) for a in plan.workers for t in range(plan.threads.get(a, 1))]
