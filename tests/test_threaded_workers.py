@@ -1,6 +1,6 @@
 """Workers with several threads (as `dask worker --nthreads N` starts them): one-vs-rest DCD
-runs a group of problems on each thread, and the Newton passes share a worker's blocks among
-its threads; both give what single-threaded workers give."""
+runs a group of problems on each thread, and the Newton and SVM-ALM passes share a worker's
+blocks among its threads; all give what single-threaded workers give."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from distsvm import cluster
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
-from distsvm.solvers import dcd, newton
+from distsvm.solvers import alm, dcd, newton
 
 from .conftest import DATA, load_xy, local_client
 
@@ -61,3 +61,17 @@ def test_newton_passes_on_threads_equal_one_thread(threaded, client, store):
     np.testing.assert_allclose(a.w, b.w, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose([r["primal"] for r in a.history],
                                [r["primal"] for r in b.history], rtol=1e-12)
+
+
+def test_alm_passes_on_threads_equal_one_thread(threaded, client, store):
+    """SVM-ALM (inexact) with the worker's blocks shared by its 2 threads follows the
+    single-threaded run up to rounding."""
+    opts = dict(p=2.0, C=1.0, eps=1e-3, max_iter=40, positive=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = alm.solve(threaded, store, cluster.plan(threaded, 4, None, store), **opts)
+        b = alm.solve(client, store, cluster.plan(client, 4, None, store), **opts)
+    assert a.iterations == b.iterations and a.passes == b.passes
+    np.testing.assert_allclose(a.w, b.w, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose([r["objective"] for r in a.history],
+                               [r["objective"] for r in b.history], rtol=1e-9)

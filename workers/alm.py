@@ -45,45 +45,52 @@ def load_blocks(run: str, infos: list[BlockInfo], directory: str, digests: dict[
 
 def gradient_pass(url: str, infos: list[BlockInfo], run: str, x: np.ndarray, *, bias: float,
                   n_features: int, positive: int, mu_prev: float, mu: float, C: float,
-                  p: float, cache_bytes: int, storage_options: dict | None = None) -> dict:
-    """Steps (9), objective (4), (10) and the Xr of (16) at ``x``, in one pass over the blocks.
+                  p: float, cache_bytes: int, storage_options: dict | None = None,
+                  threads: int = 1) -> dict:
+    """Steps (9), objective (4), (10) and the Xr of (16) at ``x``, in one pass over the blocks
+    (shared among ``threads`` threads, :func:`blocks.each_block`).
 
     See :func:`workers.kernels.alm.alm_pass`.  Returns the sums over this worker's blocks:
     ``loss`` = Σ ξᵢᵖ, ``gloss`` = Σ ∂ξᵢᵖ/∂x (n_features [+1]), ``xtr`` = [Xᵀr; Σ r],
     ``resid_sq`` = ‖Xᵀw + 1b − y + e‖² of the previous iteration, ``correct`` rows.
     """
     dim = n_features + (bias >= 0)
-    gloss = np.zeros(dim)
-    xtr = np.zeros(dim)
-    loss = resid_sq = gb = rs = 0.0
-    correct = 0
-    for info in infos:
-        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+
+    def make():
+        return {"loss": 0.0, "gloss": np.zeros(dim), "xtr": np.zeros(dim), "resid_sq": 0.0,
+                "correct": 0, "gb": 0.0, "rs": 0.0}
+
+    def visit(info, block, _, acc):
         s = _state(run, info)
         out = kernel.alm_pass(block.indptr, block.indices, block.data, block.y, positive, x,
-                              bias, n_features, s["lam"], s["e"], mu_prev, mu, C, p, xtr, gloss)
-        loss += out[0]
-        gb += out[1]
-        rs += out[2]
-        resid_sq += out[3]
-        correct += out[4]
+                              bias, n_features, s["lam"], s["e"], mu_prev, mu, C, p,
+                              acc["xtr"], acc["gloss"])
+        for k, v in zip(("loss", "gb", "rs", "resid_sq", "correct"), out):
+            acc[k] += v
+
+    total, *others = blocks.each_block(url, infos, cache_bytes, storage_options, threads,
+                                       visit, make)
+    for part in others:
+        for k in total:
+            total[k] += part[k]
     if bias >= 0:
-        gloss[n_features] = gb
-        xtr[n_features] = rs
-    return {"loss": loss, "gloss": gloss, "xtr": xtr, "resid_sq": resid_sq, "correct": correct}
+        total["gloss"][n_features] = total["gb"]
+        total["xtr"][n_features] = total["rs"]
+    return {k: total[k] for k in ("loss", "gloss", "xtr", "resid_sq", "correct")}
 
 
 def direction_pass(url: str, infos: list[BlockInfo], xg: np.ndarray, *, bias: float,
-                   n_features: int, cache_bytes: int,
-                   storage_options: dict | None = None) -> float:
-    """‖Xᵀw_g + 1b_g‖² over this worker's blocks: the denominator of the step size (18)."""
-    total = 0.0
-    for info in infos:
-        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+                   n_features: int, cache_bytes: int, storage_options: dict | None = None,
+                   threads: int = 1) -> float:
+    """‖Xᵀw_g + 1b_g‖² over this worker's blocks (shared among ``threads`` threads): the
+    denominator of the step size (18)."""
+    def visit(info, block, _, acc):
         v = np.empty(block.n_rows)
         decision_values(block.indptr, block.indices, block.data, xg, bias, n_features, v)
-        total += float(v @ v)
-    return total
+        acc[0] += float(v @ v)
+
+    return sum(acc[0] for acc in blocks.each_block(url, infos, cache_bytes, storage_options,
+                                                   threads, visit, lambda: [0.0]))
 
 
 def residuals(url: str, infos: list[BlockInfo], run: str, x: np.ndarray, *, bias: float,

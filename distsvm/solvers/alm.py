@@ -135,7 +135,8 @@ class _Passes:
 
     def each(self, fn, *args, per_worker=None, threaded=False, **kw) -> list:
         """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass.
-        ``threaded``: ``fn`` also takes ``threads``, the worker's (:class:`WorkerPlan`)."""
+        ``threaded``: ``fn`` also takes ``threads``, the worker's (:class:`WorkerPlan`), and
+        shares its blocks among them (:func:`workers.blocks.each_block`)."""
         self.count += 1
         self.pending = futures = [self.client.submit(fn, self.url, infos, *args,
                                       *((per_worker[j],) if per_worker is not None else ()),
@@ -218,7 +219,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
             try:
                 # pass A: (9) of the previous iteration, obj (4) and ∇obj, (10), Xr of (16)
                 reps = passes.each(workers.alm.gradient_pass, run, x, positive=passes.positive,
-                                   mu_prev=mu_prev, mu=mu, C=C, p=p)
+                                   mu_prev=mu_prev, mu=mu, C=C, p=p, threaded=True)
                 obj = _objective(x, sum(r["loss"] for r in reps), C, d)
                 grad = C * sum(r["gloss"] for r in reps)
                 grad[:d] += x[:d]
@@ -325,7 +326,8 @@ def _gradient_step(passes, xg, x, mu, d):
     num = float(xg @ xg)  # the simplified numerator of (18)
     if num == 0.0:
         return x
-    den = sum(passes.each(workers.alm.direction_pass, xg)) + float(xg[:d] @ xg[:d]) / mu
+    den = sum(passes.each(workers.alm.direction_pass, xg, threaded=True)) \
+        + float(xg[:d] @ xg[:d]) / mu
     return x - (num / den) * xg  # (18)
 
 
