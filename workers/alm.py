@@ -68,11 +68,7 @@ def gradient_pass(url: str, infos: list[BlockInfo], run: str, x: np.ndarray, *, 
         for k, v in zip(("loss", "gb", "rs", "resid_sq", "correct"), out):
             acc[k] += v
 
-    total, *others = blocks.each_block(url, infos, cache_bytes, storage_options, threads,
-                                       visit, make)
-    for part in others:
-        for k in total:
-            total[k] += part[k]
+    total = blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit, make)
     if bias >= 0:
         total["gloss"][n_features] = total["gb"]
         total["xtr"][n_features] = total["rs"]
@@ -87,10 +83,10 @@ def direction_pass(url: str, infos: list[BlockInfo], xg: np.ndarray, *, bias: fl
     def visit(info, block, _, acc):
         v = np.empty(block.n_rows)
         decision_values(block.indptr, block.indices, block.data, xg, bias, n_features, v)
-        acc[0] += float(v @ v)
+        acc["sq"] += float(v @ v)
 
-    return sum(acc[0] for acc in blocks.each_block(url, infos, cache_bytes, storage_options,
-                                                   threads, visit, lambda: [0.0]))
+    return blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit,
+                             lambda: {"sq": 0.0})["sq"]
 
 
 def residuals(url: str, infos: list[BlockInfo], run: str, x: np.ndarray, *, bias: float,

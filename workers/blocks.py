@@ -80,13 +80,13 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
 
 
 def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
-               storage_options: dict | None, threads: int, visit, make) -> list:
+               storage_options: dict | None, threads: int, visit, make) -> dict:
     """``visit(info, block, sqnorm, acc)`` for every block of ``infos``, on ``threads``
     threads (the task's worker's; at most one per block), each thread taking every
     ``threads``-th block in turn, streamed with prefetch (:func:`stream`), and adding into
-    its own accumulator ``acc = make()``; returns the accumulators, for the caller to sum.
-    The kernels release the GIL, so the blocks of a worker with several threads are
-    computed side by side; memory: two blocks per thread beyond the cache."""
+    its own accumulator ``acc = make()`` (a dict of numbers and arrays); returns their sum,
+    key by key.  The kernels release the GIL, so the blocks of a worker with several
+    threads are computed side by side; memory: two blocks per thread beyond the cache."""
     n = max(1, min(threads, len(infos)))
 
     def share(i: int):
@@ -98,9 +98,13 @@ def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
         return acc
 
     if n == 1:
-        return [share(0)]
+        return share(0)
     with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-blocks") as pool:
-        return list(pool.map(share, range(n)))
+        total, *others = pool.map(share, range(n))
+    for part in others:
+        for k in total:
+            total[k] += part[k]
+    return total
 
 
 def cached(key, read, cache_bytes: int):

@@ -65,11 +65,7 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
         acc["diag_b"] += out[2]
         acc["correct"] += out[3]
 
-    total, *others = blocks.each_block(url, infos, cache_bytes, storage_options, threads,
-                                       visit, make)
-    for part in others:
-        for k in total:
-            total[k] += part[k]
+    total = blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit, make)
     if bias >= 0:
         total["grad"][n_features] = total["grad_b"]
         total["diag"][n_features] = total["diag_b"]
@@ -98,17 +94,14 @@ def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias:
     """Xᵀ(D(Xv)) over this worker's blocks, with the D of the last :func:`evaluate`, the
     blocks shared among ``threads`` threads."""
     def visit(info, block, _, acc):
-        acc[1][0] += kernel.hess_vec(block.indptr, block.indices, block.data,
-                                     _state(run, info)["D"], v, bias, n_features, acc[0])
+        acc["b"] += kernel.hess_vec(block.indptr, block.indices, block.data,
+                                    _state(run, info)["D"], v, bias, n_features, acc["out"])
 
-    parts = blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit,
-                              lambda: (np.zeros(n_features + (bias >= 0)), [0.0]))
-    out = parts[0][0]
-    for other, _ in parts[1:]:
-        out += other
+    total = blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit,
+                              lambda: {"out": np.zeros(n_features + (bias >= 0)), "b": 0.0})
     if bias >= 0:
-        out[n_features] = sum(b[0] for _, b in parts)
-    return out
+        total["out"][n_features] = total["b"]
+    return total["out"]
 
 
 def step(url: str, infos: list[BlockInfo], run: str, s: np.ndarray, *, bias: float,
