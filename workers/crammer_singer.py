@@ -87,10 +87,10 @@ def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, n_classes: 
     """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
     round ``tag`` and return their part of W (n_features [+1] × K), wₘ = Σᵢ αᵢᵐ x̂ᵢ
     (:func:`resident.restore`)."""
-    return resident.restore(url, infos, [run], tag,
-                            [np.zeros((n_features + (1 if bias >= 0 else 0), n_classes))],
-                            lambda block, alpha, j: alpha, bias=bias, n_features=n_features,
-                            cache_bytes=cache_bytes, storage_options=storage_options)[0]
+    return resident.restore(url, infos, run, tag,
+                            np.zeros((n_features + (1 if bias >= 0 else 0), n_classes)),
+                            lambda block, alpha: alpha, bias=bias, n_features=n_features,
+                            cache_bytes=cache_bytes, storage_options=storage_options)
 
 
 def save_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,

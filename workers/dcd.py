@@ -184,12 +184,10 @@ def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, bias: float
     """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
     round ``tag`` and return their part of w, Σ_b X_bᵀ(α_b∘y_b) (13)
     (:func:`resident.restore`)."""
-    out = np.zeros(n_features + (1 if bias >= 0 else 0))
-    return resident.restore(
-        url, infos, [run], tag, [out],
-        lambda block, alpha, _: alpha * np.where(block.y == positive, 1.0, -1.0),
-        bias=bias, n_features=n_features, cache_bytes=cache_bytes,
-        storage_options=storage_options)[0]
+    return resident.restore(url, infos, run, tag, np.zeros(n_features + (1 if bias >= 0 else 0)),
+                            lambda block, alpha: alpha * np.where(block.y == positive, 1.0, -1.0),
+                            bias=bias, n_features=n_features, cache_bytes=cache_bytes,
+                            storage_options=storage_options)
 
 
 def save_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
@@ -265,7 +263,7 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
               max_rounds: int, every: int | None, seconds: float, eps: float, gap_tol: float,
               n_passes: int, bias: float, n_features: int, loss: int, cache_bytes: int,
               storage_options: dict | None = None,
-              restore: dict | None = None) -> tuple[np.ndarray, list[dict]]:
+              from_checkpoint: dict | None = None) -> tuple[np.ndarray, list[dict]]:
     """Rounds of sequential DCD for several one-vs-rest problems, all on this worker.
 
     Problem j is row j of W: class index ``positives[j]`` against the rest, C per class
@@ -282,7 +280,8 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     every row per problem, so it is measured each round only with ``gap_tol``, else at the
     end of the task (for each problem's last round).
 
-    ``restore`` ({"runs": {file prefix: run id}, "directory", "files", "storage_options"}
+    ``from_checkpoint`` ({"runs": {file prefix: run id}, "directory", "files",
+    "storage_options"}
     of a checkpoint) first loads those problems' block states from the checkpoint
     (:func:`load_blocks`): problems moved here from a lost worker.
 
@@ -292,9 +291,9 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     round done, with "at": seconds into the task], "shrink", "done", "converged"}``.
     """
     start = time.perf_counter()
-    if restore:
-        load_blocks(restore["runs"], infos, restore["directory"], restore["files"],
-                    restore["storage_options"])
+    if from_checkpoint:
+        c = from_checkpoint
+        load_blocks(c["runs"], infos, c["directory"], c["files"], c["storage_options"])
     W = np.array(W, dtype=np.float64)
     out = [{"rows": [], "shrink": shrinks[j], "done": False, "converged": False}
            for j in range(len(runs))]
@@ -345,7 +344,7 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     return W, out
 
 
-def ovr_report(prev, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
+def ovr_report(W, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
                class_costs: list, *, bias: float, n_features: int, loss: int, cache_bytes: int,
                storage_options: dict | None = None) -> list[dict]:
     """:func:`report` of several one-vs-rest problems: problem j is row j of W
@@ -353,7 +352,6 @@ def ovr_report(prev, url: str, infos: list[BlockInfo], runs: list[str], positive
     ``class_costs[j]``).  Each block is read (or taken from the cache) once and its losses
     for all the problems are summed in one pass (:func:`loss_sums`); a block every problem
     skipped is not read.  The bytes read are reported with the first problem."""
-    W = prev[0] if isinstance(prev, tuple) else prev
     stats = [[blocks.run_state(run, info.name, dict)["stats"] for info in infos] for run in runs]
     fresh = [b for b in range(len(infos)) if not all(st[b]["skipped"] for st in stats)]
     costs = np.array(class_costs, dtype=np.float64).reshape(len(runs), -1)

@@ -57,21 +57,18 @@ def roll_back(run: str, info: BlockInfo, tag: int) -> np.ndarray | None:
     return alpha
 
 
-def restore(url: str, infos: list[BlockInfo], runs: list[str], tag: int, outs: list,
+def restore(url: str, infos: list[BlockInfo], run: str, tag: int, out: np.ndarray,
             coefficients, *, bias: float, n_features: int, cache_bytes: int,
-            storage_options: dict | None = None) -> list:
+            storage_options: dict | None = None) -> np.ndarray:
     """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
-    round ``tag`` in each run ``runs[j]`` (:func:`roll_back`) and add their part of that
-    run's w, X̂ᵀ ``coefficients(block, α, j)``, to ``outs[j]``; each block is read once for
-    all the runs, and a block without state adds nothing.  Returns ``outs``."""
+    round ``tag`` (:func:`roll_back`) and add their part of w, X̂ᵀ ``coefficients(block,
+    α)``, to ``out``; a block without state adds nothing.  Returns ``out``."""
     for info in infos:
-        alphas = {j: a for j, run in enumerate(runs)
-                  if (a := roll_back(run, info, tag)) is not None}
-        if alphas:
+        alpha = roll_back(run, info, tag)
+        if alpha is not None:
             block, _ = blocks.load(url, info, cache_bytes, storage_options)
-            for j, alpha in alphas.items():
-                add_xt(outs[j], block, coefficients(block, alpha, j), bias, n_features)
-    return outs
+            add_xt(out, block, coefficients(block, alpha), bias, n_features)
+    return out
 
 
 def save_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,

@@ -387,11 +387,11 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     C, as LIBLINEAR's one-vs-rest (:func:`distsvm.solvers.ovr.problem_cost`).
 
     A lost worker loses its problems' state: the running ones restart on the other workers'
-    slots (round-robin, fresh run ids) from the run's latest checkpoint if it has one (their block states loaded
-    by their first batch), else from α = 0, and take again the path they had taken, so W
-    ends as without the fault; the other workers' batches are kept.  With ``checkpoint``, the run
-    continues from its latest checkpoint and writes one each time the furthest problem
-    passes a multiple of ``checkpoint.every`` rounds: each worker writes the block states of
+    slots (round-robin, fresh run ids) from the run's latest checkpoint if it has one
+    (their block states loaded by their first batch), else from α = 0, and take again the
+    path they had taken, so W ends as without the fault; the other workers' batches are
+    kept.  With ``checkpoint``, the run continues from its latest checkpoint and writes one
+    each time the furthest problem passes a multiple of ``checkpoint.every`` rounds: each worker writes the block states of
     its running problems (files ``class<k>-block-<name>.npz``), and the coordinator commits
     W and each problem's rounds, thresholds, stopping flags and history.
     """
@@ -439,7 +439,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
             start -= resumed.state["seconds"]
         reload: dict[int, Checkpoint] = {}  # problems to load from a checkpoint
 
-        def restore(g: list[int]) -> dict | None:
+        def from_checkpoint(g: list[int]) -> dict | None:
             """What ``ovr_batch`` loads first for the group ``g``: its problems in ``reload``."""
             ks = [k for k in g if k in reload]
             if not ks:
@@ -454,7 +454,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
             futures = {(a, t): client.submit(
                 workers.dcd.ovr_batch, W[g], dataset.url, infos, [runs[k] for k in g], g,
                 [costs[k] for k in g], [rounds[k] for k in g], [shrink[k] for k in g],
-                restore=restore(g), cache_bytes=plan.cache_bytes[a], workers=[a],
+                from_checkpoint=from_checkpoint(g), cache_bytes=plan.cache_bytes[a], workers=[a],
                 pure=False, **common)
                 for (a, t), g in groups.items() if g}
             gone = []
