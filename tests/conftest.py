@@ -35,6 +35,13 @@ def load_xy(path, n_features=None):
     return X.astype(np.float32).tocsr(), y
 
 
+def dna_rows(n: int):
+    """The first ``n`` rows of the shipped Statlog DNA (3 classes, 180 binary features): the
+    multi-class data of the fault and thread tests."""
+    X, y = load_xy(DATA / "dna.scale.xz", 180)
+    return X[:n], y[:n]
+
+
 @contextlib.contextmanager
 def local_client(n_workers: int, threads_per_worker: int = 1):
     """A Client of a fresh LocalCluster of ``n_workers`` worker processes (single-threaded

@@ -20,7 +20,7 @@ from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.progress import Progress
 
-from .conftest import DATA, Killer, load_xy
+from .conftest import Killer, dna_rows
 from .test_checkpoint import EVERY, PARAMS, _kill_and_resume, _spec
 from .test_crammer_singer import cs_primal
 from .test_multiclass import liblinear_model
@@ -32,8 +32,7 @@ FAULT_C = 0.003  # ~60 rounds to a duality gap of 1e-6 on 600 rows
 @pytest.fixture(scope="module")
 def dna600():
     """600 rows of dna (3 classes) in 6 blocks: each of 2 workers owns 3."""
-    X, y = load_xy(DATA / "dna.scale.xz", 180)
-    return X[:600], y[:600]
+    return dna_rows(600)
 
 
 @pytest.fixture(scope="module")

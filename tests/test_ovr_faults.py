@@ -23,7 +23,7 @@ from distsvm.jobs import train
 from distsvm.progress import Progress
 from distsvm.solvers import dcd
 
-from .conftest import DATA, load_xy
+from .conftest import dna_rows
 from .test_checkpoint import EVERY, ROUND_LINE, _kill_and_resume
 from .test_multiclass import ovr_objectives
 
@@ -34,8 +34,7 @@ GAP = 5e-7  # both runs certified to this: their objectives differ by < 1e-6 rel
 @pytest.fixture(scope="module")
 def dna():
     """The first 1,000 rows of Statlog DNA (3 classes, 180 binary features)."""
-    X, y = load_xy(DATA / "dna.scale.xz", 180)
-    return X[:1000], y[:1000]
+    return dna_rows(1000)
 
 
 @pytest.fixture(scope="module")

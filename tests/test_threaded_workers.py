@@ -14,7 +14,7 @@ from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.solvers import alm, dcd, newton
 
-from .conftest import DATA, load_xy, local_client
+from .conftest import dna_rows, local_client
 
 
 @pytest.fixture(scope="module")
@@ -27,15 +27,14 @@ def threaded():
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """1,200 rows of Statlog DNA (3 classes) in 4 blocks."""
-    X, y = load_xy(DATA / "dna.scale.xz", 180)
-    return ingest((X[:1200], y[:1200]), str(tmp_path_factory.mktemp("threaded") / "dna.zarr"),
+    return ingest(dna_rows(1200), str(tmp_path_factory.mktemp("threaded") / "dna.zarr"),
                   block_rows=300)
 
 
 def test_ovr_runs_a_group_per_thread_and_follows_the_binary_runs(threaded, client, store):
-    """On one worker with two threads the 3 problems run as two groups (one task per thread),
-    and each ends at exactly the W of the same job on two single-threaded workers: a
-    problem's path depends on neither its slot nor its worker."""
+    """On one worker with two threads (the plan sees both) the 3 problems are dealt to its
+    two threads, and each ends at exactly the W of the same job on two single-threaded
+    workers: a problem's path depends on neither its slot nor its worker."""
     plan = cluster.plan(threaded, len(store.meta.blocks), None, store)
     assert list(plan.threads.values()) == [2]
     opts = dict(loss="squared_hinge", C=0.1, eps=0.1, bias=1.0, max_rounds=40, seed=5)
