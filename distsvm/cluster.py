@@ -110,7 +110,7 @@ def workers_info(client: Client) -> dict:
 @dataclasses.dataclass(frozen=True)
 class WorkerPlan:
     """Which worker owns which block, each worker's block-cache budget in bytes, and its
-    threads (the map-reduce passes of :mod:`workers.newton` use them all)."""
+    threads (used by the Newton and SVM-ALM passes and by one-vs-rest DCD's slots)."""
 
     owners: tuple[str, ...]  # owners[b] = worker address of block b
     cache_bytes: dict[str, int]
