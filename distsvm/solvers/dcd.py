@@ -81,20 +81,20 @@ worker of the job is left does the job fail, with ClusterError.  In the
 sequential mode each round starts from the gathered w rather than from the
 previous round's last task: a loss between rounds must not make Dask re-run a
 stateful task of an earlier round to recompute its lost result.  One-vs-rest
-(:func:`solve_ovr`) recovers the same way for all its running problems at once: each
-problem has its own run id, and :func:`workers.dcd.ovr_restore` rolls back each problem's α
-and rebuilds each problem's w from one read of each surviving block.
+(:func:`solve_ovr`) keeps each problem's state on one worker and recovers differently:
+the lost worker's problems restart elsewhere from the latest checkpoint or from α = 0.
 
 Checkpoints (:mod:`distsvm.checkpoint`, for ``distsvm resume``): every k rounds each
 owner writes the state of its blocks (α, and in the sequential mode the shrinking state
 and last statistics) straight into the checkpoint's directory, and the coordinator then
-commits w (O(n_features)), the state of the RNG that draws the block orders, the
-shrinking thresholds (16) and the history.  A resumed run loads them and takes the same
-choices as an uninterrupted one (the blocks' seeds derive from (seed, round, block)), so
-it reaches the same w.  One-vs-rest (:func:`solve_ovr`) checkpoints the same way for every
-problem still running — each owner writes those problems' block states, one file per
-problem and block (``class<k>-block-<name>.npz``) — and the coordinator commits W and each
-problem's thresholds, stopping flags and history.
+commits w (O(n_features)), the shrinking thresholds (16) and the history.  A resumed run
+loads them and takes the same choices as an uninterrupted one (the block orders and the
+blocks' seeds derive from (seed, round), :func:`workers.dcd.block_order` and
+:func:`workers.dcd.block_seed`), so it reaches the same w.  One-vs-rest
+(:func:`solve_ovr`) checkpoints every problem still running — each problem's worker
+writes its block states, one file per problem and block (``class<k>-block-<name>.npz``)
+— and the coordinator commits W and each problem's rounds, thresholds, stopping flags and
+history.
 
 Stopping: LIBLINEAR's rule (17): the spread of projected gradients over a
 round whose passes covered every row, max PG − min PG ≤ eps; or, with
