@@ -93,7 +93,7 @@ blocks' seeds derive from (seed, round), :func:`workers.dcd.block_order` and
 :func:`workers.dcd.block_seed`), so it reaches the same w.  One-vs-rest
 (:func:`solve_ovr`) checkpoints every problem still running — each problem's worker
 writes its block states, one file per problem and block (``class<k>-block-<name>.npz``)
-— and the coordinator commits W and each problem's rounds, thresholds, stopping flags and
+— and the coordinator commits W and each problem's thresholds, stopping flags and
 history.
 
 Stopping: LIBLINEAR's rule (17): the spread of projected gradients over a
@@ -393,7 +393,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     kept.  With ``checkpoint``, the run continues from its latest checkpoint and writes one
     each time the furthest problem passes a multiple of ``checkpoint.every`` rounds: each worker writes the block states of
     its running problems (files ``class<k>-block-<name>.npz``), and the coordinator commits
-    W and each problem's rounds, thresholds, stopping flags and history.
+    W and each problem's thresholds, stopping flags and history (a row per round done).
     """
     progress = progress or Progress(quiet=True)
     meta = dataset.meta
@@ -411,7 +411,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     where = [slots()[k % len(slots())] for k in range(K)]  # problem k's slot
     W = np.zeros((K, dim))
     histories: list[list[dict]] = [[] for _ in range(K)]
-    rounds, shrink, done, converged = [0] * K, [None] * K, [False] * K, [False] * K
+    shrink, done, converged = [None] * K, [False] * K, [False] * K
     tagged = [Tagged(progress, f"{c:g}") for c in meta.classes]
     start = time.perf_counter()
     infos = list(meta.blocks)
@@ -433,7 +433,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                                   held=held(range(K)))
         if resumed is not None:
             W, saved = resumed.arrays["w"], resumed.round
-            histories, rounds = resumed.state["histories"], resumed.state["rounds"]
+            histories = resumed.state["histories"]
             shrink, done = resumed.state["shrink"], resumed.state["done"]
             converged = resumed.state["converged"]
             start -= resumed.state["seconds"]
@@ -453,7 +453,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                       for slot in slots()}
             futures = {(a, t): client.submit(
                 workers.dcd.ovr_batch, W[g], dataset.url, infos, [runs[k] for k in g], g,
-                [costs[k] for k in g], [rounds[k] for k in g], [shrink[k] for k in g],
+                [costs[k] for k in g], [len(histories[k]) for k in g], [shrink[k] for k in g],
                 from_checkpoint=from_checkpoint(g), cache_bytes=plan.cache_bytes[a], workers=[a],
                 pure=False, **common)
                 for (a, t), g in groups.items() if g}
@@ -474,7 +474,6 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                         row["seconds"] = received - (last - row.pop("at"))
                         histories[k].append(row)
                         tagged[k].round(row)
-                    rounds[k] = o["rows"][-1]["round"]
                     shrink[k], done[k], converged[k] = o["shrink"], o["done"], o["converged"]
                     if done[k] and not converged[k]:
                         _round_limit(max_rounds, o["rows"][-1]["pg_violation"], eps)
@@ -489,12 +488,12 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                     used.append(runs[k])
                     where[k] = slots()[i % len(slots())]
                     if found is None:
-                        W[k], histories[k], rounds[k], shrink[k] = 0.0, [], 0, None
+                        W[k], histories[k], shrink[k] = 0.0, [], None
                     else:
                         reload[k] = found
                         W[k] = found.arrays["w"][k]
-                        histories[k], rounds[k], shrink[k] = (
-                            found.state[key][k] for key in ("histories", "rounds", "shrink"))
+                        histories[k], shrink[k] = (found.state[key][k]
+                                                   for key in ("histories", "shrink"))
                 where = [slots()[0] if a in gone else (a, t) for a, t in where]  # done ones
                 since = "alpha = 0" if found is None else \
                     f"the checkpoint of round {found.round}"
@@ -502,13 +501,14 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                               f"class {', '.join(f'{meta.classes[k]:g}' for k in lost)} "
                               f"restart from {since} on the other {len(plan.workers)} "
                               "worker(s)")
-            elif every and not all(done) and max(rounds) // every > saved // every:
-                saved = max(rounds)
+            elif every and not all(done) and \
+                    max(map(len, histories)) // every > saved // every:
+                saved = max(map(len, histories))
                 live = [k for k in range(K) if not done[k]]
                 resident.save(client, checkpoint, dataset, plan, saved, "dcd",
                               workers.dcd.save_blocks, None, w=W, rng=None, start=start,
                               progress=progress, held=held(live), histories=histories,
-                              rounds=rounds, shrink=shrink, done=done, converged=converged)
+                              shrink=shrink, done=done, converged=converged)
     finally:
         client.run(workers.blocks.drop_run, *used)
     return [_result(W[k], histories[k], converged[k], start) for k in range(K)]
