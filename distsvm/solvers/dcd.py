@@ -483,10 +483,11 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                         if not done[k]]
                 # a problem running now was running at every checkpoint of this run
                 found = checkpoint.latest("dcd") if saved else None
+                left = slots()
                 for i, k in enumerate(lost):
                     runs[k] = uuid.uuid4().hex
                     used.append(runs[k])
-                    where[k] = slots()[i % len(slots())]
+                    where[k] = left[i % len(left)]
                     if found is None:
                         W[k], histories[k], shrink[k] = 0.0, [], None
                     else:
@@ -494,7 +495,6 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                         W[k] = found.arrays["w"][k]
                         histories[k], shrink[k] = (found.state[key][k]
                                                    for key in ("histories", "shrink"))
-                where = [slots()[0] if a in gone else (a, t) for a, t in where]  # done ones
                 since = "alpha = 0" if found is None else \
                     f"the checkpoint of round {found.round}"
                 progress.note(f"worker {', '.join(gone)} left the cluster; the problems of "
