@@ -22,7 +22,7 @@ from storage import Dataset, open_dataset
 from . import cluster
 from .model import Model, liblinear_label_order, probabilities
 from .progress import Progress
-from .solvers import alm, crammer_singer, cutting_plane, dcd, newton, ovr, pcd
+from .solvers import alm, crammer_singer, cutting_plane, dcd, newton, ovr, pcd, resident
 
 SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "newton", "crammer_singer", "auto")
 LOSSES = ("hinge", "squared_hinge", "logistic", "lp", "crammer_singer")
@@ -341,6 +341,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                       f"{len(plan.workers)} workers"
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
         dual_rounds = max_rounds if primal_switch is None else primal_switch  # dcd's limit
+        # sequential dual CD visits all rows in one permutation where one worker holds them
+        dual_data, dual_plan = resident.held_by_one(dataset, plan) if \
+            solver in ("dcd", "crammer_singer") and parallel is None else (dataset, plan)
 
         def fit(positive, plan, progress, checkpoint=checkpoint):
             """The binary problem of class index ``positive`` (+1) against the rest (with
@@ -369,18 +372,19 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                                            objective=objective, progress=progress,
                                            checkpoint=checkpoint, positive=positive)
             if solver == "crammer_singer":
-                return crammer_singer.solve(c, dataset, plan, C=float(C), eps=float(eps),
+                return crammer_singer.solve(c, dual_data, dual_plan, C=float(C), eps=float(eps),
                                             bias=float(bias), max_rounds=max_rounds, seed=seed,
                                             gap_tol=float(gap_tol), progress=progress,
                                             class_cost=class_cost, checkpoint=checkpoint)
-            return dcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+            return dcd.solve(c, dual_data, dual_plan, loss=loss, C=float(C), eps=float(eps),
                              bias=float(bias), max_rounds=dual_rounds, seed=seed,
                              inner_passes=inner_passes, gap_tol=float(gap_tol),
                              parallel=parallel, progress=progress, checkpoint=checkpoint,
                              positive=positive, class_cost=cost)
         start = time.perf_counter()
         if multiclass and solver == "dcd" and parallel is None:  # K problems, one read a block
-            results = dcd.solve_ovr(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
+            results = dcd.solve_ovr(c, dual_data, dual_plan, loss=loss, C=float(C),
+                                    eps=float(eps),
                                     bias=float(bias), max_rounds=dual_rounds, seed=seed,
                                     inner_passes=inner_passes, gap_tol=float(gap_tol),
                                     progress=progress, checkpoint=checkpoint,

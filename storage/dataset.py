@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import os
 import shutil
 import uuid
@@ -79,15 +80,75 @@ class RowBlock:
 
 @dataclasses.dataclass(frozen=True)
 class BlockInfo:
-    """One entry of the block table."""
+    """One entry of the block table, or a block made of other blocks' rows (``parts``).
+
+    A made block (:func:`joined_block`) is never stored: it is read by reading its parts,
+    taking the chosen rows of each and joining them in order.  Solvers see it as one block,
+    so they can visit the rows of several stored blocks in one permutation (the blocks a
+    worker holds in memory) or train on some rows of a block (a cross-validation fold).
+    """
 
     name: str
     n_rows: int
     nnz: int
     crc32: dict[str, int]
+    # ((stored block, sorted row indices or None for all of them), ...); empty: a stored block
+    parts: tuple = dataclasses.field(default=(), compare=False, repr=False)
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        if self.parts:
+            raise ValueError(f"block {self.name} is made of other blocks: it is not stored")
+        return {"name": self.name, "n_rows": self.n_rows, "nnz": self.nnz, "crc32": self.crc32}
+
+
+def joined_block(parts, nnz: int | None = None) -> BlockInfo:
+    """The block of ``parts`` ((stored BlockInfo, row indices or None), ...), rows in order.
+
+    Its name and checksums are derived from the parts' (so a worker's block cache never
+    confuses two different joins, nor a join with a rewritten store); ``nnz`` is required
+    when some part takes a subset of its rows (counting it needs the part's row pointers).
+    """
+    parts = tuple((info, None if rows is None else np.asarray(rows, dtype=np.int64))
+                  for info, rows in parts)
+    digest = hashlib.sha256()
+    for info, rows in parts:
+        if info.parts:
+            raise ValueError("a joined block's parts must be stored blocks")
+        digest.update(f"{info.name}:{sorted(info.crc32.items())};".encode())
+        digest.update(b"all" if rows is None else rows.tobytes())
+    if nnz is None:
+        if any(rows is not None for _, rows in parts):
+            raise ValueError("joined_block needs nnz when a part takes some of its rows")
+        nnz = sum(info.nnz for info, _ in parts)
+    n_rows = sum(info.n_rows if rows is None else len(rows) for info, rows in parts)
+    keys = parts[0][0].crc32 if parts else {}
+    crc = {k: zlib.crc32(digest.digest() + k.encode()) for k in keys}
+    return BlockInfo(f"join-{digest.hexdigest()[:16]}", n_rows, nnz, crc, parts)
+
+
+def take_rows(block: RowBlock, rows) -> RowBlock:
+    """The rows ``rows`` (sorted indices) of ``block``, as a new CSR block."""
+    if rows is None:
+        return block
+    starts, ends = block.indptr[rows], block.indptr[rows + 1]
+    lengths = ends - starts
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    pick = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
+    return RowBlock(indptr, block.indices[pick], block.data[pick], block.y[rows],
+                    None if block.weight is None else block.weight[rows])
+
+
+def join_blocks(blocks: list[RowBlock]) -> RowBlock:
+    """Several CSR blocks as one, rows in order."""
+    if len(blocks) == 1:
+        return blocks[0]
+    offsets = np.cumsum([0] + [b.nnz for b in blocks[:-1]])
+    indptr = np.concatenate([[0]] + [b.indptr[1:] + o for b, o in zip(blocks, offsets)])
+    weight = None if blocks[0].weight is None else np.concatenate([b.weight for b in blocks])
+    return RowBlock(indptr.astype(np.int64), np.concatenate([b.indices for b in blocks]),
+                    np.concatenate([b.data for b in blocks]),
+                    np.concatenate([b.y for b in blocks]), weight)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,6 +313,17 @@ class Dataset:
         return Dataset(self.url, meta, self.storage_options,
                        tuple(parent[b] for b in ids))
 
+    def joined(self) -> Dataset:
+        """A view of this dataset with all its rows in one block (:func:`joined_block`, no
+        data copied in the store): what a worker whose memory holds every block solves in
+        one permutation of all rows, as LIBLINEAR does.  Blocks are contiguous ranges of the
+        shuffled rows, so the joined block has the rows in the order of a one-block store."""
+        if len(self.meta.blocks) <= 1:
+            return self
+        meta = dataclasses.replace(self.meta, blocks=(
+            joined_block([(info, None) for info in self.meta.blocks]),))
+        return Dataset(self.url, meta, self.storage_options, self.block_ids)
+
     @property
     def n_blocks(self) -> int:
         return len(self.meta.blocks)
@@ -284,8 +356,12 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
     block-table entry.
 
     Takes the URL and the entry rather than a :class:`Dataset` so that tasks
-    shipped to workers carry a few hundred bytes, not the whole block table.
+    shipped to workers carry a few hundred bytes, not the whole block table.  A joined
+    block (:func:`joined_block`) is read part by part.
     """
+    if info.parts:
+        return join_blocks([take_rows(read_row_block(url, part, storage_options, verify), rows)
+                            for part, rows in info.parts])
     arrays = {}
     names = ROW_ARRAYS + ((WEIGHT,) if WEIGHT in info.crc32 else ())
     where = f"rows/{info.name}"
@@ -344,6 +420,11 @@ def checksum_error(url: str, path: str, array) -> CorruptStoreError:
 def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = None,
                       verify: bool = True) -> np.ndarray:
     """The class indices of one row block: its ``y`` chunk only, checked like a block."""
+    if info.parts:
+        return np.concatenate([
+            y if rows is None else y[rows] for y, (_, rows) in
+            ((read_block_labels(url, part, storage_options, verify), (part, rows))
+             for part, rows in info.parts)])
     where = f"rows/{info.name}/y"
     try:
         y = zarr.open_group(url, mode="r", storage_options=storage_options)[where][...]

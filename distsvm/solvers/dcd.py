@@ -128,6 +128,7 @@ from . import ovr, resident
 from .ovr import Tagged
 
 BATCH_SECONDS = 0.5  # one-vs-rest: rounds one task may run before it reports
+BATCHED = "dcd-batched"  # the checkpoints of solve_ovr (its state differs from solve's)
 
 
 @dataclasses.dataclass
@@ -241,6 +242,11 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     writes one every ``checkpoint.every`` rounds (see "Checkpoints" in the module docstring).
     """
     progress = progress or Progress(quiet=True)
+    if parallel is None and len(resident.owners(plan)) == 1:  # its rounds on its worker
+        return solve_ovr(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
+                         max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
+                         gap_tol=gap_tol, progress=progress, checkpoint=checkpoint,
+                         class_cost=class_cost, positive=positive)[0]
     if parallel is not None:
         return _solve_parallel(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
                                max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
@@ -364,9 +370,13 @@ def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C:
 def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
               bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
               gap_tol: float = 0.0, progress: Progress | None = None,
-              checkpoint: Checkpointer | None = None, class_cost=None) -> list[Result]:
+              checkpoint: Checkpointer | None = None, class_cost=None,
+              positive: int | None = None) -> list[Result]:
     """One-vs-rest for K classes by sequential DCD: the problems dealt to the workers, each
-    worker running its problems' rounds over the whole store in batches.
+    worker running its problems' rounds over the whole store in batches.  With
+    ``positive``, the one binary problem of that class index against the rest instead
+    (:func:`solve` on a plan whose blocks one worker holds: its rounds then run on that
+    worker, next to its blocks, with no task and no primal pass per round).
 
     Problem k (class k against the rest) goes to slot k mod (number of slots), a slot being
     one thread of one worker of the plan (``plan.threads``; Dask runs a worker's slots side
@@ -397,22 +407,28 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     """
     progress = progress or Progress(quiet=True)
     meta = dataset.meta
-    K = len(meta.classes)
+    positives = list(range(len(meta.classes))) if positive is None else [positive]
+    K = len(positives)
     code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
-    costs = [ovr.problem_cost(class_cost, C, k) for k in range(K)]
+    costs = [class_cost] if positive is not None else \
+        [ovr.problem_cost(class_cost, C, k) for k in range(K)]
     runs = [uuid.uuid4().hex for _ in range(K)]
     used = list(runs)  # every run id, to drop at the end
     prefixes = [f"class{k}-" for k in range(K)]  # of the problems' files in a checkpoint
 
     def slots() -> list[tuple[str, int]]:
-        """(worker, thread): each thread of each worker runs a group of problems."""
-        return [(a, t) for a in plan.workers for t in range(plan.threads.get(a, 1))]
+        """(worker, thread): each thread of each worker runs a group of problems, the
+        blocks' owners first (a binary problem runs next to its blocks)."""
+        owners = resident.owners(plan)
+        return [(a, t) for a in owners + [a for a in plan.workers if a not in owners]
+                for t in range(plan.threads.get(a, 1))]
 
     where = [slots()[k % len(slots())] for k in range(K)]  # problem k's slot
     W = np.zeros((K, dim))
     histories: list[list[dict]] = [[] for _ in range(K)]
     shrink, done, converged = [None] * K, [False] * K, [False] * K
-    tagged = [Tagged(progress, f"{c:g}") for c in meta.classes]
+    tagged = [progress] if positive is not None else \
+        [Tagged(progress, f"{c:g}") for c in meta.classes]
     start = time.perf_counter()
     infos = list(meta.blocks)
     every = checkpoint.every if checkpoint is not None else None
@@ -428,7 +444,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
 
     saved = 0
     try:
-        resumed = resident.resume(client, checkpoint, dataset, plan, "dcd",
+        resumed = resident.resume(client, checkpoint, dataset, plan, BATCHED,
                                   workers.dcd.load_blocks, None, None, progress,
                                   held=held(range(K)))
         if resumed is not None:
@@ -452,7 +468,8 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
             groups = {slot: [k for k in range(K) if where[k] == slot and not done[k]]
                       for slot in slots()}
             futures = {(a, t): client.submit(
-                workers.dcd.ovr_batch, W[g], dataset.url, infos, [runs[k] for k in g], g,
+                workers.dcd.ovr_batch, W[g], dataset.url, infos, [runs[k] for k in g],
+                [positives[k] for k in g],
                 [costs[k] for k in g], [len(histories[k]) for k in g], [shrink[k] for k in g],
                 from_checkpoint=from_checkpoint(g), cache_bytes=plan.cache_bytes[a], workers=[a],
                 pure=False, **common)
@@ -482,7 +499,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                 lost = [k for (a, _), g in groups.items() if a in gone for k in g
                         if not done[k]]
                 # a problem running now was running at every checkpoint of this run
-                found = checkpoint.latest("dcd") if saved else None
+                found = checkpoint.latest(BATCHED) if saved else None
                 left = slots()
                 for i, k in enumerate(lost):
                     runs[k] = uuid.uuid4().hex
@@ -498,14 +515,15 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
                 since = "alpha = 0" if found is None else \
                     f"the checkpoint of round {found.round}"
                 progress.note(f"worker {', '.join(gone)} left the cluster; the problems of "
-                              f"class {', '.join(f'{meta.classes[k]:g}' for k in lost)} "
+                              f"class {', '.join(f'{meta.classes[positives[k]]:g}' for k in lost)}"
+                              " "
                               f"restart from {since} on the other {len(plan.workers)} "
                               "worker(s)")
             elif every and not all(done) and \
                     max(map(len, histories)) // every > saved // every:
                 saved = max(map(len, histories))
                 live = [k for k in range(K) if not done[k]]
-                resident.save(client, checkpoint, dataset, plan, saved, "dcd",
+                resident.save(client, checkpoint, dataset, plan, saved, BATCHED,
                               workers.dcd.save_blocks, None, w=W, rng=None, start=start,
                               progress=progress, held=held(live), histories=histories,
                               shrink=shrink, done=done, converged=converged)
