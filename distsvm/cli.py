@@ -208,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", choices=("average", "add"),
                    help="dcd across workers as CoCoA (average, gamma=1/K) or CoCoA+ (add, "
                         "gamma=1, sigma'=K): w broadcast once per round, only dw returned")
+    p.add_argument("--no-join-blocks", dest="join_blocks", action="store_false",
+                   help="sequential dcd: visit the rows block by block even where one "
+                        "worker's memory holds the whole store (default: one permutation of "
+                        "all rows per round there, as LIBLINEAR)")
     p.add_argument("--run-dir", metavar="DIR",
                    help="keep a run log in DIR: rounds.jsonl (one JSON line per round) and "
                         "summary.json (see `distsvm report`)")
@@ -388,6 +392,7 @@ def _train(a, progress):
     options = dict(eps=a.eps, objective=a.objective, c_perf=a.c_perf, bias=a.bias,
                    max_rounds=a.max_rounds, seed=a.seed, inner_passes=a.inner_passes,
                    gap_tol=a.gap_tol, pcd_mode=a.pcd_mode, parallel=a.parallel,
+                   join_blocks=a.join_blocks,
                    regularize_bias=not a.unregularized_bias, class_weight=a.class_weight,
                    scheduler=a.scheduler, n_workers=a.workers, owner="distsvm train", **extra)
     if a.liblinear_type in (1, 7):  # LIBLINEAR's switch to the primal solver (jobs.train)

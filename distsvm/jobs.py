@@ -234,7 +234,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
           inner_passes: int = 1, gap_tol: float = 0.0, objective: str = "classification",
           c_perf: float | None = None, p: float | None = None, method: str = "inexact",
           mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6, pcd_mode: str = "exact",
-          parallel: str | None = None, regularize_bias: bool = True,
+          parallel: str | None = None, join_blocks: bool = True, regularize_bias: bool = True,
           warm_start=None, class_weight=None, scheduler: str | None = None,
           n_workers: int | None = None, primal_switch: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train",
@@ -252,6 +252,11 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     when ``bias >= 0`` (stored as a bias feature of value 1) and none when
     ``bias < 0``; ``p`` (loss "lp"), ``method``, ``mu0``, ``rho`` and ``rtol``
     are its parameters, ``eps`` bounds ‖∇obj‖ and ``max_rounds`` its iterations.
+
+    ``join_blocks`` (sequential dual CD, ``-s 1/3/4/7``): where one worker's block cache
+    holds the whole store, its rows are visited in one permutation per round, as
+    LIBLINEAR's, with the rounds run on that worker; ``False`` keeps the block-wise visits
+    of a store that does not fit (:func:`distsvm.solvers.resident.held_by_one`).
 
     ``regularize_bias=False`` (solver "newton", ``bias >= 0``) leaves the bias feature's
     weight out of ½‖w‖², as LIBLINEAR's ``-R``.
@@ -342,7 +347,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
         dual_rounds = max_rounds if primal_switch is None else primal_switch  # dcd's limit
         # sequential dual CD visits all rows in one permutation where one worker holds them
-        dual_data, dual_plan = resident.held_by_one(dataset, plan) if \
+        dual_data, dual_plan = resident.held_by_one(dataset, plan) if join_blocks and \
             solver in ("dcd", "crammer_singer") and parallel is None else (dataset, plan)
 
         def fit(positive, plan, progress, checkpoint=checkpoint):

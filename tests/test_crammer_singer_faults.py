@@ -51,7 +51,8 @@ def test_a_killed_worker_is_recovered(tmp_path, two, dna600, dna_store):
     rng = np.random.default_rng(4)
     at, victim = int(rng.integers(2, 15)), int(rng.integers(2))
     killer = Killer(two, at, victim)
-    params = dict(C=FAULT_C, bias=1.0, eps=1e-12, gap_tol=1e-6, max_rounds=1000, seed=1, **CS)
+    params = dict(C=FAULT_C, bias=1.0, eps=1e-12, gap_tol=1e-6, max_rounds=1000, seed=1,
+                  join_blocks=False, **CS)  # the block-wise path: each worker owns blocks
     ck = Checkpointer(tmp_path, 10, {"case": "cs-fault"})
     model = jobs.train(dna_store, client=two, progress=killer, checkpoint=ck, **params)
     log = killer.stream.getvalue()

@@ -39,7 +39,7 @@ def test_a_killed_worker_is_recovered(request, small, small_store, parallel, n_w
     rng = np.random.default_rng([n_workers, parallel is None])
     at, victim = int(rng.integers(2, 10)), int(rng.integers(n_workers))
     kw = dict(loss="squared_hinge", C=FAULT_C, eps=1e-9, gap_tol=FAULT_GAP, max_rounds=2000,
-              parallel=parallel, seed=1)
+              parallel=parallel, seed=1, join_blocks=False)  # each worker owns blocks
     ref = train(small_store, client=c, **kw)
     killer = Killer(c, at, victim)
     start = time.perf_counter()

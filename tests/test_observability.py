@@ -90,14 +90,16 @@ def test_cli_json_logs_run_dir_and_report(client, small_store, capsys):
     rounds = [e for e in events if e["event"] == "round"]
     assert [r["round"] for r in rounds] == list(range(1, 13))
     assert result["rounds"] == 12
-    for r in rounds:
-        assert {"time", "primal", "dual", "gap", "pg_violation", "seconds"} <= set(r)
+    for r in rounds:  # the primal objective (a pass over the rows) where it was measured
+        assert {"time", "dual", "pg_violation", "seconds"} <= set(r)
+    assert {"primal", "gap"} <= set(rounds[-1])  # at least at the end of the run
     assert rounds[-1]["primal"] == pytest.approx(result["primal_objective"])
     assert any(e["event"] == "warning" and "round limit" in e["message"] for e in events)
 
     logged = lines((run / "rounds.jsonl").read_text())
     assert [r["round"] for r in logged] == list(range(1, 13))
-    assert [r["primal"] for r in logged] == [r["primal"] for r in rounds]
+    assert [(r["dual"], r.get("primal")) for r in logged] == \
+        [(r["dual"], r.get("primal")) for r in rounds]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["solver"] == "dcd" and summary["model"] == str(model)
     assert summary["summary"]["rounds"] == 12 and "history" not in summary["summary"]

@@ -78,7 +78,8 @@ def fault(two, store):
     training parameters)."""
     rng = np.random.default_rng(8)
     at, victim = int(rng.integers(2, 9)), int(rng.integers(2))
-    kw = dict(loss="squared_hinge", C=C, eps=1e-9, gap_tol=GAP, max_rounds=1000, seed=1)
+    kw = dict(loss="squared_hinge", C=C, eps=1e-9, gap_tol=GAP, max_rounds=1000, seed=1,
+              join_blocks=False)  # round by round over the blocks: more rounds to kill in
     ref = train(store, client=two, **kw)
     start = time.perf_counter()
     with pytest.MonkeyPatch.context() as mp:
@@ -129,7 +130,8 @@ def test_kill_a_multiclass_run_then_resume(tmp_path, store, client):
     state, thresholds and stopping test) SIGKILLed at a random round after the first problem
     stopped, then `distsvm resume`: at most k rounds lost, a checkpoint holds the block
     states of the running problems only, and W is the uninterrupted run's."""
-    params = dict(loss="squared_hinge", C=C, eps=1e-9, gap_tol=GAP, max_rounds=100, seed=7)
+    params = dict(loss="squared_hinge", C=C, eps=1e-9, gap_tol=GAP, max_rounds=100, seed=7,
+                  join_blocks=False)  # block by block: the problems stop at different rounds
     ref = train(store.url, client=client, **params)
     stops = [s["rounds"] for s in ref.summary["per_class"]]  # 20, 23 and 22 rounds
     target = random.randint(min(stops), max(stops) - 1)  # kill once this round is logged,
