@@ -277,8 +277,8 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     every row, or with ``gap_tol`` > 0 a duality gap ≤ gap_tol·P(w) — and its next
     thresholds are taken here, as :func:`distsvm.solvers.dcd.solve` does for a binary run,
     so a problem's path is that of its binary run.  The primal objective needs a pass over
-    every row per problem, so it is measured each round only with ``gap_tol``, else at the
-    end of the task (for each problem's last round).
+    every row per problem, so it is measured each round only with ``gap_tol``, else only
+    for the last round of a problem that has stopped.
 
     ``from_checkpoint`` ({"runs": {file prefix: run id}, "directory", "files",
     "storage_options"}
@@ -335,9 +335,9 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
         if all(o["done"] for o in out) or time.perf_counter() - start > seconds or \
                 (every and any(r[j] % every == 0 for j in live)):
             break
-    if gap_tol <= 0:  # each problem's last round gets its primal objective
-        js = [j for j in range(len(runs)) if out[j]["rows"]]
-        for j, report in zip(js, measured(js, True)):
+    if gap_tol <= 0:  # the primal objective of each problem that has stopped (its last round)
+        js = [j for j in range(len(runs)) if out[j]["rows"] and out[j]["done"]]
+        for j, report in zip(js, measured(js, True) if js else []):
             last = out[j]["rows"][-1]
             full = round_row(last["round"], [report], n_rows)
             last.update({k: full[k] for k in ("primal", "gap", "train_accuracy")})

@@ -387,8 +387,9 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     worker's block cache, or streamed from the store), and the stopping rule (17), or the gap
     certificate, is tested on the worker after each round.  A task runs rounds until its
     problems have stopped or for ``BATCH_SECONDS`` (or to a round at which a checkpoint is
-    due), and returns its W rows and each round's log row; the primal objective of a round
-    is measured only at the end of a batch (every round with ``gap_tol``).  So a round costs
+    due), and returns its W rows and each round's log row; the primal objective (a pass
+    over the rows) is measured for a problem's last round only (every round with
+    ``gap_tol``, whose stopping test needs it).  So a round costs
     no task, no transfer of W and no pass to measure the primal: the workers run
     LIBLINEAR's solver side by side, and each problem's path is that of its binary run
     (:func:`solve` with ``positive=k``: the same block orders and seeds, functions of (seed,
