@@ -77,9 +77,8 @@ def one_worker():
 
 def test_one_block_and_many_blocks_reach_the_same_optimum(one_worker, small, tmp_path):
     """Both runs are certified by their duality gaps: P* ≤ P ≤ P* + gap, so the two
-    objectives differ by at most the larger gap — which must itself be small.
-    (Several blocks take more rounds: a block-ordered pass mixes rows less than a
-    uniform permutation; see docs/solvers/dcd.md.)"""
+    objectives differ by at most the larger gap — which must itself be small.  (One
+    worker holds both stores: their rows are solved as one block, tests/test_joined.py.)"""
     X, y = small
     runs = []
     for rows in (4000, 2000):

@@ -14,12 +14,13 @@ import time
 import numpy as np
 
 from storage import BlockInfo
+from storage.dataset import join_blocks, take_rows
 
 from . import blocks, resident
 from .kernels import dcd as kernel
 from .kernels import dcd_lr
 from .kernels.linear import loss_sums
-from .losses import LOGISTIC
+from .losses import HINGE, LOGISTIC
 
 
 def _state(run: str, info: BlockInfo) -> dict:
@@ -80,6 +81,101 @@ def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, cost, eps, n_passe
     s["stats"] = {**(s["stats"] or {}), "pg_max": gmax, "pg_min": 0.0, "full": True,
                   "sum_alpha": -entropy, "sum_dsq": 0.0, "active": block.n_rows,
                   "skipped": False}
+
+
+# The cache of informative rows (selective block minimization, Chang & Roth, KDD 2011) that
+# a problem of the batched solver keeps when its rounds visit several blocks.
+CACHE = "informative-rows"  # its name among the run's states (blocks.run_state)
+CACHE_ROWS = 0.1  # at most this share of the store's rows ...
+CACHE_SHARE = 0.25  # ... and of the worker's block-cache budget (split among its problems)
+
+
+def cache_rows(infos: list[BlockInfo], cache_bytes: int, n_problems: int) -> int:
+    """How many rows a problem's cache of informative rows may hold: ``CACHE_ROWS`` of the
+    store's rows but no more than an average block's (each block visit revisits the whole
+    cache, so a round then costs at most twice the rows of a round over the blocks alone),
+    and its share of ``CACHE_SHARE`` of the worker's budget at the store's average bytes a
+    row (:func:`_visit_cached`)."""
+    n_rows = sum(i.n_rows for i in infos)
+    row_bytes = (sum(i.nnz for i in infos) * 8 + n_rows * 40) / max(1, n_rows)
+    return int(min(CACHE_ROWS * n_rows, n_rows / len(infos),
+                   CACHE_SHARE * cache_bytes / n_problems / row_bytes))
+
+
+def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], seed: int,
+                  budget: int, *, bias, n_features, loss, class_cost, eps, n_passes,
+                  positive):
+    """A DCD pass over block ``b``'s rows and the problem's cached informative rows of the
+    other blocks, in one random permutation; then block ``b``'s part of the cache becomes
+    its rows with αᵢ > 0 (a seeded sample of them, up to its share of ``budget`` rows).
+
+    This is the selective block minimization of Chang & Roth (KDD 2011) for a solver that
+    streams blocks: visiting the rows block by block stalls short of LIBLINEAR's stopping
+    rule (17), revisiting the support vectors of the other blocks with every block does
+    not (docs/solvers/dcd.md, "Blocks and the stopping rule").  Every block's α stays in its
+    state on this worker; a cached row's α is read from its block's state and written back
+    (with the block's Σα and ΣDᵢᵢαᵢ² for the dual objective), so w = Σ αᵢyᵢxᵢ holds as
+    ever.  No shrinking in this mode (each visit starts with every row active): the
+    cached rows are the informative ones already.  Which rows of a block are cached is
+    kept in its state (``cached``, checkpointed), so a resumed run rebuilds the same cache
+    (:func:`_rebuild_cache`).
+    """
+    cache = blocks.run_state(run, CACHE, dict)  # {block index: (rows, RowBlock, sqnorm)}
+    states = {c: _state(run, infos[c]) for c in cache if c != b}
+    s = _state(run, infos[b])
+    others = [(c, cache[c]) for c in sorted(states)]
+    joined = join_blocks([block] + [piece for _, (_, piece, _) in others])
+    sq = np.concatenate([sqnorm] + [q for _, (_, _, q) in others])
+    alpha = np.concatenate([s["alpha"]] + [states[c]["alpha"][rows] for c, (rows, _, _)
+                                           in others])
+    cost = blocks.row_costs(joined, class_cost)
+    state, index = kernel.new_state(joined.n_rows)
+    pg_max, pg_min, _, _, _, _ = kernel.dcd_passes(
+        joined.indptr, joined.indices, joined.data, joined.y, positive, sq, w, bias,
+        n_features, alpha, index, state, loss, cost, eps, n_passes, seed, 1.0, False)
+    start = block.n_rows
+    for c, (rows, _, _) in others:
+        part = slice(start, start + len(rows))
+        new, old = alpha[part], states[c]["alpha"][rows]
+        st = states[c]["stats"]
+        st["sum_alpha"] += float(new.sum() - old.sum())
+        st["sum_dsq"] += _dsq(new, cost[part], loss) - _dsq(old, cost[part], loss)
+        states[c]["alpha"][rows] = new
+        start += len(rows)
+    own = s["alpha"]
+    own[:] = alpha[:block.n_rows]
+    informative = np.flatnonzero(own > 0)
+    share = budget * block.n_rows // max(1, sum(i.n_rows for i in infos))
+    if len(informative) > share:
+        informative = np.sort(np.random.default_rng(seed).choice(informative, share,
+                                                                 replace=False))
+    s["cached"] = informative
+    cache[b] = (informative, take_rows(block, informative), sqnorm[informative])
+    s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": True,
+                  "sum_alpha": float(own.sum()), "sum_dsq": _dsq(own, cost[:block.n_rows], loss),
+                  "active": block.n_rows, "skipped": False}
+
+
+def _dsq(alpha: np.ndarray, cost: np.ndarray, loss: int) -> float:
+    """ΣDᵢᵢαᵢ² of the dual objective (Dᵢᵢ = 1/(2Cᵢ) for the L2 loss, 0 for the L1 loss)."""
+    if loss == HINGE:
+        return 0.0
+    used = alpha != 0.0  # rows of cost 0 keep α = 0
+    return float((0.5 / cost[used] * alpha[used] ** 2).sum())
+
+
+def _rebuild_cache(url: str, infos: list[BlockInfo], run: str, cache_bytes: int,
+                   storage_options) -> None:
+    """A problem whose block states were loaded from a checkpoint: its cache of informative
+    rows again, from the rows each block's state names (``cached``), one read of the blocks
+    that have some."""
+    cache = blocks.run_state(run, CACHE, dict)
+    named = [b for b, info in enumerate(infos)
+             if len(blocks.run_state(run, info.name, dict).get("cached", ())) and b not in cache]
+    for b, (block, sqnorm) in zip(named, blocks.stream(url, [infos[b] for b in named],
+                                                       cache_bytes, storage_options)):
+        rows = blocks.run_state(run, infos[b].name, dict)["cached"]
+        cache[b] = (rows, take_rows(block, rows), sqnorm[rows])
 
 
 def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
@@ -196,7 +292,8 @@ def save_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
     run id}: one entry per problem) — α, and the shrinking state and last statistics where
     the block has them — into ``directory`` (:func:`resident.save_blocks`); return {file
     name: SHA-256}."""
-    return resident.save_blocks(runs, infos, directory, ("alpha", "index", "state", "stats"),
+    return resident.save_blocks(runs, infos, directory,
+                                ("alpha", "index", "state", "stats", "cached"),
                                 storage_options, json_keys=("stats",))
 
 
@@ -298,6 +395,13 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     out = [{"rows": [], "shrink": shrinks[j], "done": False, "converged": False}
            for j in range(len(runs))]
     kw = dict(bias=bias, n_features=n_features, loss=loss, eps=eps, n_passes=n_passes)
+    # several blocks a round: each problem keeps a cache of informative rows (_visit_cached)
+    budget = cache_rows(infos, cache_bytes, len(runs)) \
+        if len(infos) > 1 and loss != LOGISTIC else 0
+    if budget:
+        cache_bytes = int(cache_bytes * (1 - CACHE_SHARE))  # the rest holds the caches
+        for run in runs:
+            _rebuild_cache(url, infos, run, cache_bytes, storage_options)
 
     def measured(js: list[int], with_loss: bool) -> list[dict]:
         """The reports of problems ``js`` at their W rows (:func:`ovr_report`)."""
@@ -320,9 +424,14 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
             loaded = blocks.stream(url, [infos[b] for b in order], cache_bytes, storage_options)
             for b, (block, sqnorm) in zip(order, loaded):
                 for j in js:
-                    _visit(W[j], block, sqnorm, _state(runs[j], infos[b]),
-                           block_seed(seed, rr, b), positive=positives[j],
-                           shrink=out[j]["shrink"], class_cost=class_costs[j], **kw)
+                    if budget:
+                        _visit_cached(W[j], b, block, sqnorm, runs[j], infos,
+                                      block_seed(seed, rr, b), budget, positive=positives[j],
+                                      class_cost=class_costs[j], **kw)
+                    else:
+                        _visit(W[j], block, sqnorm, _state(runs[j], infos[b]),
+                               block_seed(seed, rr, b), positive=positives[j],
+                               shrink=out[j]["shrink"], class_cost=class_costs[j], **kw)
                 del block, sqnorm
             for j, report in zip(js, measured(js, gap_tol > 0)):
                 r[j] = rr
