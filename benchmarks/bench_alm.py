@@ -114,7 +114,7 @@ def bench_dataset(name, X, y, tmp, client, alm_iters, repeats, log):
     repeats = repeats if X.nnz < 5e6 else 1
     res = {"dataset": name, "n": X.shape[0], "d": X.shape[1], "nnz": X.nnz, "repeats": repeats,
            "losses": {}}
-    for loss, p in (("hinge", 1.0), ("squared_hinge", 2.0)):
+    for loss in ("hinge", "squared_hinge"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             alm = [timed_train(client, store, solver="alm", loss=loss, bias=-1.0,

@@ -54,7 +54,8 @@ def simulate(X, s, sqnorm, K, mode, loss, C, f_star, max_rounds, passes, seed):
             old = alpha.copy()
             state, index = new_state(len(alpha))
             dcd_passes(indptr, indices, data, y, 1, sq, u, -1.0, X.shape[1], alpha, index,
-                       state, code, np.full(len(alpha), C), 0.0, passes, int(seed * 1000003 + r * 1009 + k), sigma)
+                       state, code, np.full(len(alpha), C), 0.0, passes,
+                       int(seed * 1000003 + r * 1009 + k), sigma)
             alpha[:] = old + gamma * (alpha - old)
             dw += (u - w) / sigma
         w += gamma * dw

@@ -64,7 +64,8 @@ def _in_process(store, repeat: int) -> None:
     def one_pass(cache_bytes):
         workers.dcd.local_round(w, store.url, infos, list(range(len(infos))), "bench", gamma=1.0,
                                 sigma=1.0, bias=-1.0, n_features=store.meta.n_features,
-                                loss=losses.HINGE, positive=1, class_cost=np.full(2, 0.1), eps=0.1, n_passes=1,
+                                loss=losses.HINGE, positive=1, class_cost=np.full(2, 0.1),
+                                eps=0.1, n_passes=1,
                                 cache_bytes=cache_bytes, storage_options=store.storage_options)
 
     wall = {True: [], False: []}

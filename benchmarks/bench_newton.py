@@ -38,8 +38,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_dcd import liblinear_run  # noqa: E402
-from bench_dcd_parallel import (common_arguments, ladder, multicore_run,  # noqa: E402
-                                problem_on_cluster, time_to_1pct)
+from bench_dcd_parallel import common_arguments, ladder, multicore_run, problem_on_cluster, time_to_1pct  # noqa: E402
 
 TYPES = {"logistic": 0, "squared_hinge": 2}
 

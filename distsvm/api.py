@@ -272,7 +272,7 @@ class _LinearClassifier(_Params):
         return float(np.average(self.predict(X) == np.asarray(y), weights=sample_weight))
 
     def __sklearn_tags__(self):
-        from sklearn.utils import Tags, ClassifierTags, TargetTags, InputTags
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
 
         return Tags(estimator_type="classifier", target_tags=TargetTags(required=True),
                     classifier_tags=ClassifierTags(multi_class=True),

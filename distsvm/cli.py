@@ -364,8 +364,8 @@ def _info(a):
 
 
 def _train(a, progress):
-    from .model import save_model
     from .jobs import LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, train
+    from .model import save_model
 
     loss = a.loss.replace("-", "_") if a.loss else None
     if a.liblinear_type is not None:
@@ -465,8 +465,8 @@ def _alm_options(a) -> dict:
 
 
 def _predict(a, progress):
-    from .model import load_model
     from .jobs import predict
+    from .model import load_model
 
     model = load_model(a.model, _so(a))
     store = open_dataset(a.store, _so(a)) if _so(a) else a.store

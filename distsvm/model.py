@@ -264,7 +264,7 @@ def import_liblinear(path, storage_options: dict | None = None) -> Model:
 def _parse_liblinear(path: str, content: bytes) -> Model:
     header: dict[str, list[str]] = {}
     with io.StringIO(content.decode(errors="replace")) as f:
-        for lineno, line in enumerate(f, 1):
+        for line in f:
             parts = line.split()
             if not parts:
                 continue

@@ -566,7 +566,7 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
                              f"{m.dtype}")
     remap = np.searchsorted(np.asarray(m.classes), np.asarray(part.meta.classes)).astype(np.int32)
     infos = []
-    for i, info in enumerate(part.meta.blocks):
+    for i in range(len(part.meta.blocks)):
         b = part.read_block(i)
         block = RowBlock(b.indptr, b.indices, b.data, remap[b.y])
         infos.append(write_row_block(url, block_name(len(m.blocks) + i), block, storage_options))

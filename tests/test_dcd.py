@@ -13,8 +13,7 @@ from distsvm.jobs import train
 from workers.kernels import dcd as kernel
 from workers.kernels.linear import row_sqnorms
 
-from .conftest import (liblinear_optimum, load_xy, local_client, primal_objective,
-                       shared_dataset)
+from .conftest import liblinear_optimum, load_xy, local_client, primal_objective, shared_dataset
 
 LOSSES = ["hinge", "squared_hinge"]
 

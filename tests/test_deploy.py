@@ -70,7 +70,7 @@ def test_docker_compose():
     doc = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
     services = doc["services"]
     assert {"scheduler", "worker", "train"} <= set(services)
-    for name, s in services.items():
+    for s in services.values():
         assert s["image"] == "distsvm:latest"
         assert (DEPLOY / s["build"]["context"] / s["build"]["dockerfile"]).exists()
         check_command(s["command"])

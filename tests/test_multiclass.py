@@ -12,8 +12,7 @@ from distsvm.columns import columnize
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.jobs import predict, train
-from distsvm.model import (export_liblinear, import_liblinear, load_model, probabilities,
-                           save_model)
+from distsvm.model import export_liblinear, import_liblinear, load_model, probabilities, save_model
 
 from .conftest import DATA, load_xy, primal_objective, shared_dataset
 

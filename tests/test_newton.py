@@ -21,7 +21,8 @@ TYPE = {"logistic": 0, "squared_hinge": 2}
 
 def liblinear_primal(X, y, loss, C=1.0, eps=1e-6, bias=-1.0, options=""):
     """LIBLINEAR's primal Newton solution (-s 0 / -s 2): w with the larger label positive."""
-    from liblinear.liblinearutil import parameter, problem, train as ll_train
+    from liblinear.liblinearutil import parameter, problem
+    from liblinear.liblinearutil import train as ll_train
 
     m = ll_train(problem(y, X.astype(np.float64)),
                  parameter(f"-s {TYPE[loss]} -c {C} -e {eps} -B {bias} -q {options}"))

@@ -18,7 +18,6 @@ from distsvm.progress import Progress
 
 from .conftest import Killer, local_client, primal_objective
 
-
 NEWTON = dict(solver="newton", loss="logistic", C=1.0, eps=1e-4, max_rounds=50)
 
 

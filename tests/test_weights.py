@@ -78,9 +78,10 @@ def test_instance_weights_equal_duplicated_rows(client, weighted, solver, loss, 
     """The weighted run's reported objective is ½‖w‖² + C Σ swᵢ lossᵢ, the duplicated rows'
     objective, at its w (1e-9); both runs approach the same optimum P*: each objective P lies
     in [P*, P* + its duality gap], so the two differ by at most the larger gap, and the gaps
-    are small (≤ 1e-2 relative after at most 100 rounds, 5e-2 for the hinge loss and CoCoA+; the dual methods need ~1000 rounds on
-    this a9a subset for a gap of 5e-7, too long for the suite); pcd (no gap) stops at a
-    gradient 1e-7 of its value at 0 and is compared within 1e-6."""
+    are small (≤ 1e-2 relative after at most 100 rounds, 5e-2 for the hinge loss and CoCoA+;
+    the dual methods need ~1000 rounds on this a9a subset for a gap of 5e-7, too long for the
+    suite); pcd (no gap) stops at a gradient 1e-7 of its value at 0 and is compared within
+    1e-6."""
     X, y, sw, store, dup, _ = weighted
     a = _fit(store, client, solver, loss, parallel, 1e-6, max_rounds=100)
     b = _fit(dup, client, solver, loss, parallel, 1e-6, max_rounds=100)

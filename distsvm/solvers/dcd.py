@@ -20,6 +20,14 @@ inside a round.  The choice left open by Yu et al. — how long to work on a
 block per visit — is one pass by default, so shrinking and the stopping rule
 see every row once per round as in LIBLINEAR.
 
+Visiting rows block by block stalls short of LIBLINEAR's stopping rule (docs/solvers/dcd.md,
+"Blocks and the stopping rule"), so a store one worker's cache can hold is solved as one
+joined block (:func:`distsvm.solvers.resident.held_by_one`), and a single owner runs its
+rounds itself (:func:`solve_ovr` with one problem, :func:`workers.dcd.ovr_batch`), where
+several streamed blocks each problem revisits a cache of informative rows with every block
+(:func:`workers.dcd._visit_cached`); what follows describes the chained path of a store
+spread over several workers.
+
 Shrinking (§3.2) is global, as in LIBLINEAR: the thresholds M̄, m̄ of (16) are
 the extremes of the projected gradients over the previous round's visits of
 all blocks, and when the shrunken problem meets (17) every block reactivates
@@ -402,9 +410,10 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     (their block states loaded by their first batch), else from α = 0, and take again the
     path they had taken, so W ends as without the fault; the other workers' batches are
     kept.  With ``checkpoint``, the run continues from its latest checkpoint and writes one
-    each time the furthest problem passes a multiple of ``checkpoint.every`` rounds: each worker writes the block states of
-    its running problems (files ``class<k>-block-<name>.npz``), and the coordinator commits
-    W and each problem's thresholds, stopping flags and history (a row per round done).
+    each time the furthest problem passes a multiple of ``checkpoint.every`` rounds: each
+    worker writes the block states of its running problems (files
+    ``class<k>-block-<name>.npz``), and the coordinator commits W and each problem's
+    thresholds, stopping flags and history (a row per round done).
     """
     progress = progress or Progress(quiet=True)
     meta = dataset.meta

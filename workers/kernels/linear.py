@@ -5,10 +5,10 @@ Data may be float32 or float64; ``w`` and every accumulator are float64.  When
 ``bias`` (LIBLINEAR's ``-B``), whose weight is ``w[n_features]``.
 """
 
+import math
+
 import numba
 import numpy as np
-
-import math
 
 from ..losses import HINGE, LOGISTIC, SQUARED_HINGE
 
