@@ -1,7 +1,8 @@
 """distsvm: distributed, out-of-core training of LIBLINEAR's linear classifiers on Dask and Zarr."""
 
 __version__ = "0.1.0"
-__all__ = ["LinearSVC", "LogisticRegression", "ingest", "open_dataset", "train", "predict", "load_model", "save_model"]
+__all__ = ["LinearSVC", "LogisticRegression", "ingest", "open_dataset", "train", "predict",
+           "load_model", "save_model"]
 
 
 def __getattr__(name):  # lazy, so that `import distsvm` (and the CLI's --help) stays fast
