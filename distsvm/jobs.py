@@ -347,8 +347,10 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
         dual_rounds = max_rounds if primal_switch is None else primal_switch  # dcd's limit
         # sequential dual CD visits all rows in one permutation where one worker holds them
-        dual_data, dual_plan = resident.held_by_one(dataset, plan) if join_blocks and \
-            solver in ("dcd", "crammer_singer") and parallel is None else (dataset, plan)
+        dual_data, dual_plan = dataset, plan
+        if join_blocks and solver in ("dcd", "crammer_singer"):
+            dual_data, dual_plan = (resident.held_by_one if parallel is None
+                                    else resident.held_by_each)(dataset, plan)
 
         def fit(positive, plan, progress, checkpoint=checkpoint):
             """The binary problem of class index ``positive`` (+1) against the rest (with

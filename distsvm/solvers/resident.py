@@ -12,11 +12,13 @@ passed through unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
 
 from storage import Dataset
+from storage.dataset import joined_block
 
 from .. import cluster
 from ..checkpoint import Checkpoint, Checkpointer
@@ -38,6 +40,27 @@ def held_by_one(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPlan
     if cluster.block_bytes(view.meta) > plan.cache_bytes[a]:
         return dataset, plan
     return view, WorkerPlan((a,), plan.cache_bytes, plan.threads)
+
+
+def held_by_each(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPlan]:
+    """Parallel DCD: each worker's blocks as one joined block (:func:`storage.joined_block`),
+    where its cache can hold them, so that its local passes visit its rows in one
+    permutation rather than block by block (which stalls: docs/solvers/dcd.md, "Blocks and
+    the stopping rule"); a worker whose blocks do not fit keeps them as they are."""
+    infos, owners = [], []
+    for a in plan.workers:
+        mine = [dataset.meta.blocks[b] for b in plan.blocks_of(a)]
+        joined = joined_block([(info, None) for info in mine]) if len(mine) > 1 else None
+        fits = joined is not None and cluster.block_bytes(
+            dataclasses.replace(dataset.meta, blocks=(joined,))) <= plan.cache_bytes[a]
+        for info in [joined] if fits else mine:
+            infos.append(info)
+            owners.append(a)
+    if len(infos) == len(dataset.meta.blocks):
+        return dataset, plan
+    meta = dataclasses.replace(dataset.meta, blocks=tuple(infos))
+    return (Dataset(dataset.url, meta, dataset.storage_options, dataset.block_ids),
+            WorkerPlan(tuple(owners), plan.cache_bytes, plan.threads))
 
 
 def owners(plan: WorkerPlan) -> list[str]:
