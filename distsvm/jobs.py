@@ -591,3 +591,4 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
 
 
 # Model selection (LIBLINEAR -v and -C): folds are sets of row blocks; see distsvm/selection.py.
+from .selection import cross_validate, find_c  # noqa: E402, F401  (it calls train and predict)
