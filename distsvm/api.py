@@ -160,8 +160,9 @@ def _check_sample_weight(sample_weight, codes: np.ndarray, n_classes: int) -> np
 class _LinearClassifier(_Params):
     """fit / predict / decision_function / score over :func:`distsvm.jobs.train`.
 
-    A subclass defines ``_liblinear_type()``, the LIBLINEAR ``-s`` code of its
-    parameters; the rest (bias, weights, tolerance, labels, stores) is shared.
+    A subclass defines ``_liblinear_type(shape)``, the LIBLINEAR ``-s`` code of its
+    parameters for data of that (rows, features) shape; the rest (bias, weights,
+    tolerance, labels, stores) is shared.
     """
 
     _estimator_type = "classifier"
@@ -172,21 +173,21 @@ class _LinearClassifier(_Params):
             if k != "self":
                 setattr(self, k, v)
 
-    def _liblinear_type(self) -> int:
+    def _liblinear_type(self, shape: tuple[int, int]) -> int:
         raise NotImplementedError
 
-    def _solver_loss(self) -> tuple[str, str]:
-        s = self._liblinear_type()
+    def _solver_loss(self, shape: tuple[int, int]) -> tuple[str, str]:
+        s = self._liblinear_type(shape)
         if s not in jobs.LIBLINEAR_TYPES:
             raise ValueError(f"{type(self).__name__}: LIBLINEAR solver type -s {s} is not "
                              "available in this version")
         return jobs.LIBLINEAR_TYPES[s]
 
-    def _train_kwargs(self):
+    def _train_kwargs(self, shape: tuple[int, int]):
         owner = type(self).__name__
         if self.fit_intercept:
             jobs._check_real(owner, "intercept_scaling", self.intercept_scaling, 0.0)
-        solver, loss = self._solver_loss()
+        solver, loss = self._solver_loss(shape)
         kwargs = dict(solver=solver, loss=loss, C=self.C, eps=self.tol,
                       bias=float(self.intercept_scaling) if self.fit_intercept else -1.0,
                       max_rounds=self.max_iter,
@@ -207,16 +208,18 @@ class _LinearClassifier(_Params):
     def fit(self, X, y=None, sample_weight=None):
         """Fit on ``(X, y)`` in memory, or on a dataset store given as ``X`` with ``y=None``
         (its labels and any instance weights are stored)."""
-        kwargs = self._train_kwargs()
-        owner = kwargs["owner"]
+        owner = type(self).__name__
         if _is_store(X):
             if y is not None or sample_weight is not None:
                 raise ValueError("y must be None when X is a dataset store (labels are stored), "
                                  "and so must sample_weight (so are instance weights)")
-            model = jobs.train(X, **kwargs)
+            dataset = jobs.as_dataset(X)
+            meta = dataset.meta
+            model = jobs.train(dataset, **self._train_kwargs((meta.n_rows, meta.n_features)))
             self._set_model(model, np.asarray(model.classes))
             return self
         X = _check_X(X, owner)
+        kwargs = self._train_kwargs(X.shape)
         classes, codes = _check_y(y, X.shape[0], owner)
         if isinstance(kwargs.get("class_weight"), dict):  # the store's labels are the codes
             kwargs["class_weight"] = _coded_class_weight(kwargs["class_weight"], classes, owner)
@@ -284,25 +287,29 @@ class LinearSVC(_LinearClassifier):
 
     Minimizes ``½‖w‖² + C Σᵢ loss(yᵢ wᵀxᵢ)``: ``dual=True`` by dual coordinate descent,
     loss ``hinge`` (LIBLINEAR ``-s 3``) or ``squared_hinge`` (``-s 1``); ``dual=False``
-    the L2-loss problem in the primal (``-s 2``).  ``inner_passes`` is the dual solver's.
+    the L2-loss problem in the primal (``-s 2``); ``dual="auto"`` (the default, as
+    scikit-learn's since 1.5) the primal when rows are at least as many as features and the
+    loss has one (squared_hinge), else the dual.  ``inner_passes`` is the dual solver's.
     """
 
-    def __init__(self, C=1.0, loss="squared_hinge", dual=True, tol=1e-4, max_iter=1000,
+    def __init__(self, C=1.0, loss="squared_hinge", dual="auto", tol=1e-4, max_iter=1000,
                  fit_intercept=True, intercept_scaling=1.0, class_weight=None,
                  random_state=None, inner_passes=1, scheduler=None, n_workers=None, verbose=0):
         self._keep(locals())
 
-    def _liblinear_type(self) -> int:
+    def _liblinear_type(self, shape: tuple[int, int]) -> int:
         if self.loss not in ("hinge", "squared_hinge"):
             raise ValueError(f"The 'loss' parameter of LinearSVC must be one of ['hinge', "
                              f"'squared_hinge']. Got {self.loss!r} instead.")
-        if self.dual not in (True, False):
-            raise ValueError(f"The 'dual' parameter of LinearSVC must be a bool. Got "
-                             f"{self.dual!r} instead.")
-        if not self.dual and self.loss == "hinge":
+        if not (isinstance(self.dual, bool) or self.dual == "auto"):
+            raise ValueError(f"The 'dual' parameter of LinearSVC must be a bool or 'auto'. "
+                             f"Got {self.dual!r} instead.")
+        if self.dual is False and self.loss == "hinge":
             raise ValueError("Unsupported set of arguments: The combination of penalty='l2' "
                              "and loss='hinge' are not supported when dual=False")
-        return (3 if self.loss == "hinge" else 1) if self.dual else 2
+        dual = self.dual if isinstance(self.dual, bool) else \
+            self.loss == "hinge" or shape[0] < shape[1]  # scikit-learn's "auto"
+        return (3 if self.loss == "hinge" else 1) if dual else 2
 
     def _solver_kwargs(self, solver: str) -> dict:
         return {"inner_passes": self.inner_passes} if solver == "dcd" else {}
@@ -317,7 +324,7 @@ class LogisticRegression(_LinearClassifier):
                  n_workers=None, verbose=0):
         self._keep(locals())
 
-    def _liblinear_type(self) -> int:
+    def _liblinear_type(self, shape: tuple[int, int]) -> int:
         if self.dual not in (True, False):
             raise ValueError(f"The 'dual' parameter of LogisticRegression must be a bool. Got "
                              f"{self.dual!r} instead.")

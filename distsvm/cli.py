@@ -35,12 +35,24 @@ def _cluster_options(p):
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="Dask scheduler address (tcp://host:port); default: an embedded local cluster")
     p.add_argument("--workers", type=int, metavar="N",
-                   help="number of workers of the embedded cluster (or to use of an existing one)")
+                   help="run on N worker processes of a local cluster started for the command "
+                        "(or use N workers of the --scheduler's); default: one worker whose "
+                        "threads are this process's, or worker processes (one per core, at "
+                        "most 4) for a store over a quarter of the machine's memory and for "
+                        "train --parallel")
 
 
 def _columnize_options(p):
     p.add_argument("--memory-mb", type=float, default=512.0, metavar="MB",
                    help="memory bound of each column-view build task (default 512)")
+
+
+def _workers(a, store) -> int | None:
+    """The worker count of a job on ``store``: ``--workers``, or None (the in-process
+    cluster) for a store that fits well in memory (:func:`distsvm.cluster.workers_for`)."""
+    from .cluster import workers_for
+
+    return workers_for(store.meta, a.scheduler, a.workers, getattr(a, "parallel", None))
 
 
 def _storage_option(text: str) -> tuple[str, object]:
@@ -388,13 +400,14 @@ def _train(a, progress):
         extra = _alm_options(a)
     elif a.p is not None or a.no_bias:
         raise ValueError("--p and --no-bias are options of --solver alm")
-    store = open_dataset(a.store, _so(a)) if _so(a) else a.store
+    store = open_dataset(a.store, _so(a))
     options = dict(eps=a.eps, objective=a.objective, c_perf=a.c_perf, bias=a.bias,
                    max_rounds=a.max_rounds, seed=a.seed, inner_passes=a.inner_passes,
                    gap_tol=a.gap_tol, pcd_mode=a.pcd_mode, parallel=a.parallel,
                    join_blocks=a.join_blocks,
                    regularize_bias=not a.unregularized_bias, class_weight=a.class_weight,
-                   scheduler=a.scheduler, n_workers=a.workers, owner="distsvm train", **extra)
+                   scheduler=a.scheduler, n_workers=_workers(a, store), owner="distsvm train",
+                   **extra)
     if a.liblinear_type in (1, 7):  # LIBLINEAR's switch to the primal solver (jobs.train)
         options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS  # also in each fold of -v
     if a.find_c or a.n_folds is not None:
@@ -469,8 +482,8 @@ def _predict(a, progress):
     from .model import load_model
 
     model = load_model(a.model, _so(a))
-    store = open_dataset(a.store, _so(a)) if _so(a) else a.store
-    result = predict(store, model, scheduler=a.scheduler, n_workers=a.workers,
+    store = open_dataset(a.store, _so(a))
+    result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
                      output=a.output, probability=bool(a.probability))
     where = sys.stderr if a.json else sys.stdout
     what = "Rank accuracy" if model.is_ranking else "Accuracy"

@@ -1,7 +1,15 @@
-"""Connecting to Dask: an embedded LocalCluster by default, or an existing scheduler.
+"""Connecting to Dask: an embedded cluster by default, or an existing scheduler.
 
-The embedded cluster binds to 127.0.0.1 only, with one thread per worker
-process (the kernels are single-threaded and release the GIL).  Tasks that
+The embedded cluster is in this process by default (:func:`embedded_client`): one worker
+whose threads are threads of the process, started once and reused by every later job of
+the process (the estimators' fits, the CLI's one command), so a job pays no cluster
+start, no worker process start and no Numba cache load of its own.  One worker, because
+the workers' per-run tables (:mod:`workers.blocks`) are per process: a worker is a
+process everywhere else.  An explicit worker count (``n_workers``, the CLI's
+``--workers``, a job spec's ``cluster.n_workers``) or TLS asks for a cluster of worker
+processes instead, started for the job and closed after it, bound to 127.0.0.1 only,
+each single-threaded (the kernels are single-threaded and release the GIL) under a
+nanny that restarts it over its memory limit.  Tasks that
 hold per-block state are pinned to the block's owner; :func:`gather` makes sure
 a job whose owner has left the cluster gets a :class:`WorkerLost` error instead of
 waiting forever (Dask keeps a task pinned to a departed worker pending, distributed
@@ -12,12 +20,15 @@ workers (:func:`replan`) and carries on; the others let it fail the job.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import importlib.util
 import logging
+import threading
 import time
 
+import dask
 import numpy as np
 import psutil
 from distributed import Client, LocalCluster
@@ -36,16 +47,17 @@ PAUSED_SECONDS = 60.0  # a pinned worker paused this long (over its memory) fail
 
 @contextlib.contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None,
-            memory_limit: str | int | None = "auto", client: Client | None = None,
-            progress=None, security=None):
-    """Yield a Dask ``Client``: the one given, one for ``scheduler``, or an embedded cluster.
+            client: Client | None = None, progress=None, security=None):
+    """Yield a Dask ``Client``: the one given, one for ``scheduler``, the process's
+    in-process cluster (:func:`embedded_client`: no ``n_workers``, no ``security``), or a
+    cluster of ``n_workers`` worker processes started for the job.
 
     With ``progress`` (a :class:`distsvm.progress.Progress`), a cluster this call connects
-    to or starts is announced with its scheduler, workers and dashboard address.  The
+    to or starts is announced with its scheduler, workers and dashboard address.  An
     embedded cluster's HTTP server (the dashboard, where bokeh is installed) listens on
     127.0.0.1, on a free port.  ``security`` (a ``distributed.security.Security``) secures
-    the connection to the scheduler, or makes the embedded cluster talk TLS (still on
-    127.0.0.1 only).
+    the connection to the scheduler, or makes the embedded cluster of processes talk TLS
+    (still on 127.0.0.1 only).
     """
     if client is not None:
         yield client
@@ -61,14 +73,102 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
         finally:
             c.close()
         return
-    n = n_workers or max(1, min(psutil.cpu_count(logical=False) or 1, 4))
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address="127.0.0.1:0", memory_limit=memory_limit,
-                      silence_logs=logging.ERROR, security=security,
+    if n_workers is None and security is None:
+        c = embedded_client()
+        _announce(c, progress)
+        with c.as_current():  # the client of Dask's functions that take none (wait)
+            yield c
+        return
+    with LocalCluster(n_workers=n_workers or default_workers(), threads_per_worker=1,
+                      processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                      memory_limit="auto", silence_logs=logging.ERROR, security=security,
                       protocol="tls://" if security else None) as cluster, \
             Client(cluster, security=security) as c:
+        _prompt(c)
         _announce(c, progress)
         yield c
+
+
+def default_workers() -> int:
+    """Worker processes of an embedded cluster, and threads of the in-process one's worker:
+    one per physical core, at most 4."""
+    return max(1, min(psutil.cpu_count(logical=False) or 1, 4))
+
+
+_embedded: tuple[LocalCluster, Client] | None = None  # this process's in-process cluster
+_embedded_lock = threading.Lock()
+
+
+def embedded_client() -> Client:
+    """The client of this process's in-process cluster, started on first use: a scheduler
+    and one worker of :func:`default_workers` threads, all in this process (Dask's
+    ``inproc://`` transport, nothing listens on the network), closed at interpreter exit or
+    by :func:`close_embedded`.  Every later job of the process reuses it, with its Numba
+    kernels loaded and its blocks cached.  It is not Dask's default client, so that a job
+    that asks for a cluster of processes (``n_workers``) gets one.
+
+    Dask enforces no memory limit on an in-process worker; its limit (Dask's "auto": the
+    machine's memory) sizes its block cache (:func:`plan`), which is how a job on data
+    larger than memory stays within it, as on worker processes."""
+    global _embedded
+    with _embedded_lock:
+        if _embedded is None or _embedded[1].status != "running":
+            close_embedded()
+            # no statistical profiler: it samples the stacks of every thread of the worker's
+            # process 100 times a second, and in-process that is the job's process
+            with dask.config.set({"distributed.worker.profile.enabled": False}):
+                cluster = LocalCluster(n_workers=1, threads_per_worker=default_workers(),
+                                       processes=False, dashboard_address="127.0.0.1:0",
+                                       memory_limit="auto", silence_logs=logging.ERROR)
+            try:
+                client = Client(cluster, set_as_default=False)
+            except BaseException:
+                cluster.close()
+                raise
+            _prompt(client, cluster)
+            _embedded = cluster, client
+        return _embedded[1]
+
+
+@atexit.register
+def close_embedded() -> None:
+    """Close this process's in-process cluster, if it has one (the next job starts another)."""
+    global _embedded
+    started, _embedded = _embedded, None
+    if started is None:
+        return
+    # Closing, the cluster puts back the log level it had silenced, and its comms then log
+    # their closing (INFO, with tracebacks) to stderr: nothing the user should see.
+    disabled = logging.root.manager.disable
+    logging.disable(logging.ERROR)
+    try:
+        for part in reversed(started):  # the client, then the cluster
+            with contextlib.suppress(Exception):
+                part.close()
+    finally:
+        logging.disable(disabled)
+
+
+# Dask batches the messages of a stream, sending at most one batch per interval: 10 ms
+# for a client's, 2-5 ms for the scheduler's and the workers' (distributed 2026.8).  The
+# solvers' rounds are a few tasks each, one after the other, so every round waited out
+# these intervals: ~11 ms a task, as long as a round on a 30 000-row block.
+STREAM_INTERVAL = 0.0005  # seconds
+
+
+def _prompt(client: Client, cluster: LocalCluster | None = None) -> None:
+    """Shorten the batching interval (``STREAM_INTERVAL``) of ``client``'s stream to the
+    scheduler and, for an in-process ``cluster``, of the scheduler's streams and the
+    workers' (no such attribute in another Dask version: left as it is)."""
+    streams = [getattr(client, "scheduler_comm", None)]
+    if cluster is not None:
+        scheduler = cluster.scheduler
+        streams += [*getattr(scheduler, "stream_comms", {}).values(),
+                    *getattr(scheduler, "client_comms", {}).values(),
+                    *(getattr(w, "batched_stream", None) for w in cluster.workers.values())]
+    for stream in streams:
+        if hasattr(stream, "interval"):
+            stream.interval = STREAM_INTERVAL
 
 
 def dashboard_link(client: Client) -> str | None:
@@ -142,10 +242,34 @@ def _warm_rss(url: str | None, block, storage_options) -> int:
     return psutil.Process().memory_info().rss
 
 
-def block_bytes(meta) -> int:
-    """Bytes of the largest block in worker memory: CSR arrays, labels and row norms."""
+def _sizes(meta) -> list[int]:
+    """Bytes of each block in worker memory: CSR arrays, labels and row norms."""
     itemsize = np.dtype(meta.dtype).itemsize
-    return max((b.nnz * (itemsize + 4) + b.n_rows * 20 + 8 for b in meta.blocks), default=0)
+    return [b.nnz * (itemsize + 4) + b.n_rows * 20 + 8 for b in meta.blocks]
+
+
+def block_bytes(meta) -> int:
+    """Bytes of the largest block in worker memory (:func:`_sizes`)."""
+    return max(_sizes(meta), default=0)
+
+
+# The CLI's jobs on a store larger than this share of the machine's memory (decoded) run
+# on worker processes: out-of-core data, where a nanny that restarts a worker over its
+# memory limit (and the solvers' recovery from it) is worth the start of the processes.
+IN_PROCESS_SHARE = 0.25
+
+
+def workers_for(meta, scheduler: str | None, n_workers: int | None,
+                parallel: bool = False) -> int | None:
+    """The worker count a CLI job on a store with metadata ``meta`` asks for: ``n_workers``
+    as given; with neither it nor ``scheduler``, None (the in-process cluster) for a store
+    of at most ``IN_PROCESS_SHARE`` of the machine's memory, and :func:`default_workers`
+    (worker processes) for a larger one or for ``parallel`` DCD, whose K is the number of
+    workers (the in-process cluster has one)."""
+    if scheduler or n_workers is not None:
+        return n_workers
+    small = sum(_sizes(meta)) <= IN_PROCESS_SHARE * psutil.virtual_memory().total
+    return None if small and not parallel else default_workers()
 
 
 def plan(client: Client, n_blocks: int, n_workers: int | None = None,
