@@ -7,7 +7,9 @@ Parameters mean what they mean in scikit-learn's ``LinearSVC``: the same C
 (LIBLINEAR's scaling), ``fit_intercept`` as a regularized bias feature of value
 ``intercept_scaling`` (LIBLINEAR's ``-B``), ``tol`` as LIBLINEAR's ``eps``.
 The cluster is the active Dask client if there is one, else ``scheduler``,
-else an embedded local cluster for the duration of ``fit``.
+else ``n_workers`` worker processes started for the fit, else the process's in-process
+cluster, started by the first fit and reused by the later ones
+(:func:`distsvm.cluster.embedded_client`).
 
 Both estimators share :class:`_LinearClassifier`; each only maps its parameters
 to a LIBLINEAR solver type (:data:`distsvm.jobs.LIBLINEAR_TYPES`), so they train

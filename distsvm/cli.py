@@ -9,9 +9,13 @@ stderr and a non-zero exit status; ``--json`` prints one JSON object on stdout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import re
+import signal
 import sys
+import threading
 import warnings
 
 from storage import open_dataset
@@ -575,6 +579,51 @@ def _class_weights(argv: list[str]) -> tuple[list[str], dict | None]:
     return rest, weights or None
 
 
+def _dispatch(a, progress):
+    """Run the command ``a.command``; its result for ``--json``, or None."""
+    if a.command == "ingest":
+        return _ingest(a, progress)
+    if a.command == "columnize":
+        return _columnize(a, progress)
+    if a.command == "generate":
+        return _generate(a, progress)
+    if a.command == "info":
+        return _info(a)
+    if a.command == "train":
+        return _train(a, progress)
+    if a.command == "predict":
+        return _predict(a, progress)
+    if a.command == "report":
+        return _report(a)
+    if a.command in ("run", "resume"):
+        return _run(a, progress)
+    if a.command == "registry":
+        return _registry(a)
+    return _convert(a)
+
+
+@contextlib.contextmanager
+def _quiet_interrupt():
+    """Ctrl-C (SIGINT) silences logging before it raises KeyboardInterrupt: the job's Dask
+    calls then unwind, and Dask's threads log the calls cancelled under them (tracebacks of
+    its internals, e.g. distributed.utils.sync's cancel) after the command's one ``ERROR:``
+    line.  Installed in the main thread only, over Python's default handler only."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+
+    def interrupted(signum, frame):
+        logging.disable(logging.CRITICAL)  # for good: the process is on its way out
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv=None) -> int:
     argv, class_weight = _class_weights(list(sys.argv[1:] if argv is None else argv))
     a = build_parser().parse_args(argv)
@@ -596,26 +645,8 @@ def main(argv=None) -> int:
             print(json.dumps(result))
         return code
     try:
-        if a.command == "ingest":
-            result = _ingest(a, progress)
-        elif a.command == "columnize":
-            result = _columnize(a, progress)
-        elif a.command == "generate":
-            result = _generate(a, progress)
-        elif a.command == "info":
-            result = _info(a)
-        elif a.command == "train":
-            result = _train(a, progress)
-        elif a.command == "predict":
-            result = _predict(a, progress)
-        elif a.command == "report":
-            result = _report(a)
-        elif a.command in ("run", "resume"):
-            result = _run(a, progress)
-        elif a.command == "registry":
-            result = _registry(a)
-        else:
-            result = _convert(a)
+        with _quiet_interrupt():
+            result = _dispatch(a, progress)
     except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         from .spec import SpecError

@@ -31,8 +31,8 @@ def store(tmp_path_factory):
     cluster.close_embedded()
 
 
-@pytest.mark.parametrize("kw", [dict(solver="dcd", loss="squared_hinge", C=0.1, seed=3),
-                                dict(solver="newton", loss="logistic", bias=1.0)])
+@pytest.mark.parametrize("kw", [{"solver": "dcd", "loss": "squared_hinge", "C": 0.1, "seed": 3},
+                                {"solver": "newton", "loss": "logistic", "bias": 1.0}])
 def test_in_process_and_process_clusters_train_the_same_model(store, kw):
     embedded = cluster.embedded_client()
     assert embedded.scheduler.address.startswith("inproc://")
@@ -67,8 +67,8 @@ print(" ".join(addresses))
 def test_fits_in_one_process_start_one_cluster():
     """Three estimator fits (no client, no scheduler): each announces the same in-process
     scheduler, which is the process's embedded cluster after the fits."""
-    p = subprocess.run([sys.executable, "-c", FITS], capture_output=True, text=True, env=ENV,
-                       timeout=600)
+    p = subprocess.run([sys.executable, "-c", FITS], check=False, capture_output=True, text=True,
+                       env=ENV, timeout=600)
     assert p.returncode == 0, p.stderr
     announced = [line.split()[2].rstrip(",") for line in p.stderr.splitlines()
                  if line.startswith("cluster: scheduler")]
