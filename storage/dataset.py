@@ -270,11 +270,11 @@ class Dataset:
         self.url = url
         self.meta = meta
         self.storage_options = storage_options
-        self.block_ids = block_ids  # None: every block; else a view (see subset)
+        self.block_ids = block_ids  # None: every row; else a view, of these blocks' rows (take)
 
     def __repr__(self) -> str:
         m = self.meta
-        view = "" if self.block_ids is None else f", of blocks {list(self.block_ids)}"
+        view = "" if self.block_ids is None else f", rows of blocks {list(self.block_ids)}"
         return (f"Dataset({self.url!r}, n_rows={m.n_rows}, n_features={m.n_features}, "
                 f"nnz={m.nnz}, blocks={len(m.blocks)}{view})")
 
@@ -282,46 +282,59 @@ class Dataset:
     def is_subset(self) -> bool:
         return self.block_ids is not None
 
-    def subset(self, block_ids, class_counts=None) -> Dataset:
-        """A view of this dataset restricted to the row blocks ``block_ids`` (no data copied).
+    def take(self, rows, nnz=None, class_counts=None) -> Dataset:
+        """A view of the rows ``rows`` of this dataset (sorted row numbers, 0 to l−1 in block
+        order; no data copied): a cross-validation fold, as LIBLINEAR's sub-problems.
 
-        The view has the same URL, classes and features; its metadata lists only the
-        chosen blocks (in the order given), with their row and non-zero totals, so
-        anything that reads ``meta.blocks`` — every row-block solver, ``predict`` —
-        sees a smaller dataset.  Block ids index *this* dataset's block table.
-        ``class_counts`` (per class, for the chosen blocks) spares reading each
-        block's label chunk (4 bytes a row) here to count them.  The column view
-        covers every row of the store, so a view has none.
+        The view has one block per stored block that holds some of the rows — a joined
+        block (:func:`joined_block`) of that block's chosen rows, or the stored block itself
+        when all its rows are chosen —, so anything that reads ``meta.blocks`` (every
+        row-block solver, ``predict``) sees a smaller dataset whose blocks are no larger
+        than the store's.  ``nnz`` (per stored block, the non-zeros of its chosen rows) and
+        ``class_counts`` (per class, of the chosen rows) spare reading the blocks here to
+        count them.  The column view covers every row of the store, so a view has none.
         """
-        ids = [int(b) for b in block_ids]
-        n = len(self.meta.blocks)
-        if not ids or len(set(ids)) != len(ids) or min(ids) < 0 or max(ids) >= n:
-            raise ValueError(f"{self.url}: block ids must be distinct integers in "
-                             f"[0, {n}) (at least one); got {ids!r}")
-        infos = tuple(self.meta.blocks[b] for b in ids)
-        if class_counts is None:
-            k = len(self.meta.classes)
-            class_counts = sum((np.bincount(read_block_labels(self.url, info,
-                                                              self.storage_options),
-                                            minlength=k) for info in infos),
-                               np.zeros(k, np.int64))
+        if self.is_subset or any(info.parts for info in self.meta.blocks):
+            raise ValueError(f"{self.url}: take() takes rows of the stored blocks, not of a view")
+        rows = np.asarray(rows, dtype=np.int64)
+        ends = np.cumsum([info.n_rows for info in self.meta.blocks])
+        if (not len(rows) or np.any(np.diff(rows) <= 0) or rows[0] < 0
+                or rows[-1] >= self.meta.n_rows):
+            raise ValueError(f"{self.url}: rows must be distinct sorted row numbers in "
+                             f"[0, {self.meta.n_rows}) (at least one)")
+        cuts = np.searchsorted(rows, np.concatenate([[0], ends]))
+        blocks, ids, total_nnz = [], [], 0
+        counts = np.zeros(len(self.meta.classes), np.int64)
+        for b, info in enumerate(self.meta.blocks):
+            chosen = rows[cuts[b]:cuts[b + 1]] - (ends[b] - info.n_rows)
+            if not len(chosen):
+                continue
+            if nnz is None or class_counts is None:
+                block = take_rows(read_row_block(self.url, info, self.storage_options), chosen)
+                counts += np.bincount(block.y, minlength=len(counts))
+            whole = len(chosen) == info.n_rows
+            b_nnz = info.nnz if whole else int(block.nnz if nnz is None else nnz[b])
+            blocks.append(info if whole else joined_block([(info, chosen)], b_nnz))
+            ids.append(b)
+            total_nnz += b_nnz
         meta = dataclasses.replace(
-            self.meta, n_rows=sum(b.n_rows for b in infos), nnz=sum(b.nnz for b in infos),
-            class_counts=tuple(int(c) for c in class_counts), blocks=infos)
+            self.meta, n_rows=len(rows), nnz=total_nnz, blocks=tuple(blocks),
+            class_counts=tuple(int(c) for c in (counts if class_counts is None
+                                                else class_counts)))
         meta.check(self.url)
-        parent = self.block_ids or range(n)
-        return Dataset(self.url, meta, self.storage_options,
-                       tuple(parent[b] for b in ids))
+        return Dataset(self.url, meta, self.storage_options, tuple(ids))
 
     def joined(self) -> Dataset:
         """A view of this dataset with all its rows in one block (:func:`joined_block`, no
         data copied in the store): what a worker whose memory holds every block solves in
         one permutation of all rows, as LIBLINEAR does.  Blocks are contiguous ranges of the
-        shuffled rows, so the joined block has the rows in the order of a one-block store."""
+        shuffled rows, so the joined block has the rows in the order of a one-block store.
+        The joined blocks of a view (:meth:`take`) are flattened into their stored parts."""
         if len(self.meta.blocks) <= 1:
             return self
-        meta = dataclasses.replace(self.meta, blocks=(
-            joined_block([(info, None) for info in self.meta.blocks]),))
+        meta = dataclasses.replace(self.meta, blocks=(joined_block(
+            [part for info in self.meta.blocks for part in (info.parts or ((info, None),))],
+            self.meta.nnz),))
         return Dataset(self.url, meta, self.storage_options, self.block_ids)
 
     @property
