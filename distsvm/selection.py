@@ -69,7 +69,8 @@ class _Folds:
                           "(i.e., leave-one-out cross validation)")
             n_folds = meta.n_rows
         self.fold = fold_of_rows(meta.n_rows, n_folds, seed)
-        plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
+        self.plan = plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
+        self.groups = min(concurrent, len(plan.workers))
         starts = np.cumsum([0] + [info.n_rows for info in meta.blocks])
         # one task a block: its class counts and non-zeros per fold, its largest ‖xᵢ‖²
         futures = [c.submit(workers.blocks.block_stats, dataset.url, info, len(meta.classes),
@@ -89,8 +90,21 @@ class _Folds:
                              counts.sum(axis=0) - counts[k]),
                 dataset.take(np.flatnonzero(self.fold == k), nnz[:, k], counts[k])))
 
+    def plan_of(self, k: int, view) -> cluster.WorkerPlan:
+        """The workers of fold ``k`` (planned once for all folds): a view's block on the
+        worker that owns (and caches) its stored block; with concurrent folds, the folds
+        that run together on disjoint groups of workers (fold k: workers j ≡ k mod the
+        number of groups), so that a fold of a store one worker holds does not queue
+        behind another fold on the same worker."""
+        workers = self.plan.workers
+        mine = [a for j, a in enumerate(workers) if j % self.groups == k % self.groups]
+        owners = tuple(a if a in mine else mine[j % len(mine)] for j, a in
+                       enumerate(self.plan.owners[b] for b in view.block_ids))
+        return cluster.WorkerPlan(owners, {a: self.plan.cache_bytes[a] for a in mine},
+                                  {a: self.plan.threads.get(a, 1) for a in mine})
 
-def _run_folds(c, folds: _Folds, train_kwargs: dict, n_workers, concurrent: int,
+
+def _run_folds(c, folds: _Folds, train_kwargs: dict, concurrent: int,
                warm=None, progress: Progress | None = None) -> tuple[list, list]:
     """Train every fold (from ``warm[k]`` if given) and predict its held-out rows, up to
     ``concurrent`` folds at a time (each its own job on the cluster: their tasks interleave
@@ -99,8 +113,9 @@ def _run_folds(c, folds: _Folds, train_kwargs: dict, n_workers, concurrent: int,
     def one(k):
         train_view, test_view = folds.views[k]
         extra = {} if warm is None or warm[k] is None else {"warm_start": warm[k]}
-        model = jobs.train(train_view, client=c, n_workers=n_workers, **train_kwargs, **extra)
-        res = jobs.predict(test_view, model, client=c, n_workers=n_workers)
+        model = jobs.train(train_view, client=c, plan=folds.plan_of(k, train_view),
+                           **train_kwargs, **extra)
+        res = jobs.predict(test_view, model, client=c, plan=folds.plan_of(k, test_view))
         if progress is not None:
             progress.note(f"fold {k + 1}/{len(folds.views)}: "
                           f"{res['n_rows']} rows, accuracy {100 * res['accuracy']:g}% "
@@ -135,7 +150,7 @@ def cross_validate(data, n_folds: int = 5, *, seed: int = 0, concurrent_folds: i
         progress.note(why)
     with jobs.client_for(scheduler, n_workers, client) as c:
         folds = _Folds(c, dataset, n_folds, seed, n_workers, concurrent_folds, progress)
-        _, rows = _run_folds(c, folds, dict(train_kwargs, solver=solver, seed=seed), n_workers,
+        _, rows = _run_folds(c, folds, dict(train_kwargs, solver=solver, seed=seed),
                              concurrent_folds, progress=progress)
     correct = sum(r["correct"] for r in rows)
     return {"accuracy": correct / max(1, dataset.meta.n_rows), "n_folds": len(rows),
@@ -211,8 +226,8 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
         prev = [None] * len(folds.views)
         unchanged = 0
         while C <= max_C:
-            models, rows = _run_folds(c, folds, dict(kwargs, C=C), n_workers,
-                                      concurrent_folds, prev if warm_start else None)
+            models, rows = _run_folds(c, folds, dict(kwargs, C=C), concurrent_folds,
+                                      prev if warm_start else None)
             ws = [np.asarray(m.w, dtype=np.float64) for m in models]
             if prev[0] is not None and any(np.linalg.norm(w - p) > 1e-15
                                            for w, p in zip(ws, prev, strict=True)):

@@ -190,12 +190,20 @@ def a9a_one_block(a9a, tmp_path_factory):
 def test_cross_validation_of_a_one_block_store_matches_liblinear(client, a9a, a9a_one_block):
     """-v 3 on a store of one block (refused while folds were sets of blocks): LIBLINEAR's
     CV accuracy within 1 point (0.5 is the estimate's spread between partitions)."""
+    from distributed import get_task_stream
+
     X, y = a9a
     assert a9a_one_block.n_blocks == 1
     cv = jobs.cross_validate(a9a_one_block, 3, loss="squared_hinge", C=0.0625)
     ref = liblinear_cv(X, y, "-s 1 -c 0.0625 -v 3") / 100
     assert abs(cv["accuracy"] - ref) < 0.01, (cv["accuracy"], ref)
     assert cv["n_folds"] == 3 and sum(f["n_test"] for f in cv["folds"]) == 32561
+    # concurrent folds of a one-block store run on both workers, with the same result
+    with get_task_stream(client) as ts:
+        again = jobs.cross_validate(a9a_one_block, 3, loss="squared_hinge", C=0.0625,
+                                    concurrent_folds=3)
+    assert again["folds"] == cv["folds"]
+    assert len({t["worker"] for t in ts.data if t["key"].startswith("ovr_batch")}) == 2
 
 
 def test_folds_do_not_depend_on_the_block_count(client, a9a, tmp_path):
