@@ -592,5 +592,5 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     return result
 
 
-# Model selection (LIBLINEAR -v and -C): folds are sets of row blocks; see distsvm/selection.py.
+# Model selection (LIBLINEAR -v and -C): folds are rows, as LIBLINEAR's; see distsvm/selection.py.
 from .selection import cross_validate, find_c  # noqa: E402  (it calls train and predict)

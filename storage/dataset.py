@@ -144,7 +144,8 @@ def join_blocks(blocks: list[RowBlock]) -> RowBlock:
     if len(blocks) == 1:
         return blocks[0]
     offsets = np.cumsum([0] + [b.nnz for b in blocks[:-1]])
-    indptr = np.concatenate([[0]] + [b.indptr[1:] + o for b, o in zip(blocks, offsets)])
+    indptr = np.concatenate([[0]] + [b.indptr[1:] + o
+                                     for b, o in zip(blocks, offsets, strict=True)])
     weight = None if blocks[0].weight is None else np.concatenate([b.weight for b in blocks])
     return RowBlock(indptr.astype(np.int64), np.concatenate([b.indices for b in blocks]),
                     np.concatenate([b.data for b in blocks]),
@@ -280,6 +281,7 @@ class Dataset:
 
     @property
     def is_subset(self) -> bool:
+        """Whether this is a view of some of the store's rows (:meth:`take`)."""
         return self.block_ids is not None
 
     def take(self, rows, nnz=None, class_counts=None) -> Dataset:
@@ -481,7 +483,8 @@ def prepare(url: str, overwrite: bool, storage_options: dict | None = None) -> s
     """Check that ``url`` may be written and create its staging group; return the staging URL."""
     url = str(url)
     if not overwrite and _exists(url, storage_options):
-        raise StoreExistsError(f"{url}: already exists (pass overwrite / --overwrite to replace it)")
+        raise StoreExistsError(f"{url}: already exists (pass overwrite / --overwrite to "
+                               "replace it)")
     stage = staging_url(url)
     g = zarr.open_group(stage, mode="w", storage_options=storage_options)
     g.create_group("rows")
@@ -579,12 +582,12 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
                              f"{m.dtype}")
     remap = np.searchsorted(np.asarray(m.classes), np.asarray(part.meta.classes)).astype(np.int32)
     infos = []
-    for i, info in enumerate(part.meta.blocks):
+    for i in range(part.n_blocks):
         b = part.read_block(i)
         block = RowBlock(b.indptr, b.indices, b.data, remap[b.y])
         infos.append(write_row_block(url, block_name(len(m.blocks) + i), block, storage_options))
     counts = list(m.class_counts)
-    for k, c in zip(remap, part.meta.class_counts):
+    for k, c in zip(remap, part.meta.class_counts, strict=True):
         counts[k] += c
     source = {**m.source, "appended": [*m.source.get("appended", []), record]}
     meta = dataclasses.replace(m, n_rows=m.n_rows + part.meta.n_rows,

@@ -1,4 +1,4 @@
-"""Model selection: row views, cross-validation over row folds (any block count), LIBLINEAR's C search."""
+"""Model selection: row views, cross-validation over row folds (any block count), the C search."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def test_find_c_matches_liblinear_on_a9a(client, a9a, a9a_store):
 
     LIBLINEAR's search from its start C 2^-20 rises to a plateau that begins at 2^-4 (84.80%,
     flat to 2^1 within 0.05 points) and keeps the first C of the best rate; with other folds
-    (whole blocks, see test_cross_validation_...) the plateau's first maximum can move by one
+    (another random partition of the rows) the plateau's first maximum can move by one
     step.  LIBLINEAR searches from its own start (2^-20: its answer depends on the start,
     through its warm starts — from 2^-6 it answers 2^-6); to stay short ours searches 2^-6 to
     2^-2 only, across the plateau's start (2^-6 and 2^-2 would fail the test).

@@ -18,8 +18,8 @@ import threading
 import numpy as np
 
 from storage import BlockInfo, RowBlock, read_row_block
-from storage.dataset import join_blocks, take_rows
 from storage import checkpoint as files
+from storage.dataset import join_blocks, take_rows
 
 from .kernels.linear import decision_values, row_sqnorms
 
@@ -102,7 +102,7 @@ def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
     def share(i: int):
         acc = make()
         for info, (block, sqnorm) in zip(infos[i::n], stream(url, infos[i::n], cache_bytes,
-                                                              storage_options)):
+                                                              storage_options), strict=True):
             visit(info, block, sqnorm, acc)
             del block, sqnorm
         return acc
