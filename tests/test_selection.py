@@ -258,3 +258,29 @@ def test_cross_validation_of_w8a_matches_liblinear(client, tmp_path):
         ds = ingest(str(path), str(tmp_path / f"w8a-{rows}.zarr"), block_rows=rows)
         cv = jobs.cross_validate(ds, 5, loss="squared_hinge", C=1.0)
         assert abs(cv["accuracy"] - ref) < 0.001, (rows, cv["accuracy"], ref)
+
+
+@pytest.mark.parametrize("options", [
+    dict(solver="dcd", loss="hinge"), dict(solver="dcd", loss="squared_hinge", parallel="add"),
+    dict(solver="newton", loss="logistic"), dict(solver="cutting_plane", loss="hinge"),
+    dict(solver="alm", loss="squared_hinge")], ids=lambda o: "-".join(o.values()))
+def test_every_row_block_solver_trains_row_folds(client, a9a, tmp_path, options):
+    """Fold views are joined blocks: every solver that reads row blocks trains on them."""
+    X, y = a9a
+    ds = ingest((X[:3000], y[:3000]), str(tmp_path / "s.zarr"), block_rows=1000)
+    cv = jobs.cross_validate(ds, 3, C=0.25, **options)
+    ref = liblinear_cv(X[:3000], y[:3000], "-s 3 -c 0.25 -v 3") / 100
+    assert abs(cv["accuracy"] - ref) < 0.03, (cv["accuracy"], ref)
+
+
+@pytest.mark.parametrize("solver", ["dcd", "crammer_singer"])
+def test_multiclass_row_folds(client, tmp_path, solver):
+    """One-vs-rest and Crammer-Singer on the folds of a 3-class store (of one block)."""
+    from .conftest import dna_rows
+
+    X, y = dna_rows(1200)
+    ds = ingest((X, y), str(tmp_path / "dna.zarr"))
+    cv = jobs.cross_validate(ds, 3, solver=solver, loss="crammer_singer" if solver ==
+                             "crammer_singer" else "squared_hinge", C=0.1)
+    ref = liblinear_cv(X, y, f"-s {4 if solver == 'crammer_singer' else 1} -c 0.1 -v 3") / 100
+    assert abs(cv["accuracy"] - ref) < 0.03, (cv["accuracy"], ref)
