@@ -82,13 +82,16 @@ class _Folds:
         counts = sum(s[0] for s in stats)  # (n_folds, K)
         nnz = np.array([s[1] for s in stats]).reshape(len(stats), n_folds)  # (B, n_folds)
         self.max_sqnorm = max((s[2] for s in stats), default=0.0)
-        block_nnz = np.array([info.nnz for info in meta.blocks])
-        self.views = []
-        for k in range(n_folds):
-            self.views.append((
-                dataset.take(np.flatnonzero(self.fold != k), block_nnz - nnz[:, k],
-                             counts.sum(axis=0) - counts[k]),
-                dataset.take(np.flatnonzero(self.fold == k), nnz[:, k], counts[k])))
+        self.n_folds, self.dataset, self.counts, self.nnz = n_folds, dataset, counts, nnz
+
+    def views(self, k: int):
+        """Fold ``k``'s training view (the other rows) and test view (its rows), made when
+        the fold trains: the coordinator holds the row numbers of the running folds only."""
+        block_nnz = np.array([info.nnz for info in self.dataset.meta.blocks])
+        return (self.dataset.take(np.flatnonzero(self.fold != k), block_nnz - self.nnz[:, k],
+                                  self.counts.sum(axis=0) - self.counts[k]),
+                self.dataset.take(np.flatnonzero(self.fold == k), self.nnz[:, k],
+                                  self.counts[k]))
 
     def plan_of(self, k: int, view) -> cluster.WorkerPlan:
         """The workers of fold ``k`` (planned once for all folds): a view's block on the
@@ -111,13 +114,13 @@ def _run_folds(c, folds: _Folds, train_kwargs: dict, concurrent: int,
     on the workers, hiding each other's scheduler round trips); ``progress`` gets a line
     per fold done."""
     def one(k):
-        train_view, test_view = folds.views[k]
+        train_view, test_view = folds.views(k)
         extra = {} if warm is None or warm[k] is None else {"warm_start": warm[k]}
         model = jobs.train(train_view, client=c, plan=folds.plan_of(k, train_view),
                            **train_kwargs, **extra)
         res = jobs.predict(test_view, model, client=c, plan=folds.plan_of(k, test_view))
         if progress is not None:
-            progress.note(f"fold {k + 1}/{len(folds.views)}: "
+            progress.note(f"fold {k + 1}/{folds.n_folds}: "
                           f"{res['n_rows']} rows, accuracy {100 * res['accuracy']:g}% "
                           f"({model.summary['rounds']} rounds)")
         return model, {"fold": k, "n_train": train_view.meta.n_rows, "n_test": res["n_rows"],
@@ -125,7 +128,7 @@ def _run_folds(c, folds: _Folds, train_kwargs: dict, concurrent: int,
                        "accuracy": res["accuracy"], "rounds": model.summary["rounds"]}
 
     with concurrent_futures.ThreadPoolExecutor(concurrent) as pool:
-        done = list(pool.map(one, range(len(folds.views))))
+        done = list(pool.map(one, range(folds.n_folds)))
     return [m for m, _ in done], [r for _, r in done]
 
 
@@ -223,7 +226,7 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
                                folds.max_sqnorm + (bias * bias if bias >= 0 else 0.0))
         C = min(C, max_C)
         best_C, best = C, 0.0
-        prev = [None] * len(folds.views)
+        prev = [None] * folds.n_folds
         unchanged = 0
         while C <= max_C:
             models, rows = _run_folds(c, folds, dict(kwargs, C=C), concurrent_folds,
