@@ -238,7 +238,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
           warm_start=None, class_weight=None, scheduler: str | None = None,
           n_workers: int | None = None, primal_switch: int | None = None,
           client=None, progress: Progress | None = None, owner: str = "train",
-          checkpoint=None) -> Model:
+          checkpoint=None, plan: cluster.WorkerPlan | None = None) -> Model:
     """Train a binary linear classifier (or a ranking model) on a dataset (or its URL) and
     return the model.
 
@@ -288,6 +288,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     checkpoints and continue from the latest one; every solver does, in one-vs-rest too
     (:func:`distsvm.solvers.dcd.solve_ovr` checkpoints its K problems together, the other
     solvers each problem in its own directory, :meth:`distsvm.checkpoint.Checkpointer.problem`).
+
+    ``plan`` (a :class:`distsvm.cluster.WorkerPlan`, an owner per block of ``data``) replaces
+    the one made by :func:`distsvm.cluster.plan` (cross-validation plans once for its folds).
     """
     eps = DEFAULT_EPS[solver] if solver in DEFAULT_EPS and eps is None else eps
     check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
@@ -340,7 +343,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         solver, why = choose_solver(dataset, loss)
         progress.note(f"train: --solver auto picked {solver}: {why}")
     with client_for(scheduler, n_workers, client, progress) as c:
-        plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
+        plan = plan or cluster.plan(c, len(meta.blocks), n_workers, dataset)
         progress.note(f"train: {solver} ({loss}) C={C:g} eps={eps:g} on {meta.n_rows} rows x "
                       f"{meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers"
@@ -523,7 +526,8 @@ def _weights_for(model: Model, n_features: int) -> np.ndarray:
 
 
 def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int | None = None,
-            client=None, output=None, probability: bool = False) -> dict:
+            client=None, output=None, probability: bool = False,
+            plan: cluster.WorkerPlan | None = None) -> dict:
     """Predict every row of a dataset; return accuracy and row count, optionally write labels.
 
     ``output`` (a path) receives one predicted label per line in the store's row order.
@@ -535,7 +539,7 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     For a ranking model the labels are ranks, "accuracy" is the rank accuracy, and the
     result adds the mean absolute rank error and the pairwise ordering accuracy
     (:func:`distsvm.solvers.cutting_plane.ranking_metrics`; the scores of every row are
-    then held on the coordinator, 12 bytes a row).
+    then held on the coordinator, 12 bytes a row).  ``plan`` as :func:`train`'s.
     """
     if probability:
         model.check_probability()
@@ -553,7 +557,7 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
         true_rank = np.searchsorted(classes, truth_values)  # store class index -> model rank
         scores, ranks = [], []
     with client_for(scheduler, n_workers, client) as c:
-        plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
+        plan = plan or cluster.plan(c, len(meta.blocks), n_workers, dataset)
         wf = c.scatter(w, broadcast=True, hash=False)
         futures = [c.submit(workers.blocks.block_decisions, dataset.url, info, wf, model.bias,
                             meta.n_features, plan.cache_bytes[plan.owners[b]],
@@ -590,5 +594,5 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     return result
 
 
-# Model selection (LIBLINEAR -v and -C): folds are sets of row blocks; see distsvm/selection.py.
+# Model selection (LIBLINEAR -v and -C): folds are rows, as LIBLINEAR's; see distsvm/selection.py.
 from .selection import cross_validate, find_c  # noqa: E402, F401  (it calls train and predict)

@@ -1,17 +1,18 @@
-"""Model selection: cross-validation over folds that are sets of row blocks; LIBLINEAR's C search.
+"""Model selection: LIBLINEAR's cross-validation over row folds, and its C search.
 
-Folds (what differs from LIBLINEAR).  LIBLINEAR's ``-v n`` shuffles the *rows*
-and cuts the permutation into n folds (``cross_validation`` in linear.cpp).
-Here a fold is a set of whole row blocks: the blocks are shuffled with the
-seed and the permutation is cut the same way (fold k gets blocks
-``perm[k·B/n : (k+1)·B/n]``), and each fold trains on a view of the store
-restricted to the other blocks (:meth:`storage.Dataset.subset`) and predicts
-its own, so nothing is copied and every solver that reads row blocks trains on
-a view unchanged.  Ingest shuffles rows into blocks, so a set of blocks is a
-random sample of rows as a row fold is; the folds differ from LIBLINEAR's only
-as two random partitions do (and in size by at most one block).  A store with
-fewer blocks than folds is refused: ingest it again with a smaller
-``--block-rows``.
+Folds.  As LIBLINEAR's ``-v n`` (``cross_validation`` in linear.cpp), the
+store's row numbers (0 to l−1, in block order) are permuted with the seed and
+the permutation is cut into n folds (fold k gets rows ``perm[k·l/n : (k+1)·l/n]``),
+so a store of one block is cross-validated as well as one of many, and the
+folds do not depend on the block count.  What differs from LIBLINEAR: the
+permutation is numpy's (``default_rng(seed)``), not the C library's ``rand()``,
+and nothing is copied — fold k trains on a view of the store
+(:meth:`storage.Dataset.take`) whose blocks are the other rows of each stored
+block (joined blocks: memory stays bounded by a block) and predicts a view of
+its own rows, so every solver that reads row blocks trains on a fold unchanged.
+The workers make a fold's blocks from their cached stored blocks
+(:func:`workers.blocks.load`): the folds read each stored block once.  More
+folds than rows become leave-one-out with LIBLINEAR's warning.
 
 The C search (:func:`find_c`) is LIBLINEAR's ``find_parameters`` for ``-s 0``
 and ``-s 2`` (linear.cpp ``find_parameter_C``, ``calc_start_C``; Chu, Chin & Lin,
@@ -45,85 +46,102 @@ SEARCH_TYPES = {"logistic": 0, "squared_hinge": 2}
 COLUMN_SOLVERS = ("pcd",)
 
 
-def fold_blocks(n_blocks: int, n_folds: int, seed: int, where: str = "dataset",
-                n_rows: int | None = None) -> list[np.ndarray]:
-    """The block ids of each fold: a seeded permutation of the blocks cut into ``n_folds``
-    contiguous parts (LIBLINEAR's ``fold_start[i] = i·l/nr_fold`` over blocks)."""
-    jobs._check_int("cross_validate", "n_folds", n_folds, 2)
-    if n_blocks < n_folds:
-        smaller = f" (at most {n_rows // n_folds} rows a block)" if n_rows else ""
-        raise ValueError(f"{where}: {n_blocks} row blocks cannot make {n_folds} folds (a fold "
-                         f"is a set of whole blocks, no data is copied); ingest it again with "
-                         f"a smaller --block-rows{smaller}, or use fewer folds")
-    perm = np.random.default_rng(seed).permutation(n_blocks)
-    return [np.sort(perm[k * n_blocks // n_folds:(k + 1) * n_blocks // n_folds])
-            for k in range(n_folds)]
-
-
-def _block_stats(c, dataset, plan) -> tuple[np.ndarray, float]:
-    """Per-block class counts (B, K) and the largest ‖xᵢ‖² of the store, one task a block."""
-    meta = dataset.meta
-    futures = [c.submit(workers.blocks.block_stats, dataset.url, info, len(meta.classes),
-                        plan.cache_bytes[plan.owners[b]], dataset.storage_options,
-                        workers=[plan.owners[b]], pure=False)
-               for b, info in enumerate(meta.blocks)]
-    stats = cluster.gather(c, futures, plan.workers)
-    counts = np.array([s[0] for s in stats], dtype=np.int64).reshape(len(stats), -1)
-    return counts, max((s[1] for s in stats), default=0.0)
+def fold_of_rows(n_rows: int, n_folds: int, seed: int) -> np.ndarray:
+    """Each row's fold (int64, ``n_rows``): a seeded permutation of the rows cut into
+    ``n_folds`` contiguous parts (LIBLINEAR's ``fold_start[i] = i·l/nr_fold``)."""
+    perm = np.random.default_rng(seed).permutation(n_rows)
+    fold = np.empty(n_rows, dtype=np.int64)
+    for k in range(n_folds):
+        fold[perm[k * n_rows // n_folds:(k + 1) * n_rows // n_folds]] = k
+    return fold
 
 
 class _Folds:
     """The folds of a dataset on a cluster: a training view and a test view per fold."""
 
-    def __init__(self, c, dataset, n_folds: int, seed: int, n_workers, concurrent: int):
+    def __init__(self, c, dataset, n_folds: int, seed: int, n_workers, concurrent: int,
+                 progress: Progress):
+        jobs._check_int("cross_validate", "n_folds", n_folds, 2)
         jobs._check_int("cross_validate", "concurrent_folds", concurrent, 1)
         meta = dataset.meta
-        self.ids = fold_blocks(len(meta.blocks), n_folds, seed, dataset.url, meta.n_rows)
-        plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
-        counts, self.max_sqnorm = _block_stats(c, dataset, plan)
-        everything = np.arange(len(meta.blocks))
-        self.views = []
-        for test in self.ids:
-            rest = np.setdiff1d(everything, test)
-            self.views.append((dataset.subset(rest, counts[rest].sum(axis=0)),
-                               dataset.subset(test, counts[test].sum(axis=0))))
+        if n_folds > meta.n_rows:
+            progress.note("WARNING: # folds > # data. Will use # folds = # data instead "
+                          "(i.e., leave-one-out cross validation)")
+            n_folds = meta.n_rows
+        self.fold = fold_of_rows(meta.n_rows, n_folds, seed)
+        self.plan = plan = cluster.plan(c, len(meta.blocks), n_workers, dataset)
+        self.groups = min(concurrent, len(plan.workers))
+        starts = np.cumsum([0] + [info.n_rows for info in meta.blocks])
+        # one task a block: its class counts and non-zeros per fold, its largest ‖xᵢ‖²
+        futures = [c.submit(workers.blocks.block_stats, dataset.url, info, len(meta.classes),
+                            self.fold[starts[b]:starts[b + 1]], n_folds,
+                            plan.cache_bytes[plan.owners[b]], dataset.storage_options,
+                            workers=[plan.owners[b]], pure=False)
+                   for b, info in enumerate(meta.blocks)]
+        stats = cluster.gather(c, futures, plan.workers)
+        counts = sum(s[0] for s in stats)  # (n_folds, K)
+        nnz = np.array([s[1] for s in stats]).reshape(len(stats), n_folds)  # (B, n_folds)
+        self.max_sqnorm = max((s[2] for s in stats), default=0.0)
+        self.n_folds, self.dataset, self.counts, self.nnz = n_folds, dataset, counts, nnz
+
+    def views(self, k: int):
+        """Fold ``k``'s training view (the other rows) and test view (its rows), made when
+        the fold trains: the coordinator holds the row numbers of the running folds only."""
+        block_nnz = np.array([info.nnz for info in self.dataset.meta.blocks])
+        return (self.dataset.take(np.flatnonzero(self.fold != k), block_nnz - self.nnz[:, k],
+                                  self.counts.sum(axis=0) - self.counts[k]),
+                self.dataset.take(np.flatnonzero(self.fold == k), self.nnz[:, k],
+                                  self.counts[k]))
+
+    def plan_of(self, k: int, view) -> cluster.WorkerPlan:
+        """The workers of fold ``k`` (planned once for all folds): a view's block on the
+        worker that owns (and caches) its stored block; with concurrent folds, the folds
+        that run together on disjoint groups of workers (fold k: workers j ≡ k mod the
+        number of groups), so that a fold of a store one worker holds does not queue
+        behind another fold on the same worker."""
+        workers = self.plan.workers
+        mine = [a for j, a in enumerate(workers) if j % self.groups == k % self.groups]
+        owners = tuple(a if a in mine else mine[j % len(mine)] for j, a in
+                       enumerate(self.plan.owners[b] for b in view.block_ids))
+        return cluster.WorkerPlan(owners, {a: self.plan.cache_bytes[a] for a in mine},
+                                  {a: self.plan.threads.get(a, 1) for a in mine})
 
 
-def _run_folds(c, folds: _Folds, train_kwargs: dict, n_workers, concurrent: int,
+def _run_folds(c, folds: _Folds, train_kwargs: dict, concurrent: int,
                warm=None, progress: Progress | None = None) -> tuple[list, list]:
-    """Train every fold (from ``warm[k]`` if given) and predict its held-out blocks, up to
+    """Train every fold (from ``warm[k]`` if given) and predict its held-out rows, up to
     ``concurrent`` folds at a time (each its own job on the cluster: their tasks interleave
     on the workers, hiding each other's scheduler round trips); ``progress`` gets a line
     per fold done."""
     def one(k):
-        train_view, test_view = folds.views[k]
+        train_view, test_view = folds.views(k)
         extra = {} if warm is None or warm[k] is None else {"warm_start": warm[k]}
-        model = jobs.train(train_view, client=c, n_workers=n_workers, **train_kwargs, **extra)
-        res = jobs.predict(test_view, model, client=c, n_workers=n_workers)
+        model = jobs.train(train_view, client=c, plan=folds.plan_of(k, train_view),
+                           **train_kwargs, **extra)
+        res = jobs.predict(test_view, model, client=c, plan=folds.plan_of(k, test_view))
         if progress is not None:
-            progress.note(f"fold {k + 1}/{len(folds.views)}: {len(folds.ids[k])} blocks, "
+            progress.note(f"fold {k + 1}/{folds.n_folds}: "
                           f"{res['n_rows']} rows, accuracy {100 * res['accuracy']:g}% "
                           f"({model.summary['rounds']} rounds)")
-        return model, {"fold": k, "blocks": [int(b) for b in folds.ids[k]],
-                       "n_train": train_view.meta.n_rows, "n_test": res["n_rows"],
+        return model, {"fold": k, "n_train": train_view.meta.n_rows, "n_test": res["n_rows"],
                        "correct": int(round(res["accuracy"] * res["n_rows"])),
                        "accuracy": res["accuracy"], "rounds": model.summary["rounds"]}
 
     with concurrent_futures.ThreadPoolExecutor(concurrent) as pool:
-        done = list(pool.map(one, range(len(folds.views))))
+        done = list(pool.map(one, range(folds.n_folds)))
     return [m for m, _ in done], [r for _, r in done]
 
 
 def cross_validate(data, n_folds: int = 5, *, seed: int = 0, concurrent_folds: int = 1,
                    scheduler: str | None = None, n_workers: int | None = None, client=None,
                    progress: Progress | None = None, **train_kwargs) -> dict:
-    """``n_folds``-fold cross-validation with folds as sets of row blocks (LIBLINEAR ``-v n``).
+    """``n_folds``-fold cross-validation over row folds (LIBLINEAR ``-v n``).
 
     ``train_kwargs`` go to :func:`distsvm.jobs.train` for every fold; ``seed`` draws
     the folds and is the solver's seed too.  Each fold trains on the cluster on a view
-    of the other blocks and predicts its own blocks there.  Returns ``accuracy`` (held-out
+    of the other rows and predicts its own rows there.  Returns ``accuracy`` (held-out
     rows predicted correctly / all rows, as LIBLINEAR's "Cross Validation Accuracy") and
-    ``folds``, one entry per fold (its blocks, row counts, accuracy, solver rounds).
+    ``folds``, one entry per fold (its row counts, accuracy, solver rounds).
     ``concurrent_folds`` folds train at the same time (each holds its solver state on the
     workers, so memory grows with it; 1, the default, trains them one after the other).
     """
@@ -134,11 +152,11 @@ def cross_validate(data, n_folds: int = 5, *, seed: int = 0, concurrent_folds: i
     if why:
         progress.note(why)
     with jobs.client_for(scheduler, n_workers, client) as c:
-        folds = _Folds(c, dataset, n_folds, seed, n_workers, concurrent_folds)
-        _, rows = _run_folds(c, folds, dict(train_kwargs, solver=solver, seed=seed), n_workers,
+        folds = _Folds(c, dataset, n_folds, seed, n_workers, concurrent_folds, progress)
+        _, rows = _run_folds(c, folds, dict(train_kwargs, solver=solver, seed=seed),
                              concurrent_folds, progress=progress)
     correct = sum(r["correct"] for r in rows)
-    return {"accuracy": correct / max(1, dataset.meta.n_rows), "n_folds": n_folds,
+    return {"accuracy": correct / max(1, dataset.meta.n_rows), "n_folds": len(rows),
             "n_rows": dataset.meta.n_rows, "folds": rows}
 
 
@@ -160,11 +178,11 @@ def fold_solver(solver: str, loss: str, owner: str) -> tuple[str, str | None]:
         return solver, None
     if loss in jobs.SOLVER_LOSSES["dcd"]:
         return "dcd", (f"{owner}: solver {solver!r} reads the store's column view and cannot "
-                       f"train a fold (a set of row blocks); dcd minimizes the same {loss} "
+                       f"train a fold (some rows of the store); dcd minimizes the same {loss} "
                        "problem")
     raise ValueError(f"The 'solver' parameter of {owner} cannot be {solver!r} with loss "
                      f"{loss!r}: it reads the store's column view, which covers every row, so "
-                     "it cannot train a fold (a set of row blocks); use a solver that reads "
+                     "it cannot train a fold (some rows of the store); use a solver that reads "
                      "row blocks")
 
 
@@ -203,19 +221,19 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
     kwargs = dict(train_kwargs, solver=solver, loss=loss, seed=seed)
     history = []
     with jobs.client_for(scheduler, n_workers, client) as c:
-        folds = _Folds(c, dataset, n_folds, seed, n_workers, concurrent_folds)
+        folds = _Folds(c, dataset, n_folds, seed, n_workers, concurrent_folds, progress)
         C = start_C or start_c(loss, dataset.meta.n_rows,
                                folds.max_sqnorm + (bias * bias if bias >= 0 else 0.0))
         C = min(C, max_C)
         best_C, best = C, 0.0
-        prev = [None] * n_folds
+        prev = [None] * folds.n_folds
         unchanged = 0
         while C <= max_C:
-            models, rows = _run_folds(c, folds, dict(kwargs, C=C), n_workers,
-                                      concurrent_folds, prev if warm_start else None)
+            models, rows = _run_folds(c, folds, dict(kwargs, C=C), concurrent_folds,
+                                      prev if warm_start else None)
             ws = [np.asarray(m.w, dtype=np.float64) for m in models]
             if prev[0] is not None and any(np.linalg.norm(w - p) > 1e-15
-                                           for w, p in zip(ws, prev)):
+                                           for w, p in zip(ws, prev, strict=True)):
                 unchanged = -1
             prev = ws
             rate = sum(r["correct"] for r in rows) / max(1, dataset.meta.n_rows)
@@ -229,5 +247,5 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
             C *= 2
     if C > max_C:
         progress.note("WARNING: maximum C reached.")
-    return {"best_C": best_C, "accuracy": best, "n_folds": n_folds, "solver": solver,
+    return {"best_C": best_C, "accuracy": best, "n_folds": len(prev), "solver": solver,
             "loss": loss, "warm_start": warm_start, "history": history}

@@ -126,6 +126,12 @@ def joined_block(parts, nnz: int | None = None) -> BlockInfo:
     return BlockInfo(f"join-{digest.hexdigest()[:16]}", n_rows, nnz, crc, parts)
 
 
+def join_infos(infos) -> BlockInfo:
+    """Blocks (stored or joined) as one joined block of their stored parts, rows in order."""
+    return joined_block([part for info in infos for part in (info.parts or ((info, None),))],
+                        sum(info.nnz for info in infos))
+
+
 def take_rows(block: RowBlock, rows) -> RowBlock:
     """The rows ``rows`` (sorted indices) of ``block``, as a new CSR block."""
     if rows is None:
@@ -144,7 +150,8 @@ def join_blocks(blocks: list[RowBlock]) -> RowBlock:
     if len(blocks) == 1:
         return blocks[0]
     offsets = np.cumsum([0] + [b.nnz for b in blocks[:-1]])
-    indptr = np.concatenate([[0]] + [b.indptr[1:] + o for b, o in zip(blocks, offsets)])
+    indptr = np.concatenate([[0]] + [b.indptr[1:] + o
+                                     for b, o in zip(blocks, offsets, strict=True)])
     weight = None if blocks[0].weight is None else np.concatenate([b.weight for b in blocks])
     return RowBlock(indptr.astype(np.int64), np.concatenate([b.indices for b in blocks]),
                     np.concatenate([b.data for b in blocks]),
@@ -270,58 +277,70 @@ class Dataset:
         self.url = url
         self.meta = meta
         self.storage_options = storage_options
-        self.block_ids = block_ids  # None: every block; else a view (see subset)
+        self.block_ids = block_ids  # None: every row; else a view, of these blocks' rows (take)
 
     def __repr__(self) -> str:
         m = self.meta
-        view = "" if self.block_ids is None else f", of blocks {list(self.block_ids)}"
+        view = "" if self.block_ids is None else f", rows of blocks {list(self.block_ids)}"
         return (f"Dataset({self.url!r}, n_rows={m.n_rows}, n_features={m.n_features}, "
                 f"nnz={m.nnz}, blocks={len(m.blocks)}{view})")
 
     @property
     def is_subset(self) -> bool:
+        """Whether this is a view of some of the store's rows (:meth:`take`)."""
         return self.block_ids is not None
 
-    def subset(self, block_ids, class_counts=None) -> Dataset:
-        """A view of this dataset restricted to the row blocks ``block_ids`` (no data copied).
+    def take(self, rows, nnz=None, class_counts=None) -> Dataset:
+        """A view of the rows ``rows`` of this dataset (sorted row numbers, 0 to l−1 in block
+        order; no data copied): a cross-validation fold, as LIBLINEAR's sub-problems.
 
-        The view has the same URL, classes and features; its metadata lists only the
-        chosen blocks (in the order given), with their row and non-zero totals, so
-        anything that reads ``meta.blocks`` — every row-block solver, ``predict`` —
-        sees a smaller dataset.  Block ids index *this* dataset's block table.
-        ``class_counts`` (per class, for the chosen blocks) spares reading each
-        block's label chunk (4 bytes a row) here to count them.  The column view
-        covers every row of the store, so a view has none.
+        The view has one block per stored block that holds some of the rows — a joined
+        block (:func:`joined_block`) of that block's chosen rows, or the stored block itself
+        when all its rows are chosen —, so anything that reads ``meta.blocks`` (every
+        row-block solver, ``predict``) sees a smaller dataset whose blocks are no larger
+        than the store's.  ``nnz`` (per stored block, the non-zeros of its chosen rows) and
+        ``class_counts`` (per class, of the chosen rows) spare reading the blocks here to
+        count them.  The column view covers every row of the store, so a view has none.
         """
-        ids = [int(b) for b in block_ids]
-        n = len(self.meta.blocks)
-        if not ids or len(set(ids)) != len(ids) or min(ids) < 0 or max(ids) >= n:
-            raise ValueError(f"{self.url}: block ids must be distinct integers in "
-                             f"[0, {n}) (at least one); got {ids!r}")
-        infos = tuple(self.meta.blocks[b] for b in ids)
-        if class_counts is None:
-            k = len(self.meta.classes)
-            class_counts = sum((np.bincount(read_block_labels(self.url, info,
-                                                              self.storage_options),
-                                            minlength=k) for info in infos),
-                               np.zeros(k, np.int64))
+        if self.is_subset or any(info.parts for info in self.meta.blocks):
+            raise ValueError(f"{self.url}: take() takes rows of the stored blocks, not of a view")
+        rows = np.asarray(rows, dtype=np.int64)
+        ends = np.cumsum([info.n_rows for info in self.meta.blocks])
+        if (not len(rows) or np.any(np.diff(rows) <= 0) or rows[0] < 0
+                or rows[-1] >= self.meta.n_rows):
+            raise ValueError(f"{self.url}: rows must be distinct sorted row numbers in "
+                             f"[0, {self.meta.n_rows}) (at least one)")
+        cuts = np.searchsorted(rows, np.concatenate([[0], ends]))
+        blocks, ids, total_nnz = [], [], 0
+        counts = np.zeros(len(self.meta.classes), np.int64)
+        for b, info in enumerate(self.meta.blocks):
+            chosen = rows[cuts[b]:cuts[b + 1]] - (ends[b] - info.n_rows)
+            if not len(chosen):
+                continue
+            if nnz is None or class_counts is None:
+                block = take_rows(read_row_block(self.url, info, self.storage_options), chosen)
+                counts += np.bincount(block.y, minlength=len(counts))
+            whole = len(chosen) == info.n_rows
+            b_nnz = info.nnz if whole else int(block.nnz if nnz is None else nnz[b])
+            blocks.append(info if whole else joined_block([(info, chosen)], b_nnz))
+            ids.append(b)
+            total_nnz += b_nnz
         meta = dataclasses.replace(
-            self.meta, n_rows=sum(b.n_rows for b in infos), nnz=sum(b.nnz for b in infos),
-            class_counts=tuple(int(c) for c in class_counts), blocks=infos)
+            self.meta, n_rows=len(rows), nnz=total_nnz, blocks=tuple(blocks),
+            class_counts=tuple(int(c) for c in (counts if class_counts is None
+                                                else class_counts)))
         meta.check(self.url)
-        parent = self.block_ids or range(n)
-        return Dataset(self.url, meta, self.storage_options,
-                       tuple(parent[b] for b in ids))
+        return Dataset(self.url, meta, self.storage_options, tuple(ids))
 
     def joined(self) -> Dataset:
         """A view of this dataset with all its rows in one block (:func:`joined_block`, no
         data copied in the store): what a worker whose memory holds every block solves in
         one permutation of all rows, as LIBLINEAR does.  Blocks are contiguous ranges of the
-        shuffled rows, so the joined block has the rows in the order of a one-block store."""
+        shuffled rows, so the joined block has the rows in the order of a one-block store.
+        The joined blocks of a view (:meth:`take`) are flattened into their stored parts."""
         if len(self.meta.blocks) <= 1:
             return self
-        meta = dataclasses.replace(self.meta, blocks=(
-            joined_block([(info, None) for info in self.meta.blocks]),))
+        meta = dataclasses.replace(self.meta, blocks=(join_infos(self.meta.blocks),))
         return Dataset(self.url, meta, self.storage_options, self.block_ids)
 
     @property
@@ -468,7 +487,8 @@ def prepare(url: str, overwrite: bool, storage_options: dict | None = None) -> s
     """Check that ``url`` may be written and create its staging group; return the staging URL."""
     url = str(url)
     if not overwrite and _exists(url, storage_options):
-        raise StoreExistsError(f"{url}: already exists (pass overwrite / --overwrite to replace it)")
+        raise StoreExistsError(f"{url}: already exists (pass overwrite / --overwrite to "
+                               "replace it)")
     stage = staging_url(url)
     g = zarr.open_group(stage, mode="w", storage_options=storage_options)
     g.create_group("rows")
@@ -566,12 +586,12 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
                              f"{m.dtype}")
     remap = np.searchsorted(np.asarray(m.classes), np.asarray(part.meta.classes)).astype(np.int32)
     infos = []
-    for i in range(len(part.meta.blocks)):
+    for i in range(part.n_blocks):
         b = part.read_block(i)
         block = RowBlock(b.indptr, b.indices, b.data, remap[b.y])
         infos.append(write_row_block(url, block_name(len(m.blocks) + i), block, storage_options))
     counts = list(m.class_counts)
-    for k, c in zip(remap, part.meta.class_counts):
+    for k, c in zip(remap, part.meta.class_counts, strict=True):
         counts[k] += c
     source = {**m.source, "appended": [*m.source.get("appended", []), record]}
     meta = dataclasses.replace(m, n_rows=m.n_rows + part.meta.n_rows,

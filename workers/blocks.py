@@ -19,6 +19,7 @@ import numpy as np
 
 from storage import BlockInfo, RowBlock, read_row_block
 from storage import checkpoint as files
+from storage.dataset import join_blocks, take_rows
 
 from .kernels.linear import decision_values, row_sqnorms
 
@@ -35,10 +36,19 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
     """Return ``(block, sqnorm)`` for a row block, from the cache or the store.
 
     The block is kept if it fits in ``cache_bytes``; least recently used blocks
-    are evicted to make room.
+    are evicted to make room.  A joined block (:func:`storage.joined_block`, e.g. a
+    cross-validation fold's rows of a block) is made from its parts loaded the same way,
+    so the folds that take rows of one stored block read it from the store once.
     """
     def read():
         global _bytes_read
+        if info.parts:
+            loaded = [(load(url, part, cache_bytes, storage_options), rows)
+                      for part, rows in info.parts]
+            block = join_blocks([take_rows(b, rows) for (b, _), rows in loaded])
+            sqnorm = np.concatenate([s if rows is None else s[rows]
+                                     for (_, s), rows in loaded])
+            return (block, sqnorm), block.nbytes + sqnorm.nbytes
         block = read_row_block(url, info, storage_options)
         with _lock:
             _reads[url, info.name] += 1
@@ -92,7 +102,7 @@ def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
     def share(i: int):
         acc = make()
         for info, (block, sqnorm) in zip(infos[i::n], stream(url, infos[i::n], cache_bytes,
-                                                              storage_options)):
+                                                              storage_options), strict=True):
             visit(info, block, sqnorm, acc)
             del block, sqnorm
         return acc
@@ -221,12 +231,18 @@ def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_fea
     return (out[0] if w.ndim == 1 else out.T), block.y
 
 
-def block_stats(url: str, info: BlockInfo, n_classes: int, cache_bytes: int,
-                storage_options: dict | None = None):
-    """The class counts of one block (int64, ``n_classes``) and its largest ‖xᵢ‖² (model
-    selection: fold sizes and LIBLINEAR's start C); the block stays cached for training."""
+def block_stats(url: str, info: BlockInfo, n_classes: int, groups: np.ndarray, n_groups: int,
+                cache_bytes: int, storage_options: dict | None = None):
+    """Per group of rows of one block (``groups``: each row's group, e.g. its fold, in
+    ``[0, n_groups)``), the class counts (int64, (n_groups, n_classes)) and the non-zeros
+    (int64, (n_groups,)), and the block's largest ‖xᵢ‖² (model selection: the folds' views
+    and LIBLINEAR's start C); the block stays cached for training."""
     block, sqnorm = load(url, info, cache_bytes, storage_options)
-    return np.bincount(block.y, minlength=n_classes), float(sqnorm.max(initial=0.0))
+    groups = np.asarray(groups, dtype=np.int64)
+    counts = np.bincount(groups * n_classes + block.y, minlength=n_groups * n_classes)
+    nnz = np.bincount(groups, weights=np.diff(block.indptr), minlength=n_groups)
+    return (counts.reshape(n_groups, n_classes), nnz.astype(np.int64),
+            float(sqnorm.max(initial=0.0)))
 
 
 __all__ = ["RowBlock", "load", "stream", "cached", "cached_bytes", "read_counts", "set_prefetch",

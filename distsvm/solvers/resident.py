@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from storage import Dataset
-from storage.dataset import joined_block
+from storage.dataset import join_infos
 
 from .. import cluster
 from ..checkpoint import Checkpoint, Checkpointer
@@ -50,7 +50,7 @@ def held_by_each(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPla
     infos, owners = [], []
     for a in plan.workers:
         mine = [dataset.meta.blocks[b] for b in plan.blocks_of(a)]
-        joined = joined_block([(info, None) for info in mine]) if len(mine) > 1 else None
+        joined = join_infos(mine) if len(mine) > 1 else None
         fits = joined is not None and cluster.block_bytes(
             dataclasses.replace(dataset.meta, blocks=(joined,))) <= plan.cache_bytes[a]
         for info in [joined] if fits else mine:
