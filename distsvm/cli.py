@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also stop when the duality gap is <= TOL x the primal objective "
                         "(a certified relative accuracy; default 0: off)")
     p.add_argument("-v", dest="n_folds", type=int, metavar="N",
-                   help="N-fold cross-validation (folds are sets of row blocks; no model is "
+                   help="N-fold cross-validation (folds are rows, as LIBLINEAR's; no model is "
                         "written): prints LIBLINEAR's 'Cross Validation Accuracy'")
     p.add_argument("-C", dest="find_c", action="store_true",
                    help="search C by warm-started cross-validation (-s 0 or -s 2; 5 folds "
