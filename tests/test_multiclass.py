@@ -93,19 +93,25 @@ def test_dcd_one_vs_rest_matches_liblinear(client, dna, dna_store, tmp_path):
 def test_ovr_problems_follow_their_binary_runs(client, dna, tmp_path):
     """dcd's one-vs-rest job (the problems dealt to the workers, each worker's problems
     sharing each block read, rounds batched on the worker) follows, problem by problem,
-    exactly the path of K binary runs, over three blocks on two workers."""
+    exactly the path of K binary runs, over three blocks on two workers.  The binary runs
+    take the batched path too: a plan whose blocks one worker owns (with blocks on several
+    owners a binary run chains w from owner to owner, without the cache of informative
+    rows that batched block-wise rounds keep)."""
+    import dataclasses
+
     from distsvm import cluster
     from distsvm.solvers import dcd
 
     (X, y), _ = dna
     store = ingest((X, y), str(tmp_path / "dna3.zarr"), block_rows=700)
     plan = cluster.plan(client, len(store.meta.blocks), None, store)
+    single = dataclasses.replace(plan, owners=(plan.workers[0],) * len(plan.owners))
     opts = dict(loss="squared_hinge", C=0.1, eps=0.3, bias=1.0, max_rounds=40, seed=3)
     with warnings.catch_warnings():  # both may stop at the round limit, identically
         warnings.simplefilter("ignore", ConvergenceWarning)
         shared = dcd.solve_ovr(client, store, plan, **opts)
         for k in range(3):
-            alone = dcd.solve(client, store, plan, positive=k, **opts)
+            alone = dcd.solve(client, store, single, positive=k, **opts)
             np.testing.assert_array_equal(shared[k].w, alone.w)
             assert shared[k].rounds == alone.rounds
             assert shared[k].primal_objective == pytest.approx(alone.primal_objective, rel=1e-12)

@@ -87,15 +87,19 @@ def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, cost, eps, n_passe
 # a problem of the batched solver keeps when its rounds visit several blocks.
 CACHE = "informative-rows"  # its name among the run's states (blocks.run_state)
 CACHE_ROWS = 0.1  # at most this share of the store's rows ...
-CACHE_SHARE = 0.25  # ... and of the worker's block-cache budget (split among its problems)
+CACHE_SHARE = 0.25  # ... and of the workers' block-cache budget (split among the problems)
 
 
-def cache_rows(infos: list[BlockInfo], cache_bytes: int, n_problems: int) -> int:
-    """How many rows a problem's cache of informative rows may hold: ``CACHE_ROWS`` of the
-    store's rows but no more than an average block's (each block visit revisits the whole
-    cache, so a round then costs at most twice the rows of a round over the blocks alone),
-    and its share of ``CACHE_SHARE`` of the worker's budget at the store's average bytes a
-    row (:func:`_visit_cached`)."""
+def cache_rows(infos: list[BlockInfo], loss: int, cache_bytes: int, n_problems: int) -> int:
+    """How many rows each problem's cache of informative rows may hold (:func:`_visit_cached`),
+    0 for none (one block, or ``-s 7``, whose αᵢ are all > 0): ``CACHE_ROWS`` of the store's
+    rows but no more than an average block's (each block visit revisits the whole cache, so a
+    round then costs at most twice the rows of a round over the blocks alone), and the
+    problem's share of ``CACHE_SHARE`` of ``cache_bytes`` (the smallest worker budget) at the
+    store's average bytes a row.  The coordinator sets it once for the run, so a problem's
+    path does not depend on where, or with which others, it runs."""
+    if len(infos) <= 1 or loss == LOGISTIC:
+        return 0
     n_rows = sum(i.n_rows for i in infos)
     row_bytes = (sum(i.nnz for i in infos) * 8 + n_rows * 40) / max(1, n_rows)
     return int(min(CACHE_ROWS * n_rows, n_rows / len(infos),
@@ -359,7 +363,7 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
               class_costs: list, rounds: list[int], shrinks: list, *, seed: int, n_rows: int,
               max_rounds: int, every: int | None, seconds: float, eps: float, gap_tol: float,
               n_passes: int, bias: float, n_features: int, loss: int, cache_bytes: int,
-              storage_options: dict | None = None,
+              informative: int = 0, storage_options: dict | None = None,
               from_checkpoint: dict | None = None) -> tuple[np.ndarray, list[dict]]:
     """Rounds of sequential DCD for several one-vs-rest problems, all on this worker.
 
@@ -376,6 +380,9 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     so a problem's path is that of its binary run.  The primal objective needs a pass over
     every row per problem, so it is measured each round only with ``gap_tol``, else only
     for the last round of a problem that has stopped.
+
+    ``informative`` > 0 (:func:`cache_rows`): the rows of each problem's cache of informative
+    rows, revisited with every block (:func:`_visit_cached`); 0: plain block visits.
 
     ``from_checkpoint`` ({"runs": {file prefix: run id}, "directory", "files",
     "storage_options"}
@@ -395,9 +402,7 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     out = [{"rows": [], "shrink": shrinks[j], "done": False, "converged": False}
            for j in range(len(runs))]
     kw = dict(bias=bias, n_features=n_features, loss=loss, eps=eps, n_passes=n_passes)
-    # several blocks a round: each problem keeps a cache of informative rows (_visit_cached)
-    budget = cache_rows(infos, cache_bytes, len(runs)) \
-        if len(infos) > 1 and loss != LOGISTIC else 0
+    budget = informative  # > 0: each problem keeps that many informative rows (_visit_cached)
     if budget:
         cache_bytes = int(cache_bytes * (1 - CACHE_SHARE))  # the rest holds the caches
         for run in runs:

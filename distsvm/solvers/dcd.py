@@ -450,6 +450,8 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     common = dict(seed=seed, n_rows=meta.n_rows, max_rounds=max_rounds, every=every,
                   seconds=BATCH_SECONDS, eps=eps, gap_tol=gap_tol, n_passes=inner_passes,
                   bias=bias, n_features=meta.n_features, loss=code,
+                  informative=workers.dcd.cache_rows(infos, code, min(plan.cache_bytes.values()),
+                                                     K),
                   storage_options=dataset.storage_options)
 
     def held(ks) -> dict:
