@@ -313,7 +313,12 @@ class Data:
         return out
 
     def ingest(self, distsvm):
-        """`distsvm ingest` of the training (and test) file, once; its time is recorded."""
+        """`distsvm ingest` of the training (and test) file, once; its time is recorded (and
+        kept in the work directory: a later run with the stores there reuses them)."""
+        record = self.work / f"{self.name}.ingest.json"
+        if record.exists() and self.store.exists() and self.test_store.exists():
+            self.ingest_seconds = json.loads(record.read_text())
+            return self.ingest_seconds
         rec = {}
         for src, store, extra in ((self.train_file, self.store, []),
                                   (self.test_file, self.test_store, ["--no-shuffle"])):
@@ -324,6 +329,7 @@ class Data:
                                 *extra])
             rec[pathlib.Path(src).name] = {"wall_seconds": wall, "load": la}
         self.ingest_seconds = rec
+        record.write_text(json.dumps(rec))
         return rec
 
     def vw_export(self):
