@@ -684,12 +684,13 @@ def plot(rows, png):
             ax.bar(xs, hs, width=width, label=t)
         ax.set_yscale("log")
         ax.set_xticks(range(len(cells)))
-        ax.set_xticklabels([f"{dn}\n-s {s}" for dn, s in cells], fontsize=7)
+        ax.set_xticklabels([f"{dn.removesuffix('-summaries')}\n-s {s}" for dn, s in cells],
+                           fontsize=7)
         ax.set_title(title)
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(fontsize=7, ncol=2)
     fig.suptitle("The user's race: default options, each tool's own stopping rule "
-                 "(medians; lower is better)", fontsize=9)
+                 "(medians of the repeats; lower is better)", fontsize=9)
     fig.tight_layout()
     pathlib.Path(png).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110)
