@@ -9,6 +9,7 @@ environment, and liblinear-multicore in its own one; datasets from ../shared/dat
         --json-out /work/tmp-race/race.json --png docs/img/race.png
     python benchmarks/race.py --data a9a --s 1                      # a quick run
     python benchmarks/race.py --beyond-memory --work /work/tmp-race  # the beyond-memory run
+    python benchmarks/race.py --from-json A.json B.json --png docs/img/race.png  # tables, PNG
 
 For each dataset and LIBLINEAR solver type -s (0, 1, 2, 3 and 4 on news20 only), every tool
 runs as a user runs it, in a child process (`python -c …` or the `distsvm` command), with
