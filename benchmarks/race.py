@@ -15,8 +15,10 @@ For each dataset and LIBLINEAR solver type -s (0, 1, 2, 3 and 4 on news20 only),
 runs as a user runs it, in a child process (`python -c …` or the `distsvm` command), with
 C = 1 and otherwise its defaults:
 
-* liblinear: liblinear-official from PyPI, `svm_read_problem` + `train(-s N)` + `save_model`
-  (what the `train` binary does); training time timed around `train()`.
+* liblinear: liblinear-official from PyPI, `svm_read_problem` + `problem` + `train(-s N)` +
+  `save_model` (what the `train` binary does); training time timed around `train()` on the
+  built `problem` (LIBLINEAR's own format: the conversion, 9–14 s on pypi-summaries from
+  Python lists, is not training).
 * multicore: liblinear-multicore `-m 2` (own environment: it installs a module also named
   `liblinear`), the same way; -s 0..3 only.
 * sklearn: `load_svmlight_file` + fit; LogisticRegression(C=1) (lbfgs) for -s 0, LinearSVC(C=1,
@@ -114,10 +116,11 @@ def run(cmd, env=None, timeout=None) -> tuple[float, str, str]:
 
 LIBLINEAR_CHILD = """
 import sys, time
-from liblinear.liblinearutil import svm_read_problem, train, save_model
-y, x = svm_read_problem(sys.argv[1])
+from liblinear.liblinearutil import parameter, problem, save_model, svm_read_problem, train
+y, x = svm_read_problem(sys.argv[1], return_scipy=True)
+prob, param = problem(y, x), parameter(sys.argv[3])  # LIBLINEAR's own format, as `train`'s
 t = time.perf_counter()
-m = train(y, x, sys.argv[3])
+m = train(prob, param)
 t = time.perf_counter() - t
 save_model(sys.argv[2], m)
 print("RACE_TRAIN_SECONDS", t, flush=True)
@@ -615,7 +618,7 @@ def beyond_memory(a):
     with LocalCluster(n_workers=a.bm_workers, threads_per_worker=1, host="127.0.0.1",
                       dashboard_address=None, memory_limit=limit) as cluster, Client(cluster):
         addr = cluster.scheduler_address
-        for rep in range(a.bm_repeats):
+        for _ in range(a.bm_repeats):
             la = load()
             model = work / "distsvm.model"
             wall, o, _ = run([a.distsvm, "train", str(store), str(model), "-s", "1", "--json",
@@ -632,7 +635,7 @@ def beyond_memory(a):
                   f"{r['train']:.1f}s, {r['iters']} rounds, test acc {100 * r['accuracy']:.2f}% "
                   f"(load {la:.2f})", flush=True)
     lam = 1.0 / ds.meta.n_rows
-    for rep in range(a.bm_repeats):
+    for _ in range(a.bm_repeats):
         for passes in (1, 5):
             la = load()
             model, readable = work / "vw.model", work / "vw.txt"
