@@ -56,15 +56,20 @@ class Progress:
     def event(self, event: str, **fields) -> None:
         """One JSON line ``{"time", "event", **fields}`` (json format only)."""
         if self.json and not self.quiet:
-            print(json.dumps({"time": now_iso(), "event": event, **_plain(fields)}),
-                  file=self.stream, flush=True)
+            self._line(json.dumps({"time": now_iso(), "event": event, **_plain(fields)}))
 
     def note(self, text: str, event: str = "note", **fields) -> None:
         """A line of text; in JSON, an ``event`` object with ``message`` and ``fields``."""
         if self.json:
             self.event(event, message=text, **fields)
         elif not self.quiet:
-            print(text, file=self.stream, flush=True)
+            self._line(text)
+
+    def _line(self, text: str) -> None:
+        """``text`` and its newline in one write: a Ctrl-C between the two would leave the
+        command's ``ERROR: interrupted`` at the end of a progress line."""
+        self.stream.write(text + "\n")
+        self.stream.flush()
 
     def round(self, row: dict, text: str | None = None) -> None:
         """A solver round: ``row`` (its history entry) goes to the JSON log and the run log;
