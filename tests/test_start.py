@@ -78,8 +78,12 @@ def test_fits_in_one_process_start_one_cluster():
 
 
 def run(*args):
+    """The CLI in a child process, with Ctrl-C (SIGINT) at its default even where the tests
+    run in a background job (whose children inherit SIGINT ignored, and Python then keeps
+    ignoring it)."""
     return subprocess.Popen([sys.executable, "-m", "distsvm.cli", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_cli_in_process_error_and_interrupt_are_one_line(store, tmp_path):
