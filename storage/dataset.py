@@ -293,6 +293,7 @@ class Dataset:
     def take(self, rows, nnz=None, class_counts=None) -> Dataset:
         """A view of the rows ``rows`` of this dataset (sorted row numbers, 0 to l−1 in block
         order; no data copied): a cross-validation fold, as LIBLINEAR's sub-problems.
+        :func:`join_infos` flattens its joined blocks into their stored parts.
 
         The view has one block per stored block that holds some of the rows — a joined
         block (:func:`joined_block`) of that block's chosen rows, or the stored block itself
@@ -331,17 +332,6 @@ class Dataset:
                                                 else class_counts)))
         meta.check(self.url)
         return Dataset(self.url, meta, self.storage_options, tuple(ids))
-
-    def joined(self) -> Dataset:
-        """A view of this dataset with all its rows in one block (:func:`joined_block`, no
-        data copied in the store): what a worker whose memory holds every block solves in
-        one permutation of all rows, as LIBLINEAR does.  Blocks are contiguous ranges of the
-        shuffled rows, so the joined block has the rows in the order of a one-block store.
-        The joined blocks of a view (:meth:`take`) are flattened into their stored parts."""
-        if len(self.meta.blocks) <= 1:
-            return self
-        meta = dataclasses.replace(self.meta, blocks=(join_infos(self.meta.blocks),))
-        return Dataset(self.url, meta, self.storage_options, self.block_ids)
 
     @property
     def n_blocks(self) -> int:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from distsvm import jobs
 from distsvm.ingest import ingest
 from distsvm.selection import fold_of_rows, start_c
-from storage import StorageError
+from storage import Dataset, StorageError
 from storage.columns import read_columns_meta
+from storage.dataset import join_infos
 
 from .conftest import load_xy, shared_dataset
 
@@ -68,8 +71,10 @@ def test_take_is_a_view_of_rows(a9a_store):
     few = ds.take(np.arange(10, 20))  # rows of one block: a view of one block
     assert len(few.meta.blocks) == 1 and few.block_ids == (0,)
     assert (_rows(few)[0] != X[10:20]).nnz == 0
-    assert few.joined() is few and len(view.joined().meta.blocks[0].parts) == 9
-    assert (_rows(view.joined())[0] != X[rows]).nnz == 0
+    joined = join_infos(view.meta.blocks)  # a view's joined blocks flatten into stored parts
+    assert len(joined.parts) == 9 and joined.nnz == view.meta.nnz
+    assert (_rows(Dataset(view.url, dataclasses.replace(view.meta, blocks=(joined,))))[0]
+            != X[rows]).nnz == 0
     for bad in ([], [1, 1], [3, 2], [ds.meta.n_rows], [-1]):
         with pytest.raises(ValueError, match="distinct sorted row numbers"):
             ds.take(bad)

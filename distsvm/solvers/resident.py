@@ -28,18 +28,16 @@ from ..progress import Progress
 
 def held_by_one(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPlan]:
     """Where one worker's block cache can hold the whole store: the store as one joined
-    block (:meth:`storage.Dataset.joined`) owned by the worker with the largest cache, so
+    block (:func:`held_by_each` with every block on the worker with the largest cache), so
     that each round of dual CD visits all rows in one random permutation, as LIBLINEAR
     does; else ``(dataset, plan)`` unchanged.  Visiting the rows block by block instead
     stalls short of LIBLINEAR's stopping rule (docs/solvers/dcd.md, "Blocks and the
     stopping rule")."""
     if len(dataset.meta.blocks) <= 1:
         return dataset, plan
-    view = dataset.joined()
     a = max(plan.workers, key=lambda w: plan.cache_bytes[w])  # the first of the largest
-    if cluster.block_bytes(view.meta) > plan.cache_bytes[a]:
-        return dataset, plan
-    return view, WorkerPlan((a,), plan.cache_bytes, plan.threads)
+    view, one = held_by_each(dataset, dataclasses.replace(plan, owners=(a,) * len(plan.owners)))
+    return (view, one) if len(view.meta.blocks) == 1 else (dataset, plan)
 
 
 def held_by_each(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPlan]:
