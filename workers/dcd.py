@@ -107,11 +107,11 @@ def cache_rows(infos: list[BlockInfo], loss: int, cache_bytes: int, n_problems: 
 
 
 def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], seed: int,
-                  budget: int, *, bias, n_features, loss, class_cost, eps, n_passes,
+                  share: int, *, bias, n_features, loss, class_cost, eps, n_passes,
                   positive):
     """A DCD pass over block ``b``'s rows and the problem's cached informative rows of the
     other blocks, in one random permutation; then block ``b``'s part of the cache becomes
-    its rows with αᵢ > 0 (a seeded sample of them, up to its share of ``budget`` rows).
+    its rows with αᵢ > 0 (a seeded sample of them, at most ``share`` rows).
 
     This is the selective block minimization of Chang & Roth (KDD 2011) for a solver that
     streams blocks: visiting the rows block by block stalls short of LIBLINEAR's stopping
@@ -149,7 +149,6 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
     own = s["alpha"]
     own[:] = alpha[:block.n_rows]
     informative = np.flatnonzero(own > 0)
-    share = budget * block.n_rows // max(1, sum(i.n_rows for i in infos))
     if len(informative) > share:
         informative = np.sort(np.random.default_rng(seed).choice(informative, share,
                                                                  replace=False))
@@ -402,14 +401,15 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     out = [{"rows": [], "shrink": shrinks[j], "done": False, "converged": False}
            for j in range(len(runs))]
     kw = dict(bias=bias, n_features=n_features, loss=loss, eps=eps, n_passes=n_passes)
-    budget = informative  # > 0: each problem keeps that many informative rows (_visit_cached)
-    if budget:
+    if informative:  # each problem keeps a cache of that many rows (_visit_cached)
         cache_bytes = int(cache_bytes * (1 - CACHE_SHARE))  # the rest holds the caches
         for run in runs:
             _rebuild_cache(url, infos, run, cache_bytes, storage_options)
 
     def measured(js: list[int], with_loss: bool) -> list[dict]:
         """The reports of problems ``js`` at their W rows (:func:`ovr_report`)."""
+        if not js:
+            return []
         sub = [runs[j] for j in js]
         if with_loss:
             return ovr_report(W[js], url, infos, sub, [positives[j] for j in js],
@@ -429,10 +429,11 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
             loaded = blocks.stream(url, [infos[b] for b in order], cache_bytes, storage_options)
             for b, (block, sqnorm) in zip(order, loaded):
                 for j in js:
-                    if budget:
+                    if informative:  # block b's part of the cache: its share of the rows
                         _visit_cached(W[j], b, block, sqnorm, runs[j], infos,
-                                      block_seed(seed, rr, b), budget, positive=positives[j],
-                                      class_cost=class_costs[j], **kw)
+                                      block_seed(seed, rr, b),
+                                      informative * block.n_rows // n_rows,
+                                      positive=positives[j], class_cost=class_costs[j], **kw)
                     else:
                         _visit(W[j], block, sqnorm, _state(runs[j], infos[b]),
                                block_seed(seed, rr, b), positive=positives[j],
@@ -451,7 +452,7 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
             break
     if gap_tol <= 0:  # the primal objective of each problem that has stopped (its last round)
         js = [j for j in range(len(runs)) if out[j]["rows"] and out[j]["done"]]
-        for j, report in zip(js, measured(js, True) if js else []):
+        for j, report in zip(js, measured(js, True)):
             last = out[j]["rows"][-1]
             full = round_row(last["round"], [report], n_rows)
             last.update({k: full[k] for k in ("primal", "gap", "train_accuracy")})
