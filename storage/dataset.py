@@ -145,6 +145,13 @@ def take_rows(block: RowBlock, rows) -> RowBlock:
                     None if block.weight is None else block.weight[rows])
 
 
+def join_parts(blocks: list[RowBlock], parts) -> RowBlock:
+    """A joined block from its stored parts' blocks (``blocks[i]`` read for ``parts[i]``):
+    the chosen rows of each, in order."""
+    return join_blocks([take_rows(block, rows) for block, (_, rows) in zip(blocks, parts,
+                                                                           strict=True)])
+
+
 def join_blocks(blocks: list[RowBlock]) -> RowBlock:
     """Several CSR blocks as one, rows in order."""
     if len(blocks) == 1:
@@ -369,8 +376,8 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
     block (:func:`joined_block`) is read part by part.
     """
     if info.parts:
-        return join_blocks([take_rows(read_row_block(url, part, storage_options, verify), rows)
-                            for part, rows in info.parts])
+        return join_parts([read_row_block(url, part, storage_options, verify)
+                           for part, _ in info.parts], info.parts)
     arrays = {}
     names = ROW_ARRAYS + ((WEIGHT,) if WEIGHT in info.crc32 else ())
     where = f"rows/{info.name}"
@@ -430,10 +437,8 @@ def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = 
                       verify: bool = True) -> np.ndarray:
     """The class indices of one row block: its ``y`` chunk only, checked like a block."""
     if info.parts:
-        return np.concatenate([
-            y if rows is None else y[rows] for y, (_, rows) in
-            ((read_block_labels(url, part, storage_options, verify), (part, rows))
-             for part, rows in info.parts)])
+        return np.concatenate([read_block_labels(url, part, storage_options, verify)[
+            slice(None) if rows is None else rows] for part, rows in info.parts])
     where = f"rows/{info.name}/y"
     try:
         y = zarr.open_group(url, mode="r", storage_options=storage_options)[where][...]

@@ -19,7 +19,7 @@ import numpy as np
 
 from storage import BlockInfo, RowBlock, read_row_block
 from storage import checkpoint as files
-from storage.dataset import join_blocks, take_rows
+from storage.dataset import join_parts
 
 from .kernels.linear import decision_values, row_sqnorms
 
@@ -43,11 +43,10 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
     def read():
         global _bytes_read
         if info.parts:
-            loaded = [(load(url, part, cache_bytes, storage_options), rows)
-                      for part, rows in info.parts]
-            block = join_blocks([take_rows(b, rows) for (b, _), rows in loaded])
+            loaded = [load(url, part, cache_bytes, storage_options) for part, _ in info.parts]
+            block = join_parts([b for b, _ in loaded], info.parts)
             sqnorm = np.concatenate([s if rows is None else s[rows]
-                                     for (_, s), rows in loaded])
+                                     for (_, s), (_, rows) in zip(loaded, info.parts)])
             return (block, sqnorm), block.nbytes + sqnorm.nbytes
         block = read_row_block(url, info, storage_options)
         with _lock:

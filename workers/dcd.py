@@ -153,10 +153,16 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
         informative = np.sort(np.random.default_rng(seed).choice(informative, share,
                                                                  replace=False))
     s["cached"] = informative
-    cache[b] = (informative, take_rows(block, informative), sqnorm[informative])
+    cache[b] = _piece(block, sqnorm, informative)
     s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": True,
                   "sum_alpha": float(own.sum()), "sum_dsq": _dsq(own, cost[:block.n_rows], loss),
                   "active": block.n_rows, "skipped": False}
+
+
+def _piece(block, sqnorm, rows) -> tuple:
+    """A block's part of a cache of informative rows: (its row indices, their CSR rows,
+    their ‖xᵢ‖²)."""
+    return rows, take_rows(block, rows), sqnorm[rows]
 
 
 def _dsq(alpha: np.ndarray, cost: np.ndarray, loss: int) -> float:
@@ -178,7 +184,7 @@ def _rebuild_cache(url: str, infos: list[BlockInfo], run: str, cache_bytes: int,
     for b, (block, sqnorm) in zip(named, blocks.stream(url, [infos[b] for b in named],
                                                        cache_bytes, storage_options)):
         rows = blocks.run_state(run, infos[b].name, dict)["cached"]
-        cache[b] = (rows, take_rows(block, rows), sqnorm[rows])
+        cache[b] = _piece(block, sqnorm, rows)
 
 
 def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
