@@ -581,25 +581,11 @@ def _class_weights(argv: list[str]) -> tuple[list[str], dict | None]:
 
 def _dispatch(a, progress):
     """Run the command ``a.command``; its result for ``--json``, or None."""
-    if a.command == "ingest":
-        return _ingest(a, progress)
-    if a.command == "columnize":
-        return _columnize(a, progress)
-    if a.command == "generate":
-        return _generate(a, progress)
-    if a.command == "info":
-        return _info(a)
-    if a.command == "train":
-        return _train(a, progress)
-    if a.command == "predict":
-        return _predict(a, progress)
-    if a.command == "report":
-        return _report(a)
-    if a.command in ("run", "resume"):
-        return _run(a, progress)
-    if a.command == "registry":
-        return _registry(a)
-    return _convert(a)
+    with_progress = {"ingest": _ingest, "columnize": _columnize, "generate": _generate,
+                     "train": _train, "predict": _predict, "run": _run, "resume": _run}
+    if a.command in with_progress:
+        return with_progress[a.command](a, progress)
+    return {"info": _info, "report": _report, "registry": _registry}.get(a.command, _convert)(a)
 
 
 @contextlib.contextmanager
