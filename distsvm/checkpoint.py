@@ -35,7 +35,7 @@ from storage.errors import CorruptStoreError
 from .progress import Progress
 
 FORMAT = "distsvm-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: one history per problem ("histories"), by the round driver
 # tests: seconds to sleep between writing a checkpoint's data and committing its manifest
 PAUSE_ENV = "DISTSVM_TEST_CHECKPOINT_PAUSE"
 COORDINATOR = "coordinator.npz"

@@ -187,7 +187,7 @@ def test_liblinear_types_iteration_limit_and_log(client, a9a_store, capsys):
 
     assert LIBLINEAR_TYPES[0] == ("newton", "logistic")
     assert LIBLINEAR_TYPES[2] == ("newton", "squared_hinge")
-    with pytest.warns(ConvergenceWarning, match="iteration limit"):
+    with pytest.warns(ConvergenceWarning, match="round limit"):
         m = train(a9a_store, solver="newton", loss="logistic", eps=1e-12, max_rounds=2,
                   client=client, progress=Progress())
     assert m.summary["rounds"] == 2 and not m.summary["converged"]

@@ -30,7 +30,7 @@ def test_newton_recovers_a_killed_worker(two, small, small_store):
     killer = Killer(two, 2, int(np.random.default_rng(8).integers(2)))
     model = jobs.train(small_store, client=two, progress=killer, **NEWTON)
     log = killer.stream.getvalue()
-    assert f"iter 3: worker {killer.killed} left the cluster" in log, log[-2000:]
+    assert f"round 3: worker {killer.killed} left the cluster" in log, log[-2000:]
     assert model.summary["converged"] and model.summary["rounds"] > 2
     p = primal_objective(model.w, X, y, "logistic", C=1.0)
     p_ref = primal_objective(ref.w, X, y, "logistic", C=1.0)
@@ -51,7 +51,7 @@ def test_newton_resumes_where_it_stopped(tmp_path, small_store, client):
         log = Progress(stream=io.StringIO())
         resumed = jobs.train(small_store, client=client, checkpoint=ck, progress=log, **params)
     lines = log.stream.getvalue().splitlines()
-    assert any(x.startswith("resuming from the checkpoint of iteration 2") for x in lines)
+    assert any(x.startswith("resuming from the checkpoint of round 2") for x in lines)
     assert [int(x.split()[1]) for x in lines if x.startswith("iter ")] == [3, 4, 5, 6]
     assert resumed.summary["rounds"] == ref.summary["rounds"] == 6
     np.testing.assert_allclose(resumed.w, ref.w, rtol=0, atol=1e-9)

@@ -66,25 +66,18 @@ identity part of the Hessian and of the preconditioner (LIBLINEAR's ``-R``).
 
 from __future__ import annotations
 
-import time
-import uuid
-import warnings
-
 import numpy as np
 
-import workers.blocks
 import workers.newton
 from storage import Dataset
 from workers import losses
 from workers.kernels.newton import dot
 
-from .. import cluster
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
-from ..errors import ConvergenceWarning
 from ..progress import Progress
-from .alm import _Passes as Passes
-from .dcd import Result
+from . import driver
+from .driver import Result
 
 LOSSES = ("logistic", "squared_hinge")
 ETA = 0.01  # sufficient decrease of the line search (newton.cpp)
@@ -143,127 +136,122 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     continues from its latest checkpoint and writes one every ``checkpoint.every``
     iterations (see "Checkpoints and worker faults" in the module docstring).
     """
-    progress = progress or Progress(quiet=True)
-    meta = dataset.meta
-    d = meta.n_features
-    dim = d + (1 if bias >= 0 else 0)
-    reg = np.ones(dim)
-    if bias >= 0 and not regularize_bias:
-        reg[d] = 0.0
-    class_cost = np.full(2, C) if class_cost is None else np.asarray(class_cost, np.float64)
-    passes = Passes(client, dataset, plan, bias)
-    run = uuid.uuid4().hex
-    kw = dict(loss=losses.code(loss), positive=positive)
-    start = time.perf_counter()
+    ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
+    return driver.drive(_Newton(ctx, loss=loss, C=C, eps=eps, bias=bias,
+                                regularize_bias=regularize_bias, class_cost=class_cost,
+                                warm_start=warm_start, positive=positive),
+                        max_rounds=max_rounds)[0]
 
-    def evaluate(w):
-        return totals(w, passes.each(workers.newton.evaluate, run, w, class_cost=class_cost,
-                                     threaded=True, **kw))
 
-    def totals(w, reps):
+class _Newton(driver.Solver):
+    """One step: one Newton iteration (the first also evaluates w and logs iteration 0).
+    Policy REBUILD: the workers' z = Xw and D are functions of w."""
+
+    name = "newton"
+    policy = driver.REBUILD
+
+    def __init__(self, ctx, *, loss, C, eps, bias, regularize_bias, class_cost, warm_start,
+                 positive):
+        super().__init__(ctx)
+        meta = ctx.dataset.meta
+        d = meta.n_features
+        self.reg = np.ones(d + (1 if bias >= 0 else 0))
+        if bias >= 0 and not regularize_bias:
+            self.reg[d] = 0.0
+        self.class_cost = np.full(2, C) if class_cost is None else \
+            np.asarray(class_cost, np.float64)
+        self.passes = driver.Passes(ctx, bias)
+        self.kw = dict(loss=losses.code(loss), positive=positive)
+        n_pos = meta.class_counts[positive]  # one-vs-rest: this class against the rest
+        self.eps = stopping_tolerance(eps, (meta.n_rows - n_pos, n_pos))
+        self.x = np.zeros(len(self.reg)) if warm_start is None else \
+            np.array(warm_start, dtype=np.float64)
+        self.gnorm0 = None  # ‖∇f(0)‖, the stopping rule's reference; None: not started
+        self.fresh = True  # whether the workers' z and D must be computed from w first
+        self.f = self.g = self.M = None
+
+    def evaluate(self, w):
+        """(f, ∇f, diag(∇²f), rows right) at w, computing the workers' z and D."""
+        reps = self.passes.each(workers.newton.evaluate, self.ctx.run, w,
+                                class_cost=self.class_cost, threaded=True, **self.kw)
+        self.fresh = False
+        return self.totals(w, reps)
+
+    def totals(self, w, reps):
         """(f, ∇f, diag(∇²f), rows right) at w from the workers' replies of an evaluation."""
+        reg = self.reg
         f = 0.5 * dot(reg, w * w) + sum(r["loss"] for r in reps)
         return (f, reg * w + sum(r["grad"] for r in reps), reg + sum(r["diag"] for r in reps),
                 sum(r["correct"] for r in reps))
 
-    def hess_vec(v):
-        return reg * v + sum(passes.each(workers.newton.hess_vec, run, v, threaded=True))
+    def hess_vec(self, v):
+        return self.reg * v + sum(self.passes.each(workers.newton.hess_vec, self.ctx.run, v,
+                                                   threaded=True))
 
-    def retried(step, k):
-        """``step()``, run again after each worker loss: the survivors take the lost blocks
-        and the per-row state starts afresh (a new run id) from the coordinator's w."""
-        nonlocal run
-        while True:
-            try:
-                return step()
-            except cluster.WorkerLost as lost:
-                moved = passes.replan(lost.gone)
-                client.run(workers.blocks.drop_run, run)
-                run = uuid.uuid4().hex
-                progress.note(f"iter {k}: worker {', '.join(lost.gone)} left the cluster; its "
-                              f"{moved} blocks go to the other {len(passes.owners)} worker(s), "
-                              f"which recompute z = Xw and D from the iteration's w and run "
-                              f"iteration {k} again")
-                fresh[0] = True
+    def row(self, k, gnorm, cg, step, correct) -> tuple[int, dict]:
+        return 0, {"round": k, "primal": self.f, "grad_norm": gnorm,
+                   "rel_grad_norm": gnorm / self.gnorm0, "cg_iterations": cg, "step": step,
+                   "train_accuracy": correct / max(1, self.ctx.dataset.meta.n_rows),
+                   "passes": self.passes.count}
 
-    fresh = [True]  # whether the workers' z and D must be recomputed from w first
-    history: list[dict] = []
-
-    def log(k, f, gnorm, cg, step, correct):
-        row = {"round": k, "primal": f, "grad_norm": gnorm, "rel_grad_norm": gnorm / gnorm0,
-               "cg_iterations": cg, "step": step, "train_accuracy": correct / max(1, meta.n_rows),
-               "passes": passes.count, "seconds": time.perf_counter() - start}
-        history.append(row)
-        progress.round(row, f"iter {k:4d}  f {f:.8e}  |grad| {gnorm:.3e} "
-                       f"({row['rel_grad_norm']:.1e} rel)  CG {cg:3d}  step {step:.3g}  "
-                       f"{row['seconds']:.2f}s")
-
-    def iteration(w, f, g, M):
-        """One Newton iteration from w: (w, f, g, M, correct, CG iterations, step α); α = 0
-        when the line search fails.  After a worker loss it first rebuilds z and D at w."""
-        if fresh[0]:
-            f, g, M, _ = evaluate(w)
-            fresh[0] = False
-        s, cg, warning = pcg(hess_vec, g, (1 - ALPHA_PCG) + ALPHA_PCG * M)
+    def step(self, r):
+        rows = []
+        if self.gnorm0 is None:  # ‖∇f(0)‖ (from w = 0 even with a warm start), iteration 0
+            gnorm0 = None
+            if np.any(self.x):
+                g0 = self.evaluate(np.zeros(len(self.x)))[1]
+                gnorm0 = np.sqrt(dot(g0, g0))
+            self.f, self.g, self.M, correct = self.evaluate(self.x)
+            gnorm = np.sqrt(dot(self.g, self.g))
+            self.gnorm0 = (gnorm if gnorm0 is None else gnorm0) or 1.0  # ∇f(0) = 0: stop
+            rows.append(self.row(0, gnorm, 0, 0.0, correct))
+            if gnorm <= self.eps * self.gnorm0:
+                self.done[0] = self.converged[0] = True
+                return rows
+        if self.fresh:  # a resumed or recovered run: z and D at w first
+            self.f, self.g, self.M, _ = self.evaluate(self.x)
+        s, cg, warning = pcg(self.hess_vec, self.g, (1 - ALPHA_PCG) + ALPHA_PCG * self.M)
         if warning:
-            progress.note(f"WARNING: {warning}")
-        alpha, at_one = _line_search(passes, run, kw, w, s, g, f, reg)
+            self.ctx.progress.note(f"WARNING: {warning}")
+        alpha, at_one = _line_search(self.passes, self.ctx.run, self.kw, self.x, s, self.g,
+                                     self.f, self.reg)
         if alpha == 0.0:
-            return w, f, g, M, 0, cg, alpha
-        w = w + alpha * s
-        return (w, *(totals(w, at_one) if alpha == 1.0 else evaluate(w)), cg, alpha)
+            self.ctx.progress.note("WARNING: line search fails")
+            self.done[0] = True
+            return rows
+        f_old, x = self.f, self.x + alpha * s
+        self.f, self.g, self.M, correct = self.totals(x, at_one) if alpha == 1.0 \
+            else self.evaluate(x)
+        self.x = x
+        gnorm = np.sqrt(dot(self.g, self.g))
+        rows.append(self.row(r, gnorm, cg, alpha, correct))
+        self.done[0] = self.converged[0] = gnorm <= self.eps * self.gnorm0
+        if not self.converged[0] and abs(f_old - self.f) <= 1e-12 * abs(self.f):
+            self.ctx.progress.note("WARNING: actred too small")
+            self.done[0] = True
+        return rows
 
-    w = np.zeros(dim) if warm_start is None else np.array(warm_start, dtype=np.float64)
-    resumed = checkpoint.latest("newton") if checkpoint is not None else None
-    k = 0
-    try:
-        if resumed is not None:
-            w, k, gnorm0 = resumed.arrays["w"], resumed.round, resumed.state["gnorm0"]
-            history, passes.count = resumed.state["history"], resumed.state["passes"]
-            start -= resumed.state["seconds"]
-            progress.note(f"resuming from the checkpoint of iteration {k} "
-                          f"({resumed.directory})")
-        elif warm_start is not None and np.any(w):
-            g0 = retried(lambda: evaluate(np.zeros(dim)), 0)[1]
-            gnorm0 = np.sqrt(dot(g0, g0))
-        f, g, M, correct = retried(lambda: evaluate(w), k)
-        fresh[0] = False
-        gnorm = np.sqrt(dot(g, g))
-        if resumed is None and (warm_start is None or not np.any(w)):
-            gnorm0 = gnorm
-        gnorm0 = gnorm0 or 1.0  # ∇f(0) = 0: w = 0 is optimal, stop at once
-        n_pos = meta.class_counts[positive]  # one-vs-rest: this class against the rest
-        tol = stopping_tolerance(eps, (meta.n_rows - n_pos, n_pos)) * gnorm0
-        if resumed is None:
-            log(0, f, gnorm, 0, 0.0, correct)
-        converged = gnorm <= tol
-        while not converged and k < max_rounds:
-            k += 1
-            f_old = f
-            w, f, g, M, correct, cg, alpha = retried(lambda: iteration(w, f, g, M), k)
-            if alpha == 0.0:
-                progress.note("WARNING: line search fails")
-                break
-            gnorm = np.sqrt(dot(g, g))
-            log(k, f, gnorm, cg, alpha, correct)
-            converged = gnorm <= tol
-            if not converged and abs(f_old - f) <= 1e-12 * abs(f):
-                progress.note("WARNING: actred too small")
-                break
-            if not converged and checkpoint is not None and checkpoint.due(k) \
-                    and k < max_rounds:
-                checkpoint.save(k, "newton", {"w": w},
-                                {"gnorm0": gnorm0, "history": history, "passes": passes.count,
-                                 "seconds": time.perf_counter() - start})
-        if not converged and k >= max_rounds:
-            warnings.warn(f"newton reached the iteration limit ({max_rounds}) before ‖∇f‖ fell "
-                          f"to eps'={tol / gnorm0:.3g} of ‖∇f(0)‖ ({gnorm / gnorm0:.3g}); "
-                          "increase max_rounds or eps", ConvergenceWarning, stacklevel=2)
-    finally:
-        client.run(workers.blocks.drop_run, run)
-    return Result(w=w, rounds=len(history) - 1, converged=converged, primal_objective=f,
-                  dual_objective=np.nan, duality_gap=np.nan,
-                  train_seconds=time.perf_counter() - start, history=history)
+    def line(self, row):
+        return (f"iter {row['round']:4d}  f {row['primal']:.8e}  |grad| {row['grad_norm']:.3e} "
+                f"({row['rel_grad_norm']:.1e} rel)  CG {row['cg_iterations']:3d}  "
+                f"step {row['step']:.3g}  {row['seconds']:.2f}s")
+
+    def limit(self, k, history):
+        return (f"‖∇f‖ fell to eps'={self.eps:.3g} of ‖∇f(0)‖ "
+                f"({history[-1]['rel_grad_norm']:.3g})")
+
+    def w(self, k):
+        return self.x
+
+    def state(self):
+        return {"w": self.x}, {"gnorm0": self.gnorm0, "passes": self.passes.count}
+
+    def resume(self, found):
+        self.x, self.gnorm0 = found.arrays["w"], found.state["gnorm0"]
+        self.passes.count, self.fresh = found.state["passes"], True
+
+    def rebuild(self):
+        self.fresh = True
 
 
 def _line_search(passes, run, kw, w, s, g, f, reg) -> tuple[float, list]:

@@ -1,0 +1,313 @@
+"""The round driver: the one loop every solver runs in.
+
+A solver (a :class:`Solver`) supplies its state, one step — one or more rounds on the
+workers, whose log rows it returns — its stopping test and the recovery policy of its state.
+:func:`drive` owns the rest, once: the run ids of the state on the workers and dropping it
+at the end, resuming from the latest checkpoint, the loop, the history and progress lines,
+the round limit and its warning, when to checkpoint, and the recovery when a worker leaves
+the cluster (:class:`~distsvm.cluster.WorkerLost`, caught here only), under the policy the
+solver declares:
+
+* ``RERUN`` — all the state is the coordinator's: the step runs again on the survivors
+  (cutting plane).
+* ``REBUILD`` — the workers' state is a function of the coordinator's w: under a new run id
+  the step first rebuilds it from w (Newton, primal CD).
+* ``ROLLBACK`` — α lives on the workers (dual CD, Crammer–Singer): the survivors roll their
+  blocks back to the start of the round, the lost blocks restart at α = 0, w is summed from
+  them (:func:`_roll_back`) and the round runs again.
+* ``RELOAD`` — the state can be rebuilt from neither w nor the blocks (SVM-ALM's
+  multipliers, one-vs-rest problems each held by one worker): what was lost restarts from
+  the run's latest checkpoint, or from the start without one.
+
+Several problems may share one drive (one-vs-rest batches): each has its own history and
+stops on its own; the run checkpoints when the furthest passes a multiple of the interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+import warnings
+
+import numpy as np
+
+import workers.blocks
+from storage import Dataset
+
+from .. import cluster
+from ..checkpoint import Checkpoint, Checkpointer
+from ..cluster import WorkerPlan
+from ..errors import ConvergenceWarning
+from ..progress import Progress
+
+RERUN, REBUILD, ROLLBACK, RELOAD = "rerun", "rebuild", "rollback", "reload"
+
+
+@dataclasses.dataclass
+class Result:
+    """What every solver returns, per problem: the weights and how it got there.
+    ``extra`` holds what only some solvers measure (SVM-ALM's gradient norm and passes);
+    ``options`` the solver's own settings, recorded in the model's parameters."""
+
+    w: np.ndarray
+    rounds: int
+    converged: bool
+    primal_objective: float
+    dual_objective: float
+    duality_gap: float
+    train_seconds: float
+    history: list[dict]
+    extra: dict = dataclasses.field(default_factory=dict)
+    options: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Context:
+    """Where a solver runs: the cluster, the data, the current plan (the driver replaces it
+    after a loss), the run id of its state on the workers and the progress sink."""
+
+    client: object
+    dataset: Dataset
+    plan: WorkerPlan
+    progress: Progress
+    checkpoint: Checkpointer | None = None
+    run: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
+    runs: list = dataclasses.field(default_factory=list)  # every id used, dropped at the end
+    pending: list = dataclasses.field(default_factory=list)  # futures in flight
+
+    def renew(self) -> str:
+        """A new run id (the old state is dropped at the end with the rest)."""
+        self.runs.append(self.run)
+        self.run = uuid.uuid4().hex
+        return self.run
+
+
+class Solver:
+    """What a solver supplies to :func:`drive`; the defaults are those of one problem.
+
+    ``done[k]``/``converged[k]`` say whether problem k has stopped and whether on its rule.
+    Its tasks in flight go in ``ctx.pending``, cancelled and waited for after a loss.
+    """
+
+    name = ""  # the key of its checkpoints
+    policy = RERUN
+    problems = 1
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.done = [False] * self.problems
+        self.converged = [False] * self.problems
+
+    def step(self, r: int) -> list[tuple[int, dict]]:
+        """Run round r (or several from r) and return the (problem, log row) of each."""
+        raise NotImplementedError
+
+    def w(self, k: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def state(self) -> tuple[dict, dict]:
+        """What a checkpoint holds of the coordinator: (arrays, JSON state)."""
+        raise NotImplementedError
+
+    def resume(self, found: Checkpoint) -> None:
+        """Take the state of checkpoint ``found`` (and load the workers' part of it)."""
+        raise NotImplementedError
+
+    def save_workers(self, directory: str) -> dict:
+        """Have the workers write their part of a checkpoint; {file: SHA-256}."""
+        return {}
+
+    def line(self, row: dict) -> str | None:
+        """A round's progress line (None: :meth:`Progress.round`'s own)."""
+        return None
+
+    def limit(self, k: int, history: list[dict]) -> str:
+        """The round-limit warning's reason (what had not yet fallen to eps)."""
+        raise NotImplementedError
+
+    def rebuild(self) -> None:
+        """``REBUILD``: the next step first rebuilds the workers' state from w."""
+
+    restore = None  # ROLLBACK: the per-block task that rolls a block back (workers module)
+    restore_kw: dict = {}
+
+    def rolled_back(self, w: np.ndarray) -> None:
+        """``ROLLBACK``: w summed from the rolled-back blocks."""
+
+    def reload(self, found: Checkpoint | None, lost: cluster.WorkerLost,
+               histories: list[list[dict]]) -> str:
+        """``RELOAD``: restart what was lost from ``found`` (or from the start); returns how,
+        for the log; may cut ``histories`` back."""
+        raise NotImplementedError
+
+    def progress_of(self, k: int) -> Progress:
+        return self.ctx.progress
+
+
+def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
+    """Run ``solver`` to its stop or ``max_rounds``; the result of each of its problems."""
+    ctx = solver.ctx
+    histories: list[list[dict]] = [[] for _ in range(solver.problems)]
+    start = time.perf_counter()
+    r = saved = 0  # the furthest round done; the round of the last checkpoint
+    every = ctx.checkpoint.every if ctx.checkpoint is not None else None
+    try:
+        found = ctx.checkpoint.latest(solver.name) if ctx.checkpoint is not None else None
+        if found is not None:
+            histories = found.state["histories"]
+            _attempt(solver, histories, lambda r: solver.resume(found))
+            start -= found.state["seconds"]
+            r = saved = found.round
+            ctx.progress.note(f"resuming from the checkpoint of round {found.round} "
+                              f"({found.directory})")
+        while not all(solver.done) and r < max_rounds:
+            for k, row in _attempt(solver, histories, solver.step):
+                row.setdefault("seconds", time.perf_counter() - start)
+                histories[k].append(row)
+                solver.progress_of(k).round(row, solver.line(row))
+            r = _furthest(histories)
+            if every and not all(solver.done) and r < max_rounds and r // every > saved // every:
+                saved = r if _save(solver, r, histories, start) else saved
+        for k, h in enumerate(histories):  # not a stop of its own (a failed line search)
+            if not solver.converged[k] and (not solver.done[k] or _furthest([h]) >= max_rounds):
+                warnings.warn(f"{solver.name} reached the round limit ({max_rounds}) before "
+                              f"{solver.limit(k, histories[k])}; increase max_rounds or eps",
+                              ConvergenceWarning, stacklevel=3)
+    finally:
+        ctx.client.run(workers.blocks.drop_run, *ctx.runs, ctx.run)
+    seconds = time.perf_counter() - start
+    return [_result(solver.w(k), histories[k], solver.converged[k], seconds)
+            for k in range(solver.problems)]
+
+
+def _result(w, history: list[dict], converged: bool, seconds: float) -> Result:
+    last = history[-1] if history else {}
+    return Result(w=w, rounds=last.get("round", 0), converged=converged,
+                  primal_objective=last.get("primal", np.nan),
+                  dual_objective=last.get("dual", np.nan), duality_gap=last.get("gap", np.nan),
+                  train_seconds=seconds, history=history)
+
+
+def _furthest(histories: list[list[dict]]) -> int:
+    """The furthest round the problems have done."""
+    return max((h[-1]["round"] for h in histories if h), default=0)
+
+
+def _attempt(solver: Solver, histories: list[list[dict]], step):
+    """``step(r)`` for the next round r, recovered by the solver's policy and run again
+    (from the round the recovery left) after each worker loss."""
+    while True:
+        r = _furthest(histories) + 1
+        try:
+            return step(r)
+        except cluster.WorkerLost as lost:
+            _recover(solver, r, lost, histories)
+
+
+def _recover(solver: Solver, r: int, lost: cluster.WorkerLost, histories) -> None:
+    ctx = solver.ctx
+    if solver.policy == ROLLBACK:
+        ctx.plan, w, moved = _roll_back(solver, r, lost.gone)
+        solver.rolled_back(w)
+        how = "restart from alpha = 0 there, the others roll back to the round's start"
+    else:
+        cluster.settle(ctx.client, ctx.pending, ctx.plan.workers)
+        moved = sum(a in set(lost.gone) for a in ctx.plan.owners)
+        ctx.plan = cluster.replan(ctx.plan, lost.gone)  # ClusterError when none is left
+        if solver.policy == RERUN:
+            how = "which read them from the store"
+        else:
+            ctx.renew()
+            if solver.policy == REBUILD:
+                solver.rebuild()
+                how = "which rebuild the solver's state from the coordinator's w"
+            else:
+                found = ctx.checkpoint.latest(solver.name) if ctx.checkpoint is not None \
+                    else None
+                how = solver.reload(found, lost, histories)
+    ctx.progress.note(f"round {r}: worker {', '.join(lost.gone)} left the cluster; its "
+                      f"{moved} blocks go to the other {len(ctx.plan.workers)} worker(s), "
+                      f"{how}; round {r} runs again")
+
+
+def _roll_back(solver: Solver, r: int, gone: list[str]) -> tuple[WorkerPlan, np.ndarray, int]:
+    """After workers ``gone`` left during round r: the plan without them, the w to run the
+    round again from, and the number of blocks that changed owner.  Each survivor runs
+    ``solver.restore(url, infos, run, r, …)`` on the blocks it held, rolling their α back to
+    the start of round r and returning its part of w; the lost blocks restart at α = 0.  A
+    loss during the recovery starts it again; ClusterError when no worker is left."""
+    ctx = solver.ctx
+    meta = ctx.dataset.meta
+    plan, futures, moved = ctx.plan, ctx.pending, 0
+    while True:
+        cluster.settle(ctx.client, futures, plan.workers)
+        held = {a: [meta.blocks[b] for b in plan.blocks_of(a)] for a in plan.workers}
+        moved += sum(a in set(gone) for a in plan.owners)
+        plan = cluster.replan(plan, gone)
+        futures = [ctx.client.submit(solver.restore, ctx.dataset.url, held[a], ctx.run, r,
+                                     cache_bytes=plan.cache_bytes[a],
+                                     storage_options=ctx.dataset.storage_options, workers=[a],
+                                     pure=False, **solver.restore_kw)
+                   for a in plan.workers]
+        try:
+            return plan, np.sum(cluster.gather(ctx.client, futures, plan.workers), axis=0), moved
+        except cluster.WorkerLost as again:
+            gone = again.gone
+
+
+def _save(solver: Solver, r: int, histories, start: float) -> bool:
+    """Checkpoint round r: the workers' files, then the coordinator's arrays, its state, the
+    histories and the seconds so far.  A worker lost meanwhile skips this checkpoint (the
+    next step notices the loss)."""
+    ckpt = solver.ctx.checkpoint
+    try:
+        files = solver.save_workers(ckpt.directory(r))
+    except cluster.WorkerLost as lost:
+        solver.ctx.progress.note(f"round {r}: worker {', '.join(lost.gone)} left while "
+                                 "checkpointing; no checkpoint this round")
+        return False
+    arrays, state = solver.state()
+    ckpt.save(r, solver.name, arrays, {**state, "histories": histories,
+                                       "seconds": time.perf_counter() - start}, files)
+    return True
+
+
+class Passes:
+    """Map-reduce passes over the blocks: one task per worker that owns blocks, over its
+    blocks, replies in worker order; ``count`` counts them."""
+
+    def __init__(self, ctx: Context, bias_value: float):
+        self.ctx = ctx
+        self.common = dict(bias=bias_value, n_features=ctx.dataset.meta.n_features,
+                           storage_options=ctx.dataset.storage_options)
+        self.count = 0
+
+    def owned(self) -> list[tuple[str, list]]:
+        """(worker, its blocks' infos) of each worker of the current plan that owns blocks."""
+        plan, blocks = self.ctx.plan, self.ctx.dataset.meta.blocks
+        return [(a, [blocks[b] for b in plan.blocks_of(a)]) for a in plan.workers
+                if plan.blocks_of(a)]
+
+    def each(self, fn, *args, per_worker=None, threaded=False, **kw) -> list:
+        """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass.
+        ``threaded``: ``fn`` also takes ``threads``, the worker's (:class:`WorkerPlan`), and
+        shares its blocks among them (:func:`workers.blocks.each_block`)."""
+        self.count += 1
+        ctx, owned = self.ctx, self.owned()
+        self.ctx.pending = futures = [
+            ctx.client.submit(fn, ctx.dataset.url, infos, *args,
+                              *((per_worker[j],) if per_worker is not None else ()),
+                              cache_bytes=ctx.plan.cache_bytes[a], workers=[a], pure=False,
+                              **self.common, **kw,
+                              **({"threads": ctx.plan.threads.get(a, 1)} if threaded else {}))
+            for j, (a, infos) in enumerate(owned)]
+        return cluster.gather(ctx.client, futures, [a for a, _ in owned])
+
+    def per_owner(self, fn, *args) -> list:
+        """``fn(run, infos, *args)`` on each worker that owns blocks (checkpoint files: not a
+        pass over the data), replies in worker order."""
+        ctx, owned = self.ctx, self.owned()
+        self.ctx.pending = futures = [ctx.client.submit(fn, ctx.run, infos, *args, workers=[a],
+                                                        pure=False) for a, infos in owned]
+        return cluster.gather(ctx.client, futures, [a for a, _ in owned])
