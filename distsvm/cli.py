@@ -426,21 +426,20 @@ def _train(a, progress):
 
         write_summary(a.run_dir, model, a.model)
     s = model.summary
-    alm = model.solver == "alm"  # no dual: its certificate is the gradient norm
-    gap = None if alm or s["duality_gap"] != s["duality_gap"] else s["duality_gap"]  # NaN: none
-    detail = (f"|grad| {s['grad_norm']:.3g}, {s['passes']} passes, " if alm
-              else f"duality gap {gap:.3g}, " if gap is not None else "")
+    gap = s["duality_gap"]  # NaN without a dual; SVM-ALM's certificate is its gradient norm
+    detail = (f"duality gap {gap:.3g}, " if gap == gap else
+              f"|grad| {s['grad_norm']:.3g}, {s['passes']} passes, " if "passes" in s else "")
     progress.note(f"train: {s['rounds']} rounds, primal {s['primal_objective']:.8g}, "
                   f"{detail}{s['train_seconds']:.2f}s; model written to {a.model}")
-    keys = ("rounds", "converged", "primal_objective",
-            *(("grad_norm", "passes") if alm else ("dual_objective", "duality_gap")),
-            "train_seconds", "n_rows", "n_features")
-    bias = {"p": model.params["p"], "intercept": model.bias >= 0} if alm else {"bias": model.bias}
+    keys = ("rounds", "converged", "primal_objective", "dual_objective", "duality_gap",
+            *(k for k in ("grad_norm", "passes") if k in s), "train_seconds", "n_rows",
+            "n_features")
+    options = {k: model.params[k] for k in ("p",) if k in model.params}
     ranking = ({"ranks": list(model.classes), "thresholds": list(model.thresholds),
                 **{k: s[k] for k in s if k.startswith("train_") and k != "train_seconds"}}
                if model.is_ranking else {})
     return {"solver": model.solver, "loss": model.loss, "C": model.params["C"],
-            "eps": model.params["eps"], **bias, "model": a.model,
+            "eps": model.params["eps"], "bias": model.bias, **options, "model": a.model,
             **{k: (None if s[k] != s[k] else s[k]) for k in keys}, **ranking}
 
 

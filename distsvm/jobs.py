@@ -305,6 +305,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     alm_options = dict(method=method, mu0=mu0, rho=rho, rtol=rtol)
     if solver == "alm":
         p = check_alm_params(owner, loss=loss, p=p, **alm_options)
+        bias = 1.0 if bias >= 0 else -1.0  # an unregularized intercept, or none
     elif p is not None or alm_options != dict(method="inexact", mu0=0.01, rho=1.02, rtol=1e-6):
         raise ValueError(f"The parameters p, method, mu0, rho and rtol of {owner} belong to "
                          f"solver 'alm'; solver {solver!r} does not take them.")
@@ -411,8 +412,6 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                 progress=ovr.Tagged(progress, f"{meta.classes[k]:g}") if multiclass
                 else progress) for k, r in enumerate(results)]
         seconds = time.perf_counter() - start
-        if solver == "alm":
-            return _alm_model(results, seconds, dataset, loss, C, eps, p, max_rounds)
         result = results[0]
         if solver == "cutting_plane" and objective == "ordinal":
             thresholds, ranking = cutting_plane.fit_thresholds(c, dataset, plan, result.w,
@@ -423,7 +422,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                           f"error {ranking['mean_abs_rank_error']:.4f}, pairwise "
                           f"accuracy {ranking['pairwise_accuracy']:.4f}")
     params = {"C": float(C), "eps": float(eps), "bias": float(bias), "max_rounds": max_rounds,
-              "seed": seed, "inner_passes": inner_passes, "gap_tol": float(gap_tol)}
+              "seed": seed, "inner_passes": inner_passes, "gap_tol": float(gap_tol),
+              **result.options}
     if solver == "cutting_plane":
         params.update(objective=objective,
                       c_perf=cutting_plane.n_loss_terms(meta.class_counts, objective) * C / 100)
@@ -441,7 +441,7 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
         params["primal_switch"] = primal_switch
     if why:
         params["auto_choice"] = why
-    w, summary = _combined(results, _summary, seconds)
+    w, summary = _combined(results, seconds)
     summary.update(n_rows=meta.n_rows, n_features=meta.n_features, dataset=dataset.url)
     ranked = solver == "cutting_plane" and objective == "ordinal"
     if ranked:
@@ -470,47 +470,27 @@ def _switch_to_primal(client, dataset, plan, dual, positive: int, class_cost, *,
 
 
 def _summary(result) -> dict:
-    """A binary run's summary (DCD, PCD, cutting plane)."""
+    """A binary run's summary."""
     return {"rounds": result.rounds, "converged": result.converged,
             "primal_objective": result.primal_objective,
             "dual_objective": result.dual_objective, "duality_gap": result.duality_gap,
-            "train_seconds": result.train_seconds, "history": result.history}
+            "train_seconds": result.train_seconds, "history": result.history, **result.extra}
 
 
-def _alm_summary(result) -> dict:
-    return {"rounds": result.iterations, "converged": result.converged,
-            "primal_objective": result.objective, "grad_norm": result.grad_norm,
-            "passes": result.passes, "train_seconds": result.train_seconds,
-            "history": result.history}
-
-
-def _combined(results: list, summarize, seconds: float) -> tuple[np.ndarray, dict]:
+def _combined(results: list, seconds: float) -> tuple[np.ndarray, dict]:
     """w and summary of one binary run, or of K one-vs-rest runs: W (K × n [+1]) with
     problem k in row k, and a summary whose objectives are the sums of the K problems'
     (each is a separate problem), ``train_seconds`` the wall time of all of them, and
     ``per_class`` the K runs' own summaries."""
     if len(results) == 1:
-        return results[0].w, summarize(results[0])
-    per = [summarize(r) for r in results]
+        return results[0].w, _summary(results[0])
+    per = [_summary(r) for r in results]
     summary = {"rounds": max(s["rounds"] for s in per),
                "converged": all(s["converged"] for s in per), "train_seconds": seconds,
                "per_class": per, "history": []}
     for key in ("primal_objective", "dual_objective", "duality_gap"):
-        if key in per[0]:
-            summary[key] = sum(s[key] for s in per)
+        summary[key] = sum(s[key] for s in per)
     return np.stack([r.w for r in results]), summary
-
-
-def _alm_model(results, seconds, dataset, loss, C, eps, p, max_rounds) -> Model:
-    """The model of SVM-ALM runs: the intercept b is the weight of a bias feature of value 1."""
-    meta = dataset.meta
-    bias = 1.0 if results[0].w.shape[-1] > meta.n_features else -1.0
-    params = {"C": float(C), "eps": float(eps), "bias": bias, "max_rounds": max_rounds,
-              "p": p, **results[0].options}
-    w, summary = _combined(results, _alm_summary, seconds)
-    summary.update(n_rows=meta.n_rows, n_features=meta.n_features, dataset=dataset.url)
-    return Model(w=w, bias=bias, classes=meta.classes, solver="alm", loss=loss,
-                 params=params, summary=summary, n_features=meta.n_features)
 
 
 def _weights_for(model: Model, n_features: int) -> np.ndarray:

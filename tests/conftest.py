@@ -121,7 +121,7 @@ class Killer(Progress):
 
     def round(self, row, text=None):
         super().round(row, text)
-        if row.get("round", row.get("iteration")) == self.at and self.killed is None:
+        if row["round"] == self.at and self.killed is None:
             pids = self.client.run(os.getpid)
             self.killed = sorted(pids)[self.victim]
             os.kill(pids[self.killed], signal.SIGKILL)

@@ -122,7 +122,7 @@ def check_optimum(model, X, y, p, ref, intercept=True):
     assert abs(obj - s["primal_objective"]) <= 1e-9 * obj
     assert ref <= obj * (1 + 1e-9) and obj <= ref * (1 + 1e-3), (obj, ref)
     assert s["passes"] == 2 * s["rounds"] - 1  # two map-reduce passes per iteration
-    objs = [r["objective"] for r in s["history"]]  # comes down to the optimum
+    objs = [r["primal"] for r in s["history"]]  # comes down to the optimum
     assert objs[-1] <= min(objs[:50]) and objs[0] > 1.5 * ref
     return obj
 
@@ -218,7 +218,7 @@ def test_inexact_iterates_equal_numpy_algorithm_2(client, small, tmp_path, p):
                       client=client)
     duals = []
     ref, _ = numpy_alm(X, y, p, 1.0, 25, duals=duals)
-    got = np.array([r["objective"] for r in model.summary["history"]])
+    got = np.array([r["primal"] for r in model.summary["history"]])
     np.testing.assert_allclose(got, ref, rtol=1e-9)
     got = [r["dual_residual"] for r in model.summary["history"]]  # µ‖[w_g; b_g]‖ of (16)
     np.testing.assert_allclose(got, duals, rtol=1e-9)
@@ -256,7 +256,7 @@ def test_exact_lsqr_iterates_equal_dense_algorithm_1(client, tmp_path):
         model = train(store, solver="alm", loss="lp", p=1.5, method="exact", bias=1.0,
                       max_rounds=4, client=client)
     ref, _ = numpy_alm(X, y, 1.5, 1.0, 4, exact=True)
-    got = np.array([r["objective"] for r in model.summary["history"]])
+    got = np.array([r["primal"] for r in model.summary["history"]])
     np.testing.assert_allclose(got, ref, rtol=1e-7)
 
 
@@ -303,7 +303,7 @@ def test_cli_lp_loss_json_and_predict(client, small, small_store, tmp_path, caps
                  "--p", "1.5", "--max-rounds", "40", "--json", "-q", *sched]) == 0
     out = json.loads(capsys.readouterr().out)
     model = load_model(model_path)
-    assert out["p"] == 1.5 and out["intercept"] and out["rounds"] == 40 and out["passes"] == 79
+    assert out["p"] == 1.5 and out["bias"] == 1.0 and out["rounds"] == 40 and out["passes"] == 79
     assert out["primal_objective"] == pytest.approx(lp_objective(model.w, X, y, 1.5), rel=1e-9)
     assert main(["predict", small_store.url, str(model_path), "-q", *sched]) == 0
     acc = float(capsys.readouterr().out.split("=")[1].split("%")[0]) / 100

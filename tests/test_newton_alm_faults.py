@@ -124,11 +124,11 @@ def test_alm_without_a_checkpoint_restarts_the_multipliers_at_the_current_w(two,
     assert f"iter 4: worker {killer.killed} left the cluster" in log, log[-2000:]
     assert "there is no checkpoint, so every block restarts from lambda = 0, e = 0" in log
     rows = model.summary["history"]
-    assert [r["iteration"] for r in rows] == list(range(1, 9))
+    assert [r["round"] for r in rows] == list(range(1, 9))
     ref_rows = alm_ref.summary["history"]
-    assert rows[3]["objective"] == pytest.approx(ref_rows[3]["objective"], rel=1e-9)
+    assert rows[3]["primal"] == pytest.approx(ref_rows[3]["primal"], rel=1e-9)
     assert rows[3]["mu"] == ref_rows[3]["mu"]
-    assert np.all(np.isfinite(model.w)) and rows[-1]["objective"] < rows[0]["objective"]
+    assert np.all(np.isfinite(model.w)) and rows[-1]["primal"] < rows[0]["primal"]
 
 
 def test_losing_every_worker_fails_promptly(small_store):

@@ -26,7 +26,7 @@ def test_progress_json_lines_carry_time_event_and_fields():
     p.note("ingest: parsed 3 rows")
     p.round({"round": 1, "primal": 2.5, "dual": 2.0, "gap": 0.5, "pg_violation": 0.1,
              "active": 1.0, "seconds": 0.25, "nan_field": float("nan")})
-    p.round({"iteration": 7, "objective": 3.0, "grad_norm": 1e-3, "seconds": 1.5}, "iter 7 …")
+    p.round({"round": 7, "primal": 3.0, "grad_norm": 1e-3, "seconds": 1.5}, "iter 7 …")
     with p.bar("blocks", 2) as bar:
         bar.update()
         bar.update()

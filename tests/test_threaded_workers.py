@@ -70,7 +70,7 @@ def test_alm_passes_on_threads_equal_one_thread(threaded, client, store):
         warnings.simplefilter("ignore", ConvergenceWarning)
         a = alm.solve(threaded, store, cluster.plan(threaded, 4, None, store), **opts)
         b = alm.solve(client, store, cluster.plan(client, 4, None, store), **opts)
-    assert a.iterations == b.iterations and a.passes == b.passes
+    assert a.rounds == b.rounds and a.extra["passes"] == b.extra["passes"]
     np.testing.assert_allclose(a.w, b.w, rtol=1e-7, atol=1e-10)
-    np.testing.assert_allclose([r["objective"] for r in a.history],
-                               [r["objective"] for r in b.history], rtol=1e-9)
+    np.testing.assert_allclose([r["primal"] for r in a.history],
+                               [r["primal"] for r in b.history], rtol=1e-9)

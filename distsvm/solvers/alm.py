@@ -75,7 +75,6 @@ or ``max_iter`` with a :class:`~distsvm.errors.ConvergenceWarning`.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import uuid
 import warnings
@@ -92,27 +91,13 @@ from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
+from .driver import Result
 
 MU_MAX = 1e5  # the paper's upper limit of µ (§3)
 WINDOW = 10  # iterations over which the relative objective change is measured
 # at the iteration cap, a dual residual µ‖g‖ this many times the constraint violation means
 # µ outgrew the gradient step (docs/solvers/alm.md): the warning suggests a constant µ
 STALL_RATIO = 10.0
-
-
-@dataclasses.dataclass
-class Result:
-    """The weights ``[w; b]`` (or ``w`` without bias) and how the solver got there."""
-
-    w: np.ndarray
-    iterations: int
-    converged: bool
-    objective: float
-    grad_norm: float
-    passes: int
-    train_seconds: float
-    history: list[dict]
-    options: dict  # method, mu0, rho, mu_max, rtol: how the run was configured
 
 
 def _objective(x, loss, C, n_features):
@@ -226,7 +211,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
                 gnorm = float(np.linalg.norm(grad))
                 xg = sum(r["xtr"] for r in reps)  # the gradient (16): [X r; 1ᵀr] + [µ⁻¹w; 0]
                 xg[:d] += x[:d] / mu
-                row = {"iteration": k, "objective": obj, "grad_norm": gnorm,
+                row = {"round": k, "primal": obj, "grad_norm": gnorm,
                        "residual": float(np.sqrt(sum(r["resid_sq"] for r in reps))),
                        "dual_residual": mu * float(np.linalg.norm(xg)), "mu": mu,
                        "train_accuracy": sum(r["correct"] for r in reps) / max(1, meta.n_rows),
@@ -236,7 +221,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
                                f"|Xw+b-y+e| {row['residual']:.2e}  "
                                f"mu|g| {row['dual_residual']:.2e}  mu {mu:.2e}  "
                                f"{row['seconds']:.2f}s")
-                if gnorm <= eps or (k > WINDOW and abs(history[-1 - WINDOW]["objective"] - obj)
+                if gnorm <= eps or (k > WINDOW and abs(history[-1 - WINDOW]["primal"] - obj)
                                     <= rtol * abs(obj)):
                     converged = True
                     break
@@ -268,10 +253,11 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
             warnings.warn(msg, ConvergenceWarning, stacklevel=2)
     finally:
         client.run(workers.blocks.drop_run, run)
-    return Result(w=x, iterations=len(history), converged=converged, objective=obj,
-                  grad_norm=gnorm, passes=passes.count,
+    return Result(w=x, rounds=len(history), converged=converged, primal_objective=obj,
+                  dual_objective=np.nan, duality_gap=np.nan,
                   train_seconds=time.perf_counter() - start, history=history,
-                  options={"method": method, "mu0": mu0, "rho": rho, "mu_max": mu_max,
+                  extra={"grad_norm": gnorm, "passes": passes.count},
+                  options={"p": p, "method": method, "mu0": mu0, "rho": rho, "mu_max": mu_max,
                            "rtol": rtol})
 
 

@@ -57,7 +57,8 @@ from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
 from . import resident
-from .dcd import Result, _result, _sequential_round
+from .dcd import _result, _sequential_round
+from .driver import Result
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,

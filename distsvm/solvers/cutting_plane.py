@@ -82,7 +82,7 @@ from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
 from . import qp
-from .dcd import Result
+from .driver import Result
 
 OBJECTIVES = ("classification", "ordinal")
 

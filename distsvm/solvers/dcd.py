@@ -115,7 +115,6 @@ solution's quality independently of the stopping rule.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import uuid
 import warnings
@@ -133,25 +132,12 @@ from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
 from . import ovr, resident
+from .driver import Result
 from .ovr import Tagged
 
 BATCH_SECONDS = 0.5  # one-vs-rest: rounds one task may run before it reports
 PARALLEL_GAP = 1e-3  # the parallel modes' default stop: duality gap / primal objective
 BATCHED = "dcd-batched"  # the checkpoints of solve_ovr (its state differs from solve's)
-
-
-@dataclasses.dataclass
-class Result:
-    """What a solver returns: the weights and how it got there."""
-
-    w: np.ndarray
-    rounds: int
-    converged: bool
-    primal_objective: float
-    dual_objective: float
-    duality_gap: float
-    train_seconds: float
-    history: list[dict]
 
 
 def _segments(order: list[int], owners: tuple[str, ...]) -> list[tuple[str, list[int]]]:

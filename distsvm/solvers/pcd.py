@@ -81,7 +81,7 @@ from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
-from .dcd import Result
+from .driver import Result
 
 MODES = ("exact", "parallel")
 BATCH_SECONDS = 0.5  # exact mode: outer iterations one task may run before it reports
