@@ -49,8 +49,8 @@ c⁺, c⁻, coefficients), so n ≈ 10⁸ rows needs ≈ 4.4 GB there: the limit
 Worker faults.  The workers keep nothing between passes (only their block caches), so when
 a worker leaves the cluster during a pass (:class:`distsvm.cluster.WorkerLost`), its blocks
 go to the others (:func:`distsvm.cluster.replan`) and the pass runs again at the same w
-(:func:`_retried`): the run takes the no-fault run's iterates.  ClusterError only when no
-worker of the job is left.
+(the round driver's RERUN policy, :mod:`distsvm.solvers.driver`): the run takes the
+no-fault run's iterates.  ClusterError only when no worker of the job is left.
 
 Ranking models.  OP4 is invariant to a shift of the scores, so it learns only w; to predict a
 rank, :func:`fit_thresholds` adds R − 1 thresholds θ₁ ≤ … ≤ θ_{R−1} (a score s gets the rank
@@ -66,9 +66,6 @@ for R = 2), all from the scores sorted on the coordinator as in training.
 
 from __future__ import annotations
 
-import time
-import warnings
-
 import numpy as np
 
 import workers.blocks
@@ -79,9 +76,8 @@ from workers.kernels.cutting_plane import concordant_pairs, pair_counts, rank_th
 from .. import cluster
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
-from ..errors import ConvergenceWarning
 from ..progress import Progress
-from . import qp
+from . import driver, qp
 from .driver import Result
 
 OBJECTIVES = ("classification", "ordinal")
@@ -216,8 +212,9 @@ def fit_thresholds(client, dataset: Dataset, plan: WorkerPlan, w: np.ndarray,
     (:func:`ranking_metrics`)."""
     meta = dataset.meta
     common = dict(bias=bias, n_features=meta.n_features, storage_options=dataset.storage_options)
-    _, (scores, ranks) = _retried(client, plan, "thresholds", progress or Progress(quiet=True),
-                                  lambda plan: _ordinal_scores(client, dataset, plan, w, common))
+    ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True))
+    scores, ranks = driver.once(ctx, lambda: _ordinal_scores(client, dataset, ctx.plan, w,
+                                                             common))
     thresholds = np.empty(len(meta.classes) - 1)
     rank_thresholds(scores, ranks, np.argsort(scores, kind="stable"), len(meta.classes),
                     thresholds)
@@ -238,20 +235,6 @@ def ranking_metrics(scores: np.ndarray, ranks: np.ndarray, thresholds: np.ndarra
             "n_pairs": pairs}
 
 
-def _retried(client, plan: WorkerPlan, what: str, progress: Progress, run_pass):
-    """``(plan, run_pass(plan))``; when a worker of the pass leaves the cluster, its blocks go
-    to the others (:func:`distsvm.cluster.replan`) and the pass runs again: the workers keep
-    no state between passes, so nothing else is lost.  ClusterError when none is left."""
-    while True:
-        try:
-            return plan, run_pass(plan)
-        except cluster.WorkerLost as lost:
-            plan = cluster.replan(plan, lost.gone)
-            progress.note(f"{what}: worker {', '.join(lost.gone)} left the cluster; its "
-                          f"blocks go to the other {len(plan.workers)} worker(s) and the "
-                          "pass runs again")
-
-
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
           max_rounds: int, objective: str = "classification", qp_tol: float | None = None,
           progress: Progress | None = None, checkpoint: Checkpointer | None = None,
@@ -269,73 +252,77 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
     if objective not in OBJECTIVES:
         raise ValueError(f"The 'objective' parameter must be one of {list(OBJECTIVES)}. "
                          f"Got {objective!r} instead.")
-    progress = progress or Progress(quiet=True)
     meta = dataset.meta
     n = n_loss_terms(meta.class_counts, objective)
     if n == 0:
         what = "rows" if objective == "classification" else "pairs of examples of different rank"
         raise ValueError(f"{dataset.url}: no {what} to train on")
-    C_op = C * n  # OP2/OP5's constant on the average loss ξ
-    dim = meta.n_features + (1 if bias >= 0 else 0)
-    common = dict(bias=bias, n_features=meta.n_features, storage_options=dataset.storage_options)
-    tol = eps / 100 if qp_tol is None else qp_tol
-    ws = _WorkingSet(dim)
-    w, xi, dual = np.zeros(dim), 0.0, 0.0
-    history: list[dict] = []
-    converged = False
-    start = time.perf_counter()
-    primal = np.nan
-    first = 1
-    found = checkpoint.latest("cutting_plane") if checkpoint is not None else None
-    if found is not None:
-        ws = _WorkingSet.from_arrays(found.arrays)
-        w, xi, dual = found.arrays["w"], found.state["xi"], found.state["dual"]
-        history, first = found.state["history"], found.round + 1
-        start -= found.state["seconds"]
-        progress.note(f"resuming from the checkpoint of round {found.round} "
-                      f"({found.directory})")
-    for r in range(first, max_rounds + 1):
-        measured = w  # the w whose objective this round measures, and the one returned
+    ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
+    return driver.drive(_CuttingPlane(ctx, C_op=C * n, eps=eps, bias=bias, objective=objective,
+                                      tol=eps / 100 if qp_tol is None else qp_tol, n=n,
+                                      positive=positive), max_rounds=max_rounds)[0]
 
-        def cut(plan):
-            if objective == "classification":
-                return _classification_cut(client, dataset, plan, w, common, n, positive)
-            return _ordinal_cut(client, dataset, plan, w, common, n)
 
-        plan, (g, b, xi_prime) = _retried(client, plan, f"round {r}", progress, cut)
-        if objective == "ordinal":
-            coef, g = g, None
-        primal = 0.5 * float(w @ w) + C_op * xi_prime
-        row = {"round": r, "working_set": ws.k, "xi": xi, "xi_prime": xi_prime,
-               "violation": xi_prime - xi, "primal": primal, "dual": dual,
-               "gap": primal - dual}
-        if xi_prime <= xi + eps:  # line 9 / 24: no constraint violated by more than ε
-            converged = True
+class _CuttingPlane(driver.Solver):
+    """One step: one iteration of Algorithm 1 or 2.  Policy RERUN: the workers keep nothing
+    between passes; all the state (w, the working set, ξ) is the coordinator's."""
+
+    name = "cutting_plane"
+    policy = driver.RERUN
+
+    def __init__(self, ctx, *, C_op, eps, bias, objective, tol, n, positive):
+        super().__init__(ctx)
+        meta = ctx.dataset.meta
+        self.dim = meta.n_features + (1 if bias >= 0 else 0)
+        self.common = dict(bias=bias, n_features=meta.n_features,
+                           storage_options=ctx.dataset.storage_options)
+        self.C_op, self.eps, self.objective, self.tol, self.n = C_op, eps, objective, tol, n
+        self.positive = positive
+        self.ws = _WorkingSet(self.dim)
+        self.x, self.xi, self.dual = np.zeros(self.dim), 0.0, 0.0
+        self.measured = self.x  # the w whose objective the last round measured
+
+    def step(self, r):
+        ctx, w = self.ctx, self.x
+        if self.objective == "classification":
+            g, b, xi_prime = _classification_cut(ctx.client, ctx.dataset, ctx.plan, w,
+                                                 self.common, self.n, self.positive)
         else:
-            if g is None:
-                plan, g = _retried(client, plan, f"round {r}", progress, lambda plan: _ordinal_g(
-                    client, dataset, plan, coef, {**common, "dim": dim}, n))
-            ws.add(g, b)
-            w, xi, res = ws.solve(C_op, tol)
-            dual = res.objective
+            coef, b, xi_prime = _ordinal_cut(ctx.client, ctx.dataset, ctx.plan, w, self.common,
+                                             self.n)
+        primal = 0.5 * float(w @ w) + self.C_op * xi_prime
+        row = {"round": r, "working_set": self.ws.k, "xi": self.xi, "xi_prime": xi_prime,
+               "violation": xi_prime - self.xi, "primal": primal, "dual": self.dual,
+               "gap": primal - self.dual}
+        if xi_prime <= self.xi + self.eps:  # line 9 / 24: none violated by more than ε
+            self.done[0] = self.converged[0] = True
+        else:
+            if self.objective == "ordinal":
+                g = _ordinal_g(ctx.client, ctx.dataset, ctx.plan, coef,
+                               {**self.common, "dim": self.dim}, self.n)
+            self.ws.add(g, b)
+            self.x, self.xi, res = self.ws.solve(self.C_op, self.tol)
+            self.dual = res.objective
             row.update(qp_iterations=res.iterations, qp_violation=res.violation)
-        row["seconds"] = time.perf_counter() - start
-        history.append(row)
-        progress.round(row, f"iter {r:4d}  |W| {row['working_set']:4d}  xi {row['xi']:.6f}  "
-                      f"xi' {xi_prime:.6f}  viol {row['violation']:.2e}  primal {primal:.8e}  "
-                      f"gap {row['gap']:.2e}  {row['seconds']:.2f}s")
-        if converged:
-            break
-        if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
-            checkpoint.save(r, "cutting_plane", {"w": w, **ws.arrays()},
-                            {"xi": xi, "dual": dual, "history": history,
-                             "seconds": time.perf_counter() - start})
-    else:
-        warnings.warn(f"cutting-plane reached the round limit ({max_rounds}) with the most "
-                      f"violated constraint {history[-1]['violation']:.3g} above eps={eps:g}; "
-                      "increase max_rounds or eps", ConvergenceWarning, stacklevel=2)
-    last = history[-1]
-    return Result(w=measured, rounds=len(history), converged=converged,
-                  primal_objective=last["primal"],
-                  dual_objective=last["dual"], duality_gap=last["gap"],
-                  train_seconds=time.perf_counter() - start, history=history)
+        self.measured = w
+        return [(0, row)]
+
+    def line(self, row):
+        return (f"iter {row['round']:4d}  |W| {row['working_set']:4d}  xi {row['xi']:.6f}  "
+                f"xi' {row['xi_prime']:.6f}  viol {row['violation']:.2e}  "
+                f"primal {row['primal']:.8e}  gap {row['gap']:.2e}  {row['seconds']:.2f}s")
+
+    def limit(self, k, history):
+        return (f"the most violated constraint's violation ({history[-1]['violation']:.3g}) "
+                f"fell to eps={self.eps:g}")
+
+    def w(self, k):
+        return self.measured
+
+    def state(self):
+        return {"w": self.x, **self.ws.arrays()}, {"xi": self.xi, "dual": self.dual}
+
+    def resume(self, found):
+        self.ws = _WorkingSet.from_arrays(found.arrays)
+        self.x, self.xi, self.dual = found.arrays["w"], found.state["xi"], found.state["dual"]
+        self.measured = self.x

@@ -189,6 +189,13 @@ def _result(w, history: list[dict], converged: bool, seconds: float) -> Result:
                   train_seconds=seconds, history=history)
 
 
+def once(ctx: Context, fn):
+    """``fn()``, a stateless pass outside a solver's rounds (reading ``ctx.plan``), run
+    again on the survivors after each worker loss (the RERUN policy)."""
+    solver = Solver(ctx)
+    return _attempt(solver, [], lambda r: fn())
+
+
 def _furthest(histories: list[list[dict]]) -> int:
     """The furthest round the problems have done."""
     return max((h[-1]["round"] for h in histories if h), default=0)
