@@ -162,8 +162,10 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
             ctx.progress.note(f"resuming from the checkpoint of round {found.round} "
                               f"({found.directory})")
         while not all(solver.done) and r < max_rounds:
-            for k, row in _attempt(solver, histories, solver.step):
-                row.setdefault("seconds", time.perf_counter() - start)
+            rows = _attempt(solver, histories, solver.step)
+            now = time.perf_counter() - start
+            for k, row in rows:  # "ago": how long before the step's end the round ended
+                row["seconds"] = now - row.pop("ago", 0.0)
                 histories[k].append(row)
                 solver.progress_of(k).round(row, solver.line(row))
             r = _furthest(histories)

@@ -63,13 +63,8 @@ with a :class:`~distsvm.errors.ClusterError`.
 
 from __future__ import annotations
 
-import time
-import uuid
-import warnings
-
 import numpy as np
 
-import workers.blocks
 import workers.pcd
 from storage import Dataset
 from storage.columns import read_columns_meta
@@ -79,8 +74,8 @@ from workers.kernels import pcd as kernel
 from .. import cluster
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
-from ..errors import ConvergenceWarning
 from ..progress import Progress
+from . import driver
 from .driver import Result
 
 MODES = ("exact", "parallel")
@@ -103,121 +98,125 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     coordinator writes w and the history, and a run continues from its latest checkpoint
     (see "Checkpoints and worker faults" in the module docstring).
     """
-    progress = progress or Progress(quiet=True)
-    code = losses.code(loss)
-    meta = dataset.meta
-    cmeta = read_columns_meta(dataset)
-    dim = meta.n_features + (1 if bias >= 0 else 0)
-    n_items = len(cmeta.blocks) + (1 if bias >= 0 else 0)  # the bias is the last item
-    class_cost = np.full(len(meta.classes), C) if class_cost is None else \
-        np.asarray(class_cost, dtype=np.float64)
-    row_infos = list(meta.blocks) if meta.weighted else None
-    common = dict(bias=bias, n_features=meta.n_features, loss=code, class_cost=class_cost,
-                  row_infos=row_infos, n_items=n_items, positive=positive,
-                  storage_options=dataset.storage_options)
-    history: list[dict] = []
-    start = time.perf_counter()
-    converged = False
-    g0 = gnorm0 = f = np.nan
-    w = None  # the w of the last round reported (None: w = 0)
-    r = 1
-    run = uuid.uuid4().hex
-    fresh = True  # the workers hold no state of ``run``: the next round first makes it at w
+    ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
+    return driver.drive(_PCD(ctx, loss=loss, C=C, eps=eps, bias=bias, max_rounds=max_rounds,
+                             seed=seed, mode=mode, positive=positive, class_cost=class_cost),
+                        max_rounds=max_rounds)[0]
 
-    def workers_of(plan):
+
+class _PCD(driver.Solver):
+    """One step: a batch of rounds on one worker (exact mode), or one round of the pipeline
+    whose next round is in flight (parallel mode).  Policy REBUILD: the workers' residuals
+    are a function of w."""
+
+    name = "pcd"
+    policy = driver.REBUILD
+
+    def __init__(self, ctx, *, loss, C, eps, bias, max_rounds, seed, mode, positive,
+                 class_cost):
+        super().__init__(ctx)
+        meta = ctx.dataset.meta
+        self.code = losses.code(loss)
+        self.cmeta = read_columns_meta(ctx.dataset)
+        self.dim = meta.n_features + (1 if bias >= 0 else 0)
+        self.n_items = len(self.cmeta.blocks) + (1 if bias >= 0 else 0)  # the bias: the last
+        self.class_cost = np.full(len(meta.classes), C) if class_cost is None else \
+            np.asarray(class_cost, dtype=np.float64)
+        self.row_infos = list(meta.blocks) if meta.weighted else None
+        self.common = dict(bias=bias, n_features=meta.n_features, loss=self.code,
+                           class_cost=self.class_cost, row_infos=self.row_infos,
+                           n_items=self.n_items, positive=positive,
+                           storage_options=ctx.dataset.storage_options)
+        self.eps, self.max_rounds, self.seed, self.mode = eps, max_rounds, seed, mode
+        self.g0 = self.gnorm0 = self.f = np.nan
+        self.x = None  # the w of the last round reported (None: w = 0)
+        self.fresh = True  # the workers hold no state of the run: the next step makes it at w
+        self.ahead: list = []  # parallel mode: the futures of the next round
+
+    def workers_of(self):
         """The workers the rounds run on, and the owner of each item (parallel mode)."""
-        addrs = plan.workers[:1] if mode == "exact" else plan.workers[:n_items]
-        return addrs, [addrs[k % len(addrs)] for k in range(n_items)]
+        plan = self.ctx.plan
+        addrs = plan.workers[:1] if self.mode == "exact" else plan.workers[:self.n_items]
+        return addrs, [addrs[k % len(addrs)] for k in range(self.n_items)]
 
-    def parallel_round(prev, r):
+    def parallel_round(self, prev, r):
         """Round r's tasks: the parts, then the combine (last) that makes the next state."""
-        parts = [client.submit(workers.pcd.part, prev, dataset.url, cmeta,
-                               [k for k in range(n_items) if owners[k] == a], r, seed, run,
-                               cache_bytes=plan.cache_bytes[a], workers=[a], pure=False,
-                               **common)
+        ctx = self.ctx
+        addrs, owners = self.workers_of()
+        parts = [ctx.client.submit(workers.pcd.part, prev, ctx.dataset.url, self.cmeta,
+                                   [k for k in range(self.n_items) if owners[k] == a], r,
+                                   self.seed, ctx.run, cache_bytes=ctx.plan.cache_bytes[a],
+                                   workers=[a], pure=False, **self.common)
                  for a in addrs]
-        return parts + [client.submit(workers.pcd.combine, prev, parts, loss=code,
-                                      workers=addrs[:1], pure=False)]
+        return parts + [ctx.client.submit(workers.pcd.combine, prev, parts, loss=self.code,
+                                          workers=addrs[:1], pure=False)]
 
-    addrs, owners = workers_of(plan)
-    pending, ahead = [], []  # the futures of the rounds in flight; round r + 1's
-    found = checkpoint.latest("pcd") if checkpoint is not None else None
-    try:
-        if found is not None:
-            w, r, history = found.arrays["w"], found.round + 1, found.state["history"]
-            g0, gnorm0, f = found.state["g0"], found.state["gnorm0"], found.state["f"]
-            start -= found.state["seconds"]
-            progress.note(f"resuming from the checkpoint of round {found.round} "
-                          f"({found.directory})")
-        while r <= max_rounds and not converged:
-            try:
-                if mode == "exact":  # the state stays on the worker: reports and w come back
-                    every = checkpoint.every if checkpoint is not None else None
-                    pending = [client.submit(
-                        workers.pcd.exact_rounds, dataset.url, cmeta, r, max_rounds, seed, run,
-                        eps=eps, g0=g0, seconds=BATCH_SECONDS,
-                        stop_at=-(-r // every) * every if every else None,
-                        w0=w if fresh else None, cache_bytes=plan.cache_bytes[addrs[0]],
-                        workers=addrs[:1], pure=False, **common)]
-                    out = cluster.gather(client, pending, addrs[:1])[0]
-                    reps, w = out["reports"], out["w"]
-                else:  # round r + 1 is submitted before round r's report is read
-                    if fresh:
-                        ahead = parallel_round(client.submit(
-                            workers.pcd.initial, dataset.url, cmeta, dim, code, class_cost,
-                            row_infos, dataset.storage_options, w, bias=bias, positive=positive,
-                            cache_bytes=plan.cache_bytes[addrs[0]], workers=addrs[:1],
-                            pure=False), r)
-                    current = ahead
-                    ahead = parallel_round(current[-1], r + 1) if r < max_rounds else []
-                    pending = current + ahead + [client.submit(
-                        workers.pcd.reports, current[-1], workers=addrs[:1], pure=False)]
-                    reps = cluster.gather(client, pending[-1:], addrs)[0]  # waits on every part
-                    w = reps[-1]["w"]
-                fresh = False
-            except cluster.WorkerLost as lost:  # the state is a function of w: rebuild it
-                cluster.settle(client, pending, plan.workers)
-                plan = cluster.replan(plan, lost.gone)  # ClusterError when none is left
-                addrs, owners = workers_of(plan)
-                client.run(workers.blocks.drop_run, run)
-                run, fresh, ahead = uuid.uuid4().hex, True, []
-                progress.note(f"round {r}: worker {', '.join(lost.gone)} left the cluster; "
-                              f"the other {len(plan.workers)} worker(s) rebuild the state from "
-                              f"the w of round {r - 1} and run round {r} again")
-                continue
-            received = time.perf_counter() - start
-            for rep in reps:
-                s = rep["stats"]
-                if r == 1:
-                    g0, gnorm0 = s[kernel.MAX_GRAD0], np.sqrt(s[kernel.SUM_GRAD0_SQ])
-                f = rep["f"]
-                inner = max(1.0, s[kernel.INNER])
-                row = {"round": r, "primal": f, "max_grad": s[kernel.MAX_GRAD] / g0,
-                       "grad_norm": np.sqrt(s[kernel.SUM_GRAD_SQ]) / gnorm0, "step": rep["t"],
-                       "full_newton": s[kernel.FULL_STEP] / inner,
-                       "shortcut": s[kernel.SHORTCUT] / inner, "evals": int(s[kernel.EVALS]),
-                       "seconds": received - (reps[-1].get("elapsed", 0.0)
-                                              - rep.get("elapsed", 0.0))}
-                history.append(row)
-                progress.round(row, f"round {r:4d}  primal {f:.8e}  max|D'| "
-                                    f"{row['max_grad']:.2e} rel  |grad| {row['grad_norm']:.2e} "
-                                    f"rel  step {rep['t']:.3g}  full Newton "
-                                    f"{100 * row['full_newton']:5.1f}%  {row['seconds']:.2f}s")
-                converged = s[kernel.MAX_GRAD] <= eps * g0  # §5.3
-                r += 1
-            if checkpoint is not None and checkpoint.due(r - 1) and not converged \
-                    and r <= max_rounds:
-                checkpoint.save(r - 1, "pcd", {"w": w}, {
-                    "history": history, "g0": g0, "gnorm0": gnorm0, "f": f,
-                    "seconds": time.perf_counter() - start})
-        if not converged:
-            warnings.warn(f"pcd reached the round limit ({max_rounds}) before max|D'ᵢ(0)| fell "
-                          f"to eps={eps:g} of its value at w = 0 ({history[-1]['max_grad']:.3g});"
-                          " increase max_rounds or eps", ConvergenceWarning, stacklevel=2)
-    finally:
-        if ahead:
-            client.cancel(ahead)
-        client.run(workers.blocks.drop_run, run)
-    return Result(w=w, rounds=len(history), converged=converged, primal_objective=f,
-                  dual_objective=np.nan, duality_gap=np.nan,
-                  train_seconds=time.perf_counter() - start, history=history)
+    def step(self, r):
+        ctx = self.ctx
+        addrs, _ = self.workers_of()
+        if self.mode == "exact":  # the state stays on the worker: reports and w come back
+            every = ctx.checkpoint.every if ctx.checkpoint is not None else None
+            ctx.pending = [ctx.client.submit(
+                workers.pcd.exact_rounds, ctx.dataset.url, self.cmeta, r, self.max_rounds,
+                self.seed, ctx.run, eps=self.eps, g0=self.g0, seconds=BATCH_SECONDS,
+                stop_at=-(-r // every) * every if every else None,
+                w0=self.x if self.fresh else None, cache_bytes=ctx.plan.cache_bytes[addrs[0]],
+                workers=addrs[:1], pure=False, **self.common)]
+            out = cluster.gather(ctx.client, ctx.pending, addrs[:1])[0]
+            reps, self.x = out["reports"], out["w"]
+        else:  # round r + 1 is submitted before round r's report is read
+            if self.fresh:
+                self.ahead = self.parallel_round(ctx.client.submit(
+                    workers.pcd.initial, ctx.dataset.url, self.cmeta, self.dim, self.code,
+                    self.class_cost, self.row_infos, ctx.dataset.storage_options, self.x,
+                    bias=self.common["bias"], positive=self.common["positive"],
+                    cache_bytes=ctx.plan.cache_bytes[addrs[0]], workers=addrs[:1],
+                    pure=False), r)
+            current = self.ahead
+            self.ahead = self.parallel_round(current[-1], r + 1) if r < self.max_rounds else []
+            ctx.pending = current + self.ahead + [ctx.client.submit(
+                workers.pcd.reports, current[-1], workers=addrs[:1], pure=False)]
+            reps = cluster.gather(ctx.client, ctx.pending[-1:], addrs)[0]  # waits on all parts
+            self.x = reps[-1]["w"]
+        self.fresh = False
+        rows = []
+        for rep in reps:
+            s = rep["stats"]
+            if r == 1:
+                self.g0, self.gnorm0 = s[kernel.MAX_GRAD0], np.sqrt(s[kernel.SUM_GRAD0_SQ])
+            self.f = rep["f"]
+            inner = max(1.0, s[kernel.INNER])
+            rows.append((0, {
+                "round": r, "primal": self.f, "max_grad": s[kernel.MAX_GRAD] / self.g0,
+                "grad_norm": np.sqrt(s[kernel.SUM_GRAD_SQ]) / self.gnorm0, "step": rep["t"],
+                "full_newton": s[kernel.FULL_STEP] / inner,
+                "shortcut": s[kernel.SHORTCUT] / inner, "evals": int(s[kernel.EVALS]),
+                "ago": reps[-1].get("elapsed", 0.0) - rep.get("elapsed", 0.0)}))
+            self.done[0] = self.converged[0] = s[kernel.MAX_GRAD] <= self.eps * self.g0  # §5.3
+            r += 1
+        if self.done[0] and self.ahead:
+            ctx.client.cancel(self.ahead)
+        return rows
+
+    def line(self, row):
+        return (f"round {row['round']:4d}  primal {row['primal']:.8e}  max|D'| "
+                f"{row['max_grad']:.2e} rel  |grad| {row['grad_norm']:.2e} rel  step "
+                f"{row['step']:.3g}  full Newton {100 * row['full_newton']:5.1f}%  "
+                f"{row['seconds']:.2f}s")
+
+    def limit(self, k, history):
+        return (f"max|D'ᵢ(0)| fell to eps={self.eps:g} of its value at w = 0 "
+                f"({history[-1]['max_grad']:.3g})")
+
+    def w(self, k):
+        return self.x
+
+    def state(self):
+        return {"w": self.x}, {"g0": self.g0, "gnorm0": self.gnorm0, "f": self.f}
+
+    def resume(self, found):
+        self.x, self.g0 = found.arrays["w"], found.state["g0"]
+        self.gnorm0, self.f = found.state["gnorm0"], found.state["f"]
+
+    def rebuild(self):
+        self.fresh, self.ahead = True, []
