@@ -83,7 +83,7 @@ def test_alm_resumes_where_it_stopped(tmp_path, small_store, client, alm_ref):
         log = Progress(stream=io.StringIO())
         resumed = jobs.train(small_store, client=client, checkpoint=ck, progress=log, **ALM)
     lines = log.stream.getvalue().splitlines()
-    assert any(x.startswith("resuming from the checkpoint of iteration 4") for x in lines)
+    assert any(x.startswith("resuming from the checkpoint of round 4") for x in lines)
     assert [int(x.split()[1]) for x in lines if x.startswith("iter ")] == list(range(5, 13))
     np.testing.assert_array_equal(resumed.w, ref.w)
     assert resumed.summary["primal_objective"] == ref.summary["primal_objective"]
@@ -102,8 +102,8 @@ def test_alm_recovers_a_killed_worker_from_its_checkpoint(tmp_path, two, small_s
         model = jobs.train(small_store, client=two, progress=killer,
                            checkpoint=Checkpointer(tmp_path, 2, {"case": "alm"}), **ALM)
     log = killer.stream.getvalue()
-    assert (f"iter 5: worker {killer.killed} left the cluster; its 3 blocks go to the other 1 "
-            "worker(s); every block's lambda and e come from the checkpoint of iteration 4"
+    assert (f"round 6: worker {killer.killed} left the cluster; its 3 blocks go to the other 1 "
+            "worker(s), every block's lambda and e come from the checkpoint of iteration 4"
             in log), log[-2000:]
     np.testing.assert_allclose(model.w, ref.w, rtol=0, atol=1e-9 * np.abs(ref.w).max())
     assert model.summary["rounds"] == 12
@@ -121,13 +121,13 @@ def test_alm_without_a_checkpoint_restarts_the_multipliers_at_the_current_w(two,
         killer = Killer(two, 4, int(np.random.default_rng(10).integers(2)))
         model = jobs.train(small_store, client=two, progress=killer, **params)
     log = killer.stream.getvalue()
-    assert f"iter 4: worker {killer.killed} left the cluster" in log, log[-2000:]
+    assert f"round 5: worker {killer.killed} left the cluster" in log, log[-2000:]
     assert "there is no checkpoint, so every block restarts from lambda = 0, e = 0" in log
     rows = model.summary["history"]
     assert [r["round"] for r in rows] == list(range(1, 9))
     ref_rows = alm_ref.summary["history"]
-    assert rows[3]["primal"] == pytest.approx(ref_rows[3]["primal"], rel=1e-9)
-    assert rows[3]["mu"] == ref_rows[3]["mu"]
+    assert rows[4]["primal"] == pytest.approx(ref_rows[4]["primal"], rel=1e-9)  # iteration 5
+    assert rows[4]["mu"] == ref_rows[4]["mu"]
     assert np.all(np.isfinite(model.w)) and rows[-1]["primal"] < rows[0]["primal"]
 
 

@@ -75,22 +75,16 @@ or ``max_iter`` with a :class:`~distsvm.errors.ConvergenceWarning`.
 
 from __future__ import annotations
 
-import time
-import uuid
-import warnings
-
 import numpy as np
 import scipy.sparse.linalg
 
 import workers.alm
-import workers.blocks
 from storage import Dataset
 
-from .. import cluster
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
-from ..errors import ConvergenceWarning
 from ..progress import Progress
+from . import driver
 from .driver import Result
 
 MU_MAX = 1e5  # the paper's upper limit of µ (§3)
@@ -105,57 +99,6 @@ def _objective(x, loss, C, n_features):
     return 0.5 * float(w @ w) + C * loss
 
 
-class _Passes:
-    """Map-reduce passes: one task per worker over the blocks it owns, replies in worker order."""
-
-    def __init__(self, client, dataset: Dataset, plan: WorkerPlan, bias_value: float,
-                 positive: int = 1):
-        self.client, self.url, self.meta = client, dataset.url, dataset.meta
-        self._plan(plan)
-        self.pending: list = []
-        self.common = dict(bias=bias_value, n_features=dataset.meta.n_features,
-                           storage_options=dataset.storage_options)
-        self.positive = positive  # the class index of yᵢ = +1, for the passes that read labels
-        self.count = 0
-
-    def each(self, fn, *args, per_worker=None, threaded=False, **kw) -> list:
-        """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass.
-        ``threaded``: ``fn`` also takes ``threads``, the worker's (:class:`WorkerPlan`), and
-        shares its blocks among them (:func:`workers.blocks.each_block`)."""
-        self.count += 1
-        self.pending = futures = [self.client.submit(fn, self.url, infos, *args,
-                                      *((per_worker[j],) if per_worker is not None else ()),
-                                      cache_bytes=self.plan.cache_bytes[a], workers=[a],
-                                      pure=False, **self.common, **kw,
-                                      **({"threads": self.plan.threads.get(a, 1)}
-                                         if threaded else {}))
-                   for j, (a, infos) in enumerate(zip(self.owners, self.infos))]
-        return cluster.gather(self.client, futures, self.owners)  # WorkerLost if one leaves
-
-    def per_owner(self, fn, run: str, *args) -> list:
-        """``fn(run, infos, *args)`` on each worker that owns blocks (checkpoint files: not a
-        pass over the data), replies in worker order."""
-        self.pending = futures = [self.client.submit(fn, run, infos, *args, workers=[a],
-                                                     pure=False)
-                                  for a, infos in zip(self.owners, self.infos)]
-        return cluster.gather(self.client, futures, self.owners)
-
-    def _plan(self, plan: WorkerPlan) -> None:
-        self.plan = plan
-        self.owners = [a for a in plan.workers if plan.blocks_of(a)]
-        self.infos = [[self.meta.blocks[b] for b in plan.blocks_of(a)] for a in self.owners]
-
-    def replan(self, gone: list[str]) -> int:
-        """After :class:`~distsvm.cluster.WorkerLost`: wait until the interrupted pass's tasks
-        on the survivors have ended, then give the blocks of the workers ``gone`` to the
-        survivors (:func:`distsvm.cluster.replan`; ClusterError when none is left).  Returns
-        the number of blocks that changed owner."""
-        cluster.settle(self.client, self.pending, self.plan.workers)
-        moved = sum(a in set(gone) for a in self.plan.owners)
-        self._plan(cluster.replan(self.plan, gone))
-        return moved
-
-
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps: float = 0.01,
           rtol: float = 1e-6, bias: bool = True, max_iter: int = 1000, mu0: float = 0.01,
           rho: float = 1.02, mu_max: float = MU_MAX, method: str = "inexact",
@@ -166,145 +109,113 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
     of class index ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  With
     ``checkpoint`` the run continues from its latest checkpoint and writes one every
     ``checkpoint.every`` iterations (see "Checkpoints and worker faults")."""
-    progress = progress or Progress(quiet=True)
-    meta = dataset.meta
-    d = meta.n_features
-    x = np.zeros(d + (1 if bias else 0))
-    run = uuid.uuid4().hex
-    passes = _Passes(client, dataset, plan, 1.0 if bias else -1.0, positive)
-    history: list[dict] = []
-    start = time.perf_counter()
-    converged = False
-    mu, mu_prev = mu0 * C, 0.0
-    obj = gnorm = np.nan
-    k = 0  # the last iteration done
-
-    def restore(found, run):
-        """Everything as the checkpoint ``found`` has it; λ and e of every block loaded by
-        its (present) owner into run ``run``."""
-        passes.per_owner(workers.alm.load_blocks, run, found.directory, found.files,
-                         checkpoint.storage_options)
-        passes.count = found.state["passes"]
-        return (found.arrays["x"], found.state["mu"], found.state["mu_prev"], found.round,
-                found.state["history"], time.perf_counter() - found.state["seconds"])
-
-    try:
-        found = checkpoint.latest("alm") if checkpoint is not None else None
-        if found is not None:
-            progress.note(f"resuming from the checkpoint of iteration {found.round} "
-                          f"({found.directory})")
-            try:
-                x, mu, mu_prev, k, history, start = restore(found, run)
-            except cluster.WorkerLost as lost:
-                x, mu, mu_prev, k, history, start, run = _recover(
-                    client, passes, checkpoint, lost.gone, run, restore, progress,
-                    x, mu, k, history, start)
-        while k < max_iter:
-            k += 1
-            try:
-                # pass A: (9) of the previous iteration, obj (4) and ∇obj, (10), Xr of (16)
-                reps = passes.each(workers.alm.gradient_pass, run, x, positive=passes.positive,
-                                   mu_prev=mu_prev, mu=mu, C=C, p=p, threaded=True)
-                obj = _objective(x, sum(r["loss"] for r in reps), C, d)
-                grad = C * sum(r["gloss"] for r in reps)
-                grad[:d] += x[:d]
-                gnorm = float(np.linalg.norm(grad))
-                xg = sum(r["xtr"] for r in reps)  # the gradient (16): [X r; 1ᵀr] + [µ⁻¹w; 0]
-                xg[:d] += x[:d] / mu
-                row = {"round": k, "primal": obj, "grad_norm": gnorm,
-                       "residual": float(np.sqrt(sum(r["resid_sq"] for r in reps))),
-                       "dual_residual": mu * float(np.linalg.norm(xg)), "mu": mu,
-                       "train_accuracy": sum(r["correct"] for r in reps) / max(1, meta.n_rows),
-                       "passes": passes.count, "seconds": time.perf_counter() - start}
-                history.append(row)
-                progress.round(row, f"iter {k:4d}  obj {obj:.8e}  |grad| {gnorm:.2e}  "
-                               f"|Xw+b-y+e| {row['residual']:.2e}  "
-                               f"mu|g| {row['dual_residual']:.2e}  mu {mu:.2e}  "
-                               f"{row['seconds']:.2f}s")
-                if gnorm <= eps or (k > WINDOW and abs(history[-1 - WINDOW]["primal"] - obj)
-                                    <= rtol * abs(obj)):
-                    converged = True
-                    break
-                if k == max_iter:
-                    break
-                if method == "exact":
-                    x = x + _lsqr_correction(passes, run, x, mu, d, lsqr_tol, lsqr_iter)
-                else:
-                    x = _gradient_step(passes, xg, x, mu, d)
-            except cluster.WorkerLost as lost:
-                x, mu, mu_prev, k, history, start, run = _recover(
-                    client, passes, checkpoint, lost.gone, run, restore, progress,
-                    x, mu, k, history, start)
-                continue
-            mu_prev, mu = mu, min(rho * mu, mu_max)
-            if checkpoint is not None and checkpoint.due(k):
-                _save(passes, checkpoint, run, k, x, mu, mu_prev, history, start, progress)
-        if not converged:
-            msg = (f"alm reached the iteration limit ({max_iter}) before the gradient norm "
-                   f"{gnorm:.3g} fell to eps={eps:g} or the objective settled to "
-                   f"rtol={rtol:g}; increase max_iter, eps or rtol")
-            last = history[-1]
-            if method == "inexact" and rho > 1 and last["dual_residual"] > STALL_RATIO * max(
-                    last["residual"], np.finfo(float).tiny):
-                msg += (f". The dual residual mu|g| {last['dual_residual']:.3g} is over "
-                        f"{STALL_RATIO:g}x the constraint violation {last['residual']:.3g}: "
-                        f"mu ({mu:.3g}) has outgrown one gradient step, the stall of "
-                        "docs/solvers/alm.md; a constant mu (rho=1, e.g. mu0=0.03) continues")
-            warnings.warn(msg, ConvergenceWarning, stacklevel=2)
-    finally:
-        client.run(workers.blocks.drop_run, run)
-    return Result(w=x, rounds=len(history), converged=converged, primal_objective=obj,
-                  dual_objective=np.nan, duality_gap=np.nan,
-                  train_seconds=time.perf_counter() - start, history=history,
-                  extra={"grad_norm": gnorm, "passes": passes.count},
-                  options={"p": p, "method": method, "mu0": mu0, "rho": rho, "mu_max": mu_max,
-                           "rtol": rtol})
+    ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
+    return driver.drive(_ALM(ctx, p=p, C=C, eps=eps, rtol=rtol, bias=bias, max_iter=max_iter,
+                             mu0=mu0, rho=rho, mu_max=mu_max, method=method, lsqr_tol=lsqr_tol,
+                             lsqr_iter=lsqr_iter, positive=positive),
+                        max_rounds=max_iter)[0]
 
 
-def _save(passes, checkpoint, run, k, x, mu, mu_prev, history, start, progress) -> None:
-    """Checkpoint the end of iteration ``k``: each owner writes λ and e of its blocks
-    (:func:`workers.alm.save_blocks`), then the coordinator commits [w; b], µ, the previous
-    µ (of the deferred step (9)), the history.  A worker lost meanwhile skips this
-    checkpoint (the next pass notices the loss)."""
-    try:
-        written = passes.per_owner(workers.alm.save_blocks, run, checkpoint.directory(k),
-                                   checkpoint.storage_options)
-    except cluster.WorkerLost as lost:
-        progress.note(f"iter {k}: worker {', '.join(lost.gone)} left while checkpointing; "
-                      "no checkpoint this iteration")
-        return
-    checkpoint.save(k, "alm", {"x": x},
-                    {"mu": mu, "mu_prev": mu_prev, "history": history, "passes": passes.count,
-                     "seconds": time.perf_counter() - start},
-                    {name: digest for part in written for name, digest in part.items()})
+class _ALM(driver.Solver):
+    """One step: one iteration of Algorithm 2 (or 1).  Policy RELOAD: λ and e live on the
+    workers and are functions of neither w nor the data."""
 
+    name = "alm"
+    policy = driver.RELOAD
 
-def _recover(client, passes, checkpoint, gone, run, restore, progress, x, mu, k, history,
-             start):
-    """After workers ``gone`` left during iteration ``k``: the survivors take their blocks,
-    with the state of the latest checkpoint if there is one, else every block's λ = 0 and
-    e = 0 at the iteration's [w; b] (see "Checkpoints and worker faults").  Returns the
-    loop's (x, µ, µ_prev, last iteration done, history, start, run id)."""
-    while True:
-        moved = passes.replan(gone)
-        client.run(workers.blocks.drop_run, run)
-        run = uuid.uuid4().hex
-        what = (f"iter {k}: worker {', '.join(gone)} left the cluster; its {moved} blocks go "
-                f"to the other {len(passes.owners)} worker(s)")
-        found = checkpoint.latest("alm") if checkpoint is not None else None
+    def __init__(self, ctx, *, p, C, eps, rtol, bias, max_iter, mu0, rho, mu_max, method,
+                 lsqr_tol, lsqr_iter, positive):
+        super().__init__(ctx)
+        self.d = ctx.dataset.meta.n_features
+        self.x = np.zeros(self.d + (1 if bias else 0))
+        self.passes = driver.Passes(ctx, 1.0 if bias else -1.0)
+        self.p, self.C, self.eps, self.rtol, self.max_iter = p, C, eps, rtol, max_iter
+        self.rho, self.mu_max, self.method = rho, mu_max, method
+        self.lsqr = (lsqr_tol, lsqr_iter)
+        self.positive = positive
+        self.mu, self.mu_prev = mu0 * C, 0.0
+        self.options = {"p": p, "method": method, "mu0": mu0, "rho": rho, "mu_max": mu_max,
+                        "rtol": rtol}
+
+    def step(self, k):
+        ctx, d, x, mu = self.ctx, self.d, self.x, self.mu
+        # pass A: (9) of the previous iteration, obj (4) and ∇obj, (10), Xr of (16)
+        reps = self.passes.each(workers.alm.gradient_pass, ctx.run, x, positive=self.positive,
+                                mu_prev=self.mu_prev, mu=mu, C=self.C, p=self.p, threaded=True)
+        obj = _objective(x, sum(r["loss"] for r in reps), self.C, d)
+        grad = self.C * sum(r["gloss"] for r in reps)
+        grad[:d] += x[:d]
+        gnorm = float(np.linalg.norm(grad))
+        xg = sum(r["xtr"] for r in reps)  # the gradient (16): [X r; 1ᵀr] + [µ⁻¹w; 0]
+        xg[:d] += x[:d] / mu
+        row = {"round": k, "primal": obj, "grad_norm": gnorm,
+               "residual": float(np.sqrt(sum(r["resid_sq"] for r in reps))),
+               "dual_residual": mu * float(np.linalg.norm(xg)), "mu": mu,
+               "train_accuracy": sum(r["correct"] for r in reps) / max(1, ctx.dataset.meta.n_rows),
+               "passes": self.passes.count}
+        history = self.histories[0]
+        if gnorm <= self.eps or (k > WINDOW and abs(history[-WINDOW]["primal"] - obj)
+                                 <= self.rtol * abs(obj)):
+            self.done[0] = self.converged[0] = True
+        elif k < self.max_iter:  # the last iteration's w is the one measured
+            if self.method == "exact":
+                self.x = x + _lsqr_correction(self.passes, ctx.run, x, mu, d, *self.lsqr,
+                                                  self.positive)
+            else:
+                self.x = _gradient_step(self.passes, xg, x, mu, d)
+            self.mu_prev, self.mu = mu, min(self.rho * mu, self.mu_max)
+        self.measured = x
+        return [(0, row)]
+
+    def line(self, row):
+        return (f"iter {row['round']:4d}  obj {row['primal']:.8e}  |grad| {row['grad_norm']:.2e}"
+                f"  |Xw+b-y+e| {row['residual']:.2e}  mu|g| {row['dual_residual']:.2e}  "
+                f"mu {row['mu']:.2e}  {row['seconds']:.2f}s")
+
+    def limit(self, k, history):
+        last = history[-1]
+        msg = (f"the gradient norm {last['grad_norm']:.3g} fell to eps={self.eps:g} or the "
+               f"objective settled to rtol={self.rtol:g}")
+        if self.method == "inexact" and self.rho > 1 and last["dual_residual"] > STALL_RATIO * max(
+                last["residual"], np.finfo(float).tiny):
+            msg += (f" (the dual residual mu|g| {last['dual_residual']:.3g} is over "
+                    f"{STALL_RATIO:g}x the constraint violation {last['residual']:.3g}: mu "
+                    f"({last['mu']:.3g}) has outgrown one gradient step, the stall of "
+                    "docs/solvers/alm.md; a constant mu (rho=1, e.g. mu0=0.03) continues)")
+        return msg
+
+    def w(self, k):
+        return self.measured
+
+    def extra(self, k):
+        return {"grad_norm": self.histories[0][-1]["grad_norm"], "passes": self.passes.count}
+
+    def save_workers(self, directory):
+        written = self.passes.per_owner(workers.alm.save_blocks, directory,
+                                        self.ctx.checkpoint.storage_options)
+        return {name: digest for part in written for name, digest in part.items()}
+
+    def state(self):
+        return {"x": self.x}, {"mu": self.mu, "mu_prev": self.mu_prev,
+                               "passes": self.passes.count}
+
+    def resume(self, found):
+        """Everything as checkpoint ``found`` has it; λ and e of every block loaded by its
+        (present) owner."""
+        self.passes.per_owner(workers.alm.load_blocks, found.directory, found.files,
+                              self.ctx.checkpoint.storage_options)
+        self.x, self.mu, self.mu_prev = found.arrays["x"], found.state["mu"], found.state["mu_prev"]
+        self.passes.count = found.state["passes"]
+
+    def reload(self, found, lost, histories):
         if found is None:
-            progress.note(f"{what}; there is no checkpoint, so every block restarts from "
-                          f"lambda = 0, e = 0 at the current w and mu, and convergence "
-                          f"continues from there (iteration {k} again)")
-            return x, mu, 0.0, k - 1, history[:k - 1], start, run
-        try:
-            out = restore(found, run)
-        except cluster.WorkerLost as again:
-            gone = again.gone
-            continue
-        progress.note(f"{what}; every block's lambda and e come from the checkpoint of "
-                      f"iteration {found.round}, which the run continues from")
-        return (*out, run)
+            self.mu_prev = 0.0  # the first pass skips (9): λ = 0
+            return ("there is no checkpoint, so every block restarts from lambda = 0, e = 0 at "
+                    "the current w and mu, and convergence continues from there")
+        self.resume(found)
+        histories[0][:] = found.state["histories"][0]
+        return (f"every block's lambda and e come from the checkpoint of iteration "
+                f"{found.round}, which the run continues from")
 
 
 def _gradient_step(passes, xg, x, mu, d):
@@ -317,14 +228,14 @@ def _gradient_step(passes, xg, x, mu, d):
     return x - (num / den) * xg  # (18)
 
 
-def _lsqr_correction(passes, run, x, mu, d, tol, iter_lim):
+def _lsqr_correction(passes, run, x, mu, d, tol, iter_lim, positive):
     """Algorithm 1, step 2: the correction δ such that x + δ solves (15), by LSQR.
 
     (15) is min ‖A[w; b] − [z; 0]‖ with A = [[Xᵀ, 1], [µ^-½ I, 0]]; from the
     current x the right side of the correction's problem is [−r; −µ^-½ w] with
     r = Xᵀw + 1b − z.  Row vectors are laid out worker by worker, block by block.
     """
-    parts = passes.each(workers.alm.residuals, run, x, positive=passes.positive, mu=mu)
+    parts = passes.each(workers.alm.residuals, run, x, positive=positive, mu=mu)
     sizes = [[len(v) for v in part] for part in parts]
     r = np.concatenate([v for part in parts for v in part])
     n, scale = len(r), mu ** -0.5

@@ -141,6 +141,12 @@ class Solver:
         for the log; may cut ``histories`` back."""
         raise NotImplementedError
 
+    options: dict = {}  # the solver's own settings, recorded in the model's parameters
+
+    def extra(self, k: int) -> dict:
+        """What problem k's result reports beyond the objectives (:attr:`Result.extra`)."""
+        return {}
+
     def progress_of(self, k: int) -> Progress:
         return self.ctx.progress
 
@@ -149,13 +155,14 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
     """Run ``solver`` to its stop or ``max_rounds``; the result of each of its problems."""
     ctx = solver.ctx
     histories: list[list[dict]] = [[] for _ in range(solver.problems)]
+    solver.histories = histories  # the solver reads them (a window of rounds); changed in place
     start = time.perf_counter()
     r = saved = 0  # the furthest round done; the round of the last checkpoint
     every = ctx.checkpoint.every if ctx.checkpoint is not None else None
     try:
         found = ctx.checkpoint.latest(solver.name) if ctx.checkpoint is not None else None
         if found is not None:
-            histories = found.state["histories"]
+            histories[:] = found.state["histories"]
             _attempt(solver, histories, lambda r: solver.resume(found))
             start -= found.state["seconds"]
             r = saved = found.round
@@ -179,16 +186,15 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
     finally:
         ctx.client.run(workers.blocks.drop_run, *ctx.runs, ctx.run)
     seconds = time.perf_counter() - start
-    return [_result(solver.w(k), histories[k], solver.converged[k], seconds)
-            for k in range(solver.problems)]
-
-
-def _result(w, history: list[dict], converged: bool, seconds: float) -> Result:
-    last = history[-1] if history else {}
-    return Result(w=w, rounds=last.get("round", 0), converged=converged,
-                  primal_objective=last.get("primal", np.nan),
-                  dual_objective=last.get("dual", np.nan), duality_gap=last.get("gap", np.nan),
-                  train_seconds=seconds, history=history)
+    results = []
+    for k, history in enumerate(histories):
+        last = history[-1] if history else {}
+        results.append(Result(
+            w=solver.w(k), rounds=last.get("round", 0), converged=solver.converged[k],
+            primal_objective=last.get("primal", np.nan), dual_objective=last.get("dual", np.nan),
+            duality_gap=last.get("gap", np.nan), train_seconds=seconds, history=history,
+            extra=solver.extra(k), options=solver.options))
+    return results
 
 
 def once(ctx: Context, fn):
@@ -211,7 +217,13 @@ def _attempt(solver: Solver, histories: list[list[dict]], step):
         try:
             return step(r)
         except cluster.WorkerLost as lost:
-            _recover(solver, r, lost, histories)
+            loss = lost
+        while loss is not None:  # a worker lost during the recovery: recover again
+            try:
+                _recover(solver, r, loss, histories)
+                loss = None
+            except cluster.WorkerLost as again:
+                loss = again
 
 
 def _recover(solver: Solver, r: int, lost: cluster.WorkerLost, histories) -> None:
