@@ -302,12 +302,13 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
 class WorkerLost(ClusterError):
     """Workers ``gone`` left the cluster while a job's tasks on them were pending."""
 
-    def __init__(self, gone: list[str]):
+    def __init__(self, gone: list[str], rows: list | None = None):
         super().__init__(
             f"worker {', '.join(gone)} left the Dask cluster during the job (killed, or "
             "restarted by its nanny, e.g. over its memory limit); the solver state of its "
             "blocks is lost: run the job again")
         self.gone = gone
+        self.rows = rows or []  # the rounds the step did complete on the other workers
 
 
 def alive(client: Client) -> set[str]:
@@ -327,33 +328,55 @@ def gather(client: Client, futures: list, workers) -> list:
     ``PAUSED_SECONDS`` of that the job fails with a ClusterError instead of waiting forever.
     """
     results = []
-    paused_since: dict[str, float] = {}
     for f in futures:
-        while True:
-            try:
-                results.append(f.result(timeout=POLL_SECONDS))
-                break
-            except TimeoutError:
-                info = workers_info(client)
-                gone = sorted(set(workers) - set(info))
-                if gone:
-                    client.cancel(futures)
-                    raise WorkerLost(gone) from None
-                now = time.monotonic()
-                for a in workers:
-                    if info[a].get("status") == "paused":
-                        paused_since.setdefault(a, now)
-                    else:
-                        paused_since.pop(a, None)
-                stuck = sorted(a for a, t in paused_since.items() if now - t >= PAUSED_SECONDS)
-                if stuck:
-                    client.cancel(futures)
-                    raise ClusterError(
-                        f"worker {', '.join(stuck)} has been paused by Dask for "
-                        f"{PAUSED_SECONDS:.0f}s: its memory is over the pause threshold of its "
-                        "memory_limit with the job's blocks and solver state; give the workers "
-                        "more memory, add workers, or use smaller blocks") from None
+        result, gone = _result(client, f, workers)
+        if gone:
+            client.cancel(futures)
+            raise WorkerLost(gone)
+        results.append(result)
     return results
+
+
+def gather_each(client: Client, futures: list, workers: list) -> tuple[list, list[str]]:
+    """The results of ``futures``, each pinned to one of ``workers`` (in order), as far as
+    they arrive: (results, None for a task whose worker left first; the workers that left)."""
+    results, gone = [], []
+    for f, a in zip(futures, workers):
+        if a in gone:
+            results.append(None)
+            continue
+        result, left = _result(client, f, [a])
+        results.append(None if left else result)
+        gone += left
+    return results, gone
+
+
+def _result(client: Client, f, workers) -> tuple[object, list[str]]:
+    """(f's result, []) or (None, the workers among ``workers`` that left before it came);
+    see :func:`gather`."""
+    paused_since: dict[str, float] = {}
+    while True:
+        try:
+            return f.result(timeout=POLL_SECONDS), []
+        except TimeoutError:
+            info = workers_info(client)
+            gone = sorted(set(workers) - set(info))
+            if gone:
+                return None, gone
+            now = time.monotonic()
+            for a in workers:
+                if info[a].get("status") == "paused":
+                    paused_since.setdefault(a, now)
+                else:
+                    paused_since.pop(a, None)
+            stuck = sorted(a for a, t in paused_since.items() if now - t >= PAUSED_SECONDS)
+            if stuck:
+                client.cancel(f)
+                raise ClusterError(
+                    f"worker {', '.join(stuck)} has been paused by Dask for "
+                    f"{PAUSED_SECONDS:.0f}s: its memory is over the pause threshold of its "
+                    "memory_limit with the job's blocks and solver state; give the workers "
+                    "more memory, add workers, or use smaller blocks") from None
 
 
 def _running(keys: set, dask_worker=None) -> bool:

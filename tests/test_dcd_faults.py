@@ -96,7 +96,7 @@ class Hog(Progress):
         super().__init__(quiet=True)
         self.client, self.at = client, at
 
-    def round(self, row):
+    def round(self, row, text=None):
         if row["round"] == self.at:
             self.client.run(_hog)
 

@@ -103,7 +103,7 @@ def test_alm_recovers_a_killed_worker_from_its_checkpoint(tmp_path, two, small_s
                            checkpoint=Checkpointer(tmp_path, 2, {"case": "alm"}), **ALM)
     log = killer.stream.getvalue()
     assert (f"round 6: worker {killer.killed} left the cluster; its 3 blocks go to the other 1 "
-            "worker(s), every block's lambda and e come from the checkpoint of iteration 4"
+            "worker(s), every block's lambda and e come from the checkpoint of round 4"
             in log), log[-2000:]
     np.testing.assert_allclose(model.w, ref.w, rtol=0, atol=1e-9 * np.abs(ref.w).max())
     assert model.summary["rounds"] == 12

@@ -96,8 +96,9 @@ def test_a_killed_worker_is_recovered_for_every_problem(fault, dna):
     X, y = dna
     ref, model, log, _ = fault
     text = log.getvalue()
-    found = re.search(rf"^worker {log.killed} left the cluster; the problems of class "
-                      r"([\d, ]+) restart from alpha = 0 on the other 1 worker", text, re.M)
+    found = re.search(rf"^round \d+: worker {log.killed} left the cluster; its \d+ blocks go to "
+                      r"the other 1 worker\(s\), the problems of class ([\d, ]+) restart from "
+                      "alpha = 0 there", text, re.M)
     assert found, text[-2000:]
     assert model.summary["converged"]
     np.testing.assert_array_equal(model.w, ref.w)
@@ -117,8 +118,9 @@ def test_a_killed_worker_s_problems_restart_from_the_checkpoint(fault, two, stor
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(dcd, "BATCH_SECONDS", 0.0)
         model, log = _faulty(two, store, 5, log.victim, checkpoint=ck, **kw)
-    assert re.search(rf"^worker {log.killed} left the cluster; the problems of class [\d, ]+ "
-                     "restart from the checkpoint of round 4 on the other 1 worker",
+    assert re.search(rf"^round \d+: worker {log.killed} left the cluster; its \d+ blocks go to "
+                     r"the other 1 worker\(s\), the problems of class [\d, ]+ restart from the "
+                     "checkpoint of round 4 there",
                      log.getvalue(), re.M), log.getvalue()[-2000:]
     np.testing.assert_array_equal(model.w, ref.w)
     assert [s["rounds"] for s in model.summary["per_class"]] == \
@@ -171,6 +173,6 @@ def test_generic_one_vs_rest_resumes_each_problem(tmp_path, store, client):
         resumed = train(store.url, client=client, checkpoint=ck, progress=log, **params)
     text = log.stream.getvalue()
     for c in ("1", "2", "3"):
-        assert f"[class {c}] resuming from the checkpoint of iteration 2" in text, text
+        assert f"[class {c}] resuming from the checkpoint of round 2" in text, text
     assert resumed.summary["rounds"] == ref.summary["rounds"] == 6
     np.testing.assert_allclose(resumed.w, ref.w, rtol=0, atol=1e-12)

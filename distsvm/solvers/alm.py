@@ -214,7 +214,7 @@ class _ALM(driver.Solver):
                     "the current w and mu, and convergence continues from there")
         self.resume(found)
         histories[0][:] = found.state["histories"][0]
-        return (f"every block's lambda and e come from the checkpoint of iteration "
+        return (f"every block's lambda and e come from the checkpoint of round "
                 f"{found.round}, which the run continues from")
 
 

@@ -41,23 +41,17 @@ Not done (unlike DCD): skipping blocks whose rows are all shrunk.
 
 from __future__ import annotations
 
-import time
-import uuid
-import warnings
-
 import numpy as np
 
-import workers.blocks
 import workers.crammer_singer
+import workers.dcd
 import workers.resident
 from storage import Dataset
 
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
-from ..errors import ConvergenceWarning
 from ..progress import Progress
-from . import resident
-from .dcd import _result, _sequential_round
+from . import driver, resident
 from .driver import Result
 
 
@@ -73,73 +67,89 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
     P(W) − P* by the same amount (LIBLINEAR's rule gives no such bound).
     With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
     writes one every ``checkpoint.every`` rounds."""
-    progress = progress or Progress(quiet=True)
-    meta = dataset.meta
-    K = len(meta.classes)
-    dim = meta.n_features + (1 if bias >= 0 else 0)
-    run = uuid.uuid4().hex
-    rng = np.random.default_rng(seed)
-    W = np.zeros((dim, K))  # feature-major on the workers, as LIBLINEAR's w
-    class_cost = np.full(K, C) if class_cost is None else np.asarray(class_cost, np.float64)
-    common = dict(class_cost=class_cost, bias=bias, n_features=meta.n_features,
-                  storage_options=dataset.storage_options)
-    eps_shrink = max(10.0 * eps, 1.0)
-    start_from_all, unshrink = True, True
-    history: list[dict] = []
-    start = time.perf_counter()
-    converged = False
-    first = 1
-    try:
-        resumed = resident.resume(client, checkpoint, dataset, plan, "crammer_singer",
-                                  workers.resident.load_blocks, {"": run}, rng, progress)
-        if resumed is not None:
-            W, first, history = resumed.arrays["w"], resumed.round + 1, resumed.state["history"]
-            eps_shrink = resumed.state["eps_shrink"]
-            unshrink, start_from_all = resumed.state["unshrink"], resumed.state["start_from_all"]
-            start -= resumed.state["seconds"]
-        for r in range(first, max_rounds + 1):
-            order = [int(b) for b in rng.permutation(len(meta.blocks))]
-            plan, W, reports, lost = _sequential_round(
-                client, dataset, plan, W, order, r, seed, run, progress, workers.crammer_singer,
-                segment_kw=dict(unshrink=unshrink, **common), report_kw=common,
-                restore_kw=dict(n_classes=K, bias=bias, n_features=meta.n_features),
-                after_loss={"unshrink": True})
-            if lost:  # restore dropped the shrinking state: the round started from all
-                start_from_all = True
-            ww = reports[0]["ww"]
-            primal = 0.5 * ww + sum(p["loss"] for p in reports)
-            dual = -(0.5 * ww + sum(p["linear"] for p in reports))
-            stopping = max(p["stopping"] for p in reports)
-            row = {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
-                   "pg_violation": max(stopping, 0.0),
-                   "active": sum(p["active"] for p in reports) / max(1, meta.n_rows),
-                   "train_accuracy": sum(p["correct"] for p in reports) / max(1, meta.n_rows),
-                   "bytes_read": sum(p["bytes_read"] for p in reports),
-                   "seconds": time.perf_counter() - start}
-            history.append(row)
-            progress.round(row)
-            unshrink = False
-            if gap_tol > 0 and row["gap"] <= gap_tol * abs(primal):
-                converged = True
-                break
-            if stopping < eps_shrink:  # LIBLINEAR's Solver_MCSVM_CS::Solve
-                if stopping < eps and start_from_all:
-                    converged = True
-                    break
-                unshrink, start_from_all = True, True
-                eps_shrink = max(eps_shrink / 2, eps)
+    ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
+    return driver.drive(_CrammerSinger(ctx, C=C, eps=eps, bias=bias, seed=seed, gap_tol=gap_tol,
+                                       class_cost=class_cost), max_rounds=max_rounds)[0]
+
+
+class _CrammerSinger(driver.Solver):
+    """One step: one round over all blocks, W chained from block to block.  Policy
+    ROLLBACK: α resident on the blocks' owners (:func:`workers.crammer_singer.restore`)."""
+
+    name = "crammer_singer"
+    policy = driver.ROLLBACK
+    restore = staticmethod(workers.crammer_singer.restore)
+
+    def __init__(self, ctx, *, C, eps, bias, seed, gap_tol, class_cost):
+        super().__init__(ctx)
+        meta = ctx.dataset.meta
+        K = len(meta.classes)
+        self.W = np.zeros((meta.n_features + (1 if bias >= 0 else 0), K))  # as LIBLINEAR's w
+        class_cost = np.full(K, C) if class_cost is None else np.asarray(class_cost, np.float64)
+        self.common = dict(class_cost=class_cost, bias=bias, n_features=meta.n_features,
+                           storage_options=ctx.dataset.storage_options)
+        self.restore_kw = dict(n_classes=K, bias=bias, n_features=meta.n_features)
+        self.eps, self.seed, self.gap_tol = eps, seed, gap_tol
+        self.rng = np.random.default_rng(seed)
+        self.order = (0, None)  # (round, its block order): a round run again keeps its order
+        self.eps_shrink = max(10.0 * eps, 1.0)
+        self.start_from_all, self.unshrink = True, True
+
+    def step(self, r):
+        meta = self.ctx.dataset.meta
+        if self.order[0] != r:
+            self.order = (r, [int(b) for b in self.rng.permutation(len(meta.blocks))])
+        seeds = [workers.dcd.block_seed(self.seed, r, b) for b in range(len(meta.blocks))]
+        self.W, reports = resident.chained_round(
+            self.ctx, workers.crammer_singer, self.W, self.order[1], r, seeds,
+            segment_kw=dict(unshrink=self.unshrink, **self.common), report_kw=self.common)
+        ww = reports[0]["ww"]
+        primal = 0.5 * ww + sum(p["loss"] for p in reports)
+        dual = -(0.5 * ww + sum(p["linear"] for p in reports))
+        stopping = max(p["stopping"] for p in reports)
+        row = {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
+               "pg_violation": max(stopping, 0.0),
+               "active": sum(p["active"] for p in reports) / max(1, meta.n_rows),
+               "train_accuracy": sum(p["correct"] for p in reports) / max(1, meta.n_rows),
+               "bytes_read": sum(p["bytes_read"] for p in reports)}
+        self.unshrink = False
+        if self.gap_tol > 0 and row["gap"] <= self.gap_tol * abs(primal):
+            self.done[0] = self.converged[0] = True
+        elif stopping < self.eps_shrink:  # LIBLINEAR's Solver_MCSVM_CS::Solve
+            if stopping < self.eps and self.start_from_all:
+                self.done[0] = self.converged[0] = True
             else:
-                start_from_all = False
-            if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
-                resident.save(client, checkpoint, dataset, plan, r, "crammer_singer",
-                              workers.crammer_singer.save_blocks, {"": run}, w=W, rng=rng,
-                              history=history, start=start, progress=progress,
-                              eps_shrink=eps_shrink, unshrink=unshrink,
-                              start_from_all=start_from_all)
+                self.unshrink, self.start_from_all = True, True
+                self.eps_shrink = max(self.eps_shrink / 2, self.eps)
         else:
-            warnings.warn(f"crammer_singer reached the round limit ({max_rounds}) before the "
-                          f"stopping value {stopping:.3g} fell to eps={eps:g}; increase "
-                          "max_rounds or eps", ConvergenceWarning, stacklevel=2)
-    finally:
-        client.run(workers.blocks.drop_run, run)
-    return _result(np.ascontiguousarray(W.T), history, converged, start)
+            self.start_from_all = False
+        return [(0, row)]
+
+    def limit(self, k, history):
+        return (f"the stopping value {history[-1]['pg_violation']:.3g} fell to "
+                f"eps={self.eps:g}")
+
+    def w(self, k):
+        return np.ascontiguousarray(self.W.T)
+
+    def save_workers(self, directory):
+        return resident.write(self.ctx, workers.crammer_singer.save_blocks,
+                              resident.held(self.ctx, {"": self.ctx.run}), directory)
+
+    def state(self):
+        return {"w": self.W}, {"rng": self.rng.bit_generator.state,
+                               "eps_shrink": self.eps_shrink, "unshrink": self.unshrink,
+                               "start_from_all": self.start_from_all}
+
+    def resume(self, found):
+        resident.load(self.ctx, workers.resident.load_blocks,
+                      resident.held(self.ctx, {"": self.ctx.run}), found)
+        self.W, self.rng.bit_generator.state = found.arrays["w"], found.state["rng"]
+        self.eps_shrink = found.state["eps_shrink"]
+        self.unshrink = found.state["unshrink"]
+        self.start_from_all = found.state["start_from_all"]
+
+    def rolled_back(self, w):
+        """The rolled-back blocks' shrinking state is dropped: the round runs again with
+        every row and class active, and counts as one started from all."""
+        self.W, self.unshrink, self.start_from_all = w, True, True

@@ -115,9 +115,7 @@ solution's quality independently of the stopping rule.
 
 from __future__ import annotations
 
-import time
 import uuid
-import warnings
 
 import numpy as np
 
@@ -129,9 +127,8 @@ from workers import losses
 from .. import cluster
 from ..checkpoint import Checkpoint, Checkpointer
 from ..cluster import WorkerPlan
-from ..errors import ConvergenceWarning
 from ..progress import Progress
-from . import ovr, resident
+from . import driver, ovr, resident
 from .driver import Result
 from .ovr import Tagged
 
@@ -140,63 +137,9 @@ PARALLEL_GAP = 1e-3  # the parallel modes' default stop: duality gap / primal ob
 BATCHED = "dcd-batched"  # the checkpoints of solve_ovr (its state differs from solve's)
 
 
-def _segments(order: list[int], owners: tuple[str, ...]) -> list[tuple[str, list[int]]]:
-    """Split a round's block order into runs of consecutive blocks with the same owner;
-    each run is one task, so a worker that owns every block does a round in one task."""
-    out: list[tuple[str, list[int]]] = []
-    for b in order:
-        if out and out[-1][0] == owners[b]:
-            out[-1][1].append(b)
-        else:
-            out.append((owners[b], [b]))
-    return out
-
-
-def _round(r: int, reports: list[dict], n_rows: int, start: float) -> dict:
-    """A round's log row (:func:`workers.dcd.round_row`) with the seconds so far."""
-    return {**workers.dcd.round_row(r, reports, n_rows), "seconds": time.perf_counter() - start}
-
-
-def _sequential_round(client, dataset: Dataset, plan: WorkerPlan, w, order: list[int], r: int,
-                      seed: int, run: str, progress: Progress, tasks, *, segment_kw: dict,
-                      report_kw: dict, restore_kw: dict, after_loss: dict):
-    """Round ``r`` of sequential block minimization over the blocks in ``order``, from ``w``.
-
-    ``tasks`` is the solver's per-block task module (:mod:`workers.dcd`,
-    :mod:`workers.crammer_singer`): one ``tasks.segment`` per run of consecutive blocks with
-    the same owner (:func:`_segments`), chained so that w goes from task to task, the last
-    one reporting on its owner's blocks and ``tasks.report`` on every other owner's, all at
-    the round's final w.  When a worker leaves, :func:`resident.recover` (with
-    ``tasks.restore`` and ``restore_kw``) rolls the survivors back and rebuilds w, and the
-    round runs again with ``after_loss`` added to the segments' parameters.  Returns
-    (plan, w, the owners' reports, whether a worker was lost)."""
-    meta = dataset.meta
-    lost_any = False
-    while True:
-        segments, owners = _segments(order, plan.owners), resident.owners(plan)
-        prev, futures = w, []
-        try:
-            for k, (a, blocks) in enumerate(segments):
-                last = k == len(segments) - 1
-                prev = client.submit(
-                    tasks.segment, prev, dataset.url, [meta.blocks[b] for b in blocks],
-                    [workers.dcd.block_seed(seed, r, b) for b in blocks], run,
-                    report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
-                    cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False,
-                    **segment_kw)
-                futures.append(prev)
-            last_owner = segments[-1][0]
-            futures += [client.submit(tasks.report, prev, dataset.url,
-                                      [meta.blocks[b] for b in plan.blocks_of(a)], run,
-                                      cache_bytes=plan.cache_bytes[a], workers=[a], pure=False,
-                                      **report_kw)
-                        for a in owners if a != last_owner]
-            (w, own), *rest = cluster.gather(client, [prev] + futures[len(segments):], owners)
-            return plan, w, [own] + rest, lost_any
-        except cluster.WorkerLost as lost:
-            plan, w = resident.recover(client, dataset, plan, lost.gone, futures, r, progress,
-                                       tasks.restore, run, **restore_kw)
-            segment_kw, lost_any = {**segment_kw, **after_loss}, True
+def _row(r: int, reports: list[dict], n_rows: int) -> dict:
+    """A round's log row (:func:`workers.dcd.round_row`)."""
+    return workers.dcd.round_row(r, reports, n_rows)
 
 
 def _problem(loss: str, C: float, bias: float, meta, class_cost=None):
@@ -207,19 +150,6 @@ def _problem(loss: str, C: float, bias: float, meta, class_cost=None):
     cost = np.full(len(meta.classes), C) if class_cost is None else \
         np.asarray(class_cost, dtype=np.float64)
     return code, dim, cost
-
-
-def _round_limit(max_rounds: int, pg: float, eps: float, stacklevel: int = 3) -> None:
-    msg = (f"dcd reached the round limit ({max_rounds}) before the projected-gradient "
-           f"violation {pg:.3g} fell to eps={eps:g}; increase max_rounds or eps")
-    warnings.warn(msg, ConvergenceWarning, stacklevel=stacklevel)
-
-
-def _result(w: np.ndarray, history: list[dict], converged: bool, start: float) -> Result:
-    last = history[-1]
-    return Result(w=w, rounds=len(history), converged=converged, primal_objective=last["primal"],
-                  dual_objective=last["dual"], duality_gap=last["gap"],
-                  train_seconds=time.perf_counter() - start, history=history)
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
@@ -236,134 +166,141 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
     writes one every ``checkpoint.every`` rounds (see "Checkpoints" in the module docstring).
     """
-    progress = progress or Progress(quiet=True)
     if parallel is None and len(resident.owners(plan)) == 1:  # its rounds on its worker
         return solve_ovr(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
                          max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
                          gap_tol=gap_tol, progress=progress, checkpoint=checkpoint,
                          class_cost=class_cost, positive=positive)[0]
-    if parallel is not None:
-        return _solve_parallel(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
-                               max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
-                               gap_tol=gap_tol, parallel=parallel, progress=progress,
-                               checkpoint=checkpoint, positive=positive,
-                               class_cost=class_cost)
-    meta = dataset.meta
-    code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
-    run = uuid.uuid4().hex
-    prev = np.zeros(dim)
-    history: list[dict] = []
-    start = time.perf_counter()
-    converged = False
-    common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=positive,
-                  class_cost=class_cost, storage_options=dataset.storage_options)
-    shrink = None  # (M̄, m̄) of (16) from the previous round over all blocks; None: unshrink
-    first = 1
-    try:
-        resumed = resident.resume(client, checkpoint, dataset, plan, "dcd",
-                                   workers.dcd.load_blocks, {"": run}, None, progress)
-        if resumed is not None:
-            prev, first = resumed.arrays["w"], resumed.round + 1
-            history, shrink = resumed.state["history"], resumed.state["shrink"]
-            start -= resumed.state["seconds"]
-        for r in range(first, max_rounds + 1):
-            order = workers.dcd.block_order(seed, r, len(meta.blocks))
-            plan, w, reports, _ = _sequential_round(
-                client, dataset, plan, prev, order, r, seed, run, progress, workers.dcd,
-                segment_kw=dict(eps=eps, n_passes=inner_passes, shrink=shrink, **common),
-                report_kw=common, restore_kw=dict(bias=bias, n_features=meta.n_features,
-                                                  positive=positive),
-                after_loss={"shrink": None})
-            prev = w  # the next round starts from the gathered w, not from a future: a
-            # worker lost between rounds then cannot make Dask re-run an old segment
-            row = _round(r, reports, meta.n_rows, start)
-            row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
-            history.append(row)
-            progress.round(row)
-            pg = row["pg_violation"]
-            converged, shrink = workers.dcd.stopping(
-                row, reports, eps, workers.dcd.certified(row, gap_tol) and not row["stale_blocks"])
-            if converged:
-                break
-            if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
-                resident.save(client, checkpoint, dataset, plan, r, "dcd",
-                              workers.dcd.save_blocks, {"": run}, w=w, rng=None, start=start,
-                              progress=progress, history=history, shrink=shrink)
-        else:
-            _round_limit(max_rounds, pg, eps)
-    finally:
-        client.run(workers.blocks.drop_run, run)
-    return _result(w, history, converged, start)
+    ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
+    kind = _Chained if parallel is None else _Parallel
+    return driver.drive(kind(ctx, loss=loss, C=C, eps=eps, bias=bias, max_rounds=max_rounds,
+                             seed=seed, inner_passes=inner_passes, gap_tol=gap_tol,
+                             parallel=parallel, positive=positive, class_cost=class_cost),
+                        max_rounds=max_rounds)[0]
 
 
-def _solve_parallel(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float,
-                    eps: float, bias: float, max_rounds: int, seed: int, inner_passes: int,
-                    gap_tol: float, parallel: str, progress: Progress,
-                    checkpoint: Checkpointer | None, positive: int, class_cost) -> Result:
-    """Parallel DCD, CoCoA (``average``) or CoCoA+ (``add``); see the module docstring.
-    Without ``gap_tol`` it stops on (17) or a duality gap of ``PARALLEL_GAP`` relative: the
-    projected gradients at the broadcast w rarely meet (17) (a9a, K = 2: their spread stays
-    near 5 for 1000 rounds with the hinge loss), the gap certificate does."""
-    gap_tol = gap_tol or PARALLEL_GAP
-    meta = dataset.meta
-    code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
-    run = uuid.uuid4().hex
-    w = np.zeros(dim)
-    history: list[dict] = []
-    start = time.perf_counter()
-    converged = False
-    common = dict(bias=bias, n_features=meta.n_features, loss=code,
-                  positive=positive, class_cost=class_cost, eps=eps, n_passes=inner_passes,
-                  storage_options=dataset.storage_options)
-    first = 1
-    try:
-        resumed = resident.resume(client, checkpoint, dataset, plan, "dcd",
-                                   workers.dcd.load_blocks, {"": run}, None, progress)
-        if resumed is not None:
-            w, first = resumed.arrays["w"], resumed.round + 1
-            history = resumed.state["history"]
-            start -= resumed.state["seconds"]
-        for r in range(first, max_rounds + 1):
-            order = workers.dcd.block_order(seed, r, len(meta.blocks))
-            while True:
-                owners = resident.owners(plan)
-                K = len(owners)
-                gamma, sigma = (1.0 / K, 1.0) if parallel == "average" else (1.0, float(K))
-                futures = []
-                try:
-                    for a in owners:
-                        mine = [b for b in order if plan.owners[b] == a]
-                        futures.append(client.submit(
-                            workers.dcd.local_round, w, dataset.url,
-                            [meta.blocks[b] for b in mine],
-                            [workers.dcd.block_seed(seed, r, b) for b in mine],
-                            run, gamma=gamma, sigma=sigma, cache_bytes=plan.cache_bytes[a],
-                            tag=r, workers=[a], pure=False, **common))
-                    results = cluster.gather(client, futures, owners)
-                    break
-                except cluster.WorkerLost as lost:
-                    plan, w = resident.recover(
-                        client, dataset, plan, lost.gone, futures, r, progress,
-                        workers.dcd.restore, run, bias=bias, n_features=meta.n_features,
-                        positive=positive)
-            row = _round(r, [rep for _, rep in results], meta.n_rows, start)
-            history.append(row)
-            progress.round(row)
-            pg = row["pg_violation"]
-            if pg <= eps or workers.dcd.certified(row, gap_tol):
-                converged = True  # (17) at the broadcast w, or certified by the gap: keep it
-                break
-            if r < max_rounds:  # else return the w whose objectives were measured
-                w = w + gamma * np.sum([dw for dw, _ in results], axis=0)
-                if checkpoint is not None and checkpoint.due(r):
-                    resident.save(client, checkpoint, dataset, plan, r, "dcd",
-                                  workers.dcd.save_blocks, {"": run}, w=w, rng=None, start=start,
-                                  progress=progress, history=history)
-        else:
-            _round_limit(max_rounds, pg, eps, stacklevel=4)
-    finally:
-        client.run(workers.blocks.drop_run, run)
-    return _result(w, history, converged, start)
+class _Blocks(driver.Solver):
+    """What sequential and parallel DCD share: one binary problem, α resident on the blocks'
+    owners (policy ROLLBACK: :func:`workers.dcd.restore`), w at the coordinator between
+    rounds."""
+
+    name = "dcd"
+    policy = driver.ROLLBACK
+    restore = staticmethod(workers.dcd.restore)
+
+    def __init__(self, ctx, *, loss, C, eps, bias, max_rounds, seed, inner_passes, gap_tol,
+                 parallel, positive, class_cost):
+        super().__init__(ctx)
+        meta = ctx.dataset.meta
+        code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
+        self.common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=positive,
+                           class_cost=class_cost, storage_options=ctx.dataset.storage_options)
+        self.restore_kw = dict(bias=bias, n_features=meta.n_features, positive=positive)
+        self.eps, self.max_rounds, self.seed, self.gap_tol = eps, max_rounds, seed, gap_tol
+        self.inner_passes, self.parallel = inner_passes, parallel
+        self.x = np.zeros(dim)
+
+    def seeds(self, r: int) -> list[int]:
+        return [workers.dcd.block_seed(self.seed, r, b)
+                for b in range(len(self.ctx.dataset.meta.blocks))]
+
+    def limit(self, k, history):
+        return (f"the projected-gradient violation {history[-1]['pg_violation']:.3g} fell to "
+                f"eps={self.eps:g}")
+
+    def w(self, k):
+        return self.x
+
+    def save_workers(self, directory):
+        return resident.write(self.ctx, workers.dcd.save_blocks,
+                              resident.held(self.ctx, {"": self.ctx.run}), directory)
+
+    def load(self, found):
+        resident.load(self.ctx, workers.dcd.load_blocks,
+                      resident.held(self.ctx, {"": self.ctx.run}), found)
+        self.x = found.arrays["w"]
+
+    def rolled_back(self, w):
+        self.x = w
+
+
+class _Chained(_Blocks):
+    """Sequential DCD: one step is one round, w chained from block to block
+    (:func:`resident.chained_round`), with LIBLINEAR's global shrinking thresholds."""
+
+    def __init__(self, ctx, **kw):
+        super().__init__(ctx, **kw)
+        self.shrink = None  # (M̄, m̄) of (16) from the previous round; None: unshrink
+
+    def step(self, r):
+        meta = self.ctx.dataset.meta
+        order = workers.dcd.block_order(self.seed, r, len(meta.blocks))
+        # the next round starts from the gathered w, not from a future: a worker lost
+        # between rounds then cannot make Dask re-run an old segment
+        self.x, reports = resident.chained_round(
+            self.ctx, workers.dcd, self.x, order, r, self.seeds(r),
+            segment_kw=dict(eps=self.eps, n_passes=self.inner_passes, shrink=self.shrink,
+                            **self.common), report_kw=self.common)
+        row = _row(r, reports, meta.n_rows)
+        row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
+        self.converged[0], self.shrink = workers.dcd.stopping(
+            row, reports, self.eps,
+            workers.dcd.certified(row, self.gap_tol) and not row["stale_blocks"])
+        self.done[0] = self.converged[0]
+        return [(0, row)]
+
+    def state(self):
+        return {"w": self.x}, {"shrink": self.shrink}
+
+    def resume(self, found):
+        self.load(found)
+        self.shrink = found.state["shrink"]
+
+    def rolled_back(self, w):
+        self.x, self.shrink = w, None
+
+
+class _Parallel(_Blocks):
+    """CoCoA (``average``) or CoCoA+ (``add``): one step is one round of K local solvers
+    from the broadcast w.  Without ``gap_tol`` it stops on (17) or a duality gap of
+    ``PARALLEL_GAP`` relative: the projected gradients at the broadcast w rarely meet (17)
+    (a9a, K = 2: their spread stays near 5 for 1000 rounds with the hinge loss), the gap
+    certificate does."""
+
+    def __init__(self, ctx, **kw):
+        super().__init__(ctx, **kw)
+        self.gap_tol = self.gap_tol or PARALLEL_GAP
+        self.common.update(eps=self.eps, n_passes=self.inner_passes)
+
+    def step(self, r):
+        ctx = self.ctx
+        meta, plan = ctx.dataset.meta, ctx.plan
+        order = workers.dcd.block_order(self.seed, r, len(meta.blocks))
+        owners = resident.owners(plan)
+        K = len(owners)  # γ and σ′ for the workers left
+        gamma, sigma = (1.0 / K, 1.0) if self.parallel == "average" else (1.0, float(K))
+        seeds = self.seeds(r)
+        ctx.pending = []
+        for a in owners:
+            mine = [b for b in order if plan.owners[b] == a]
+            ctx.pending.append(ctx.client.submit(
+                workers.dcd.local_round, self.x, ctx.dataset.url, [meta.blocks[b] for b in mine],
+                [seeds[b] for b in mine], ctx.run, gamma=gamma, sigma=sigma,
+                cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False, **self.common))
+        results = cluster.gather(ctx.client, ctx.pending, owners)
+        row = _row(r, [rep for _, rep in results], meta.n_rows)
+        # (17) at the broadcast w, or certified by the gap: keep that w
+        self.done[0] = self.converged[0] = row["pg_violation"] <= self.eps or \
+            workers.dcd.certified(row, self.gap_tol)
+        if not self.done[0] and r < self.max_rounds:  # else the w whose objectives were measured
+            self.x = self.x + gamma * np.sum([dw for dw, _ in results], axis=0)
+        return [(0, row)]
+
+    def state(self):
+        return {"w": self.x}, {}
+
+    def resume(self, found):
+        self.load(found)
 
 
 def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
@@ -406,130 +343,151 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     ``class<k>-block-<name>.npz``), and the coordinator commits W and each problem's
     thresholds, stopping flags and history (a row per round done).
     """
-    progress = progress or Progress(quiet=True)
-    meta = dataset.meta
-    positives = list(range(len(meta.classes))) if positive is None else [positive]
-    K = len(positives)
-    code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
-    costs = [class_cost] if positive is not None else \
-        [ovr.problem_cost(class_cost, C, k) for k in range(K)]
-    runs = [uuid.uuid4().hex for _ in range(K)]
-    used = list(runs)  # every run id, to drop at the end
-    prefixes = [f"class{k}-" for k in range(K)]  # of the problems' files in a checkpoint
+    ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
+    return driver.drive(_Batched(ctx, loss=loss, C=C, eps=eps, bias=bias, max_rounds=max_rounds,
+                                 seed=seed, inner_passes=inner_passes, gap_tol=gap_tol,
+                                 class_cost=class_cost, positive=positive),
+                        max_rounds=max_rounds)
 
-    def slots() -> list[tuple[str, int]]:
+
+class _Batched(driver.Solver):
+    """K problems dealt to the workers' slots, each slot's task running its problems'
+    rounds in batches (:func:`workers.dcd.ovr_batch`).  Policy RELOAD: a problem's state is
+    on its slot's worker only; a lost worker's problems restart elsewhere from the latest
+    checkpoint, or from α = 0."""
+
+    name = BATCHED
+    policy = driver.RELOAD
+
+    def __init__(self, ctx, *, loss, C, eps, bias, max_rounds, seed, inner_passes, gap_tol,
+                 class_cost, positive):
+        meta = ctx.dataset.meta
+        self.positives = list(range(len(meta.classes))) if positive is None else [positive]
+        self.problems = K = len(self.positives)
+        super().__init__(ctx)
+        code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
+        self.costs = [class_cost] if positive is not None else \
+            [ovr.problem_cost(class_cost, C, k) for k in range(K)]
+        self.runs = [uuid.uuid4().hex for _ in range(K)]
+        ctx.runs.extend(self.runs)  # every run id, to drop at the end
+        self.prefixes = [f"class{k}-" for k in range(K)]  # of the problems' checkpoint files
+        self.where = [self.slots()[k % len(self.slots())] for k in range(K)]  # problem k's slot
+        self.W = np.zeros((K, dim))
+        self.shrink = [None] * K
+        self.tagged = [ctx.progress] if positive is not None else \
+            [Tagged(ctx.progress, f"{c:g}") for c in meta.classes]
+        self.infos = list(meta.blocks)
+        self.eps = eps
+        self.common = dict(
+            seed=seed, n_rows=meta.n_rows, max_rounds=max_rounds,
+            every=ctx.checkpoint.every if ctx.checkpoint is not None else None,
+            seconds=BATCH_SECONDS, eps=eps, gap_tol=gap_tol, n_passes=inner_passes, bias=bias,
+            n_features=meta.n_features, loss=code,
+            informative=workers.dcd.cache_rows(self.infos, code,
+                                               min(ctx.plan.cache_bytes.values()), K),
+            storage_options=ctx.dataset.storage_options)
+        self.reload_from: dict[int, Checkpoint] = {}  # problems to load from a checkpoint
+
+    def slots(self) -> list[tuple[str, int]]:
         """(worker, thread): each thread of each worker runs a group of problems, the
         blocks' owners first (a binary problem runs next to its blocks)."""
+        plan = self.ctx.plan
         owners = resident.owners(plan)
         return [(a, t) for a in owners + [a for a in plan.workers if a not in owners]
                 for t in range(plan.threads.get(a, 1))]
 
-    where = [slots()[k % len(slots())] for k in range(K)]  # problem k's slot
-    W = np.zeros((K, dim))
-    histories: list[list[dict]] = [[] for _ in range(K)]
-    shrink, done, converged = [None] * K, [False] * K, [False] * K
-    tagged = [progress] if positive is not None else \
-        [Tagged(progress, f"{c:g}") for c in meta.classes]
-    start = time.perf_counter()
-    infos = list(meta.blocks)
-    every = checkpoint.every if checkpoint is not None else None
-    common = dict(seed=seed, n_rows=meta.n_rows, max_rounds=max_rounds, every=every,
-                  seconds=BATCH_SECONDS, eps=eps, gap_tol=gap_tol, n_passes=inner_passes,
-                  bias=bias, n_features=meta.n_features, loss=code,
-                  informative=workers.dcd.cache_rows(infos, code, min(plan.cache_bytes.values()),
-                                                     K),
-                  storage_options=dataset.storage_options)
-
-    def held(ks) -> dict:
+    def holders(self, ks) -> dict:
         """{worker: ({file prefix: run id} of its problems among ``ks``, all blocks)}."""
-        return {a: ({prefixes[k]: runs[k] for k in ks if where[k][0] == a}, infos)
-                for a in plan.workers if any(where[k][0] == a for k in ks)}
+        return {a: ({self.prefixes[k]: self.runs[k] for k in ks if self.where[k][0] == a},
+                    self.infos)
+                for a in self.ctx.plan.workers if any(self.where[k][0] == a for k in ks)}
 
-    saved = 0
-    try:
-        resumed = resident.resume(client, checkpoint, dataset, plan, BATCHED,
-                                  workers.dcd.load_blocks, None, None, progress,
-                                  held=held(range(K)))
-        if resumed is not None:
-            W, saved = resumed.arrays["w"], resumed.round
-            histories = resumed.state["histories"]
-            shrink, done = resumed.state["shrink"], resumed.state["done"]
-            converged = resumed.state["converged"]
-            start -= resumed.state["seconds"]
-        reload: dict[int, Checkpoint] = {}  # problems to load from a checkpoint
+    def from_checkpoint(self, g: list[int]) -> dict | None:
+        """What ``ovr_batch`` loads first for the group ``g``: its problems to reload."""
+        ks = [k for k in g if k in self.reload_from]
+        if not ks:
+            return None
+        found = self.reload_from[ks[0]]
+        return {"runs": {self.prefixes[k]: self.runs[k] for k in ks},
+                "directory": found.directory, "files": found.files,
+                "storage_options": self.ctx.checkpoint.storage_options}
 
-        def from_checkpoint(g: list[int]) -> dict | None:
-            """What ``ovr_batch`` loads first for the group ``g``: its problems in ``reload``."""
-            ks = [k for k in g if k in reload]
-            if not ks:
-                return None
-            found = reload[ks[0]]
-            return {"runs": {prefixes[k]: runs[k] for k in ks}, "directory": found.directory,
-                    "files": found.files, "storage_options": checkpoint.storage_options}
+    def step(self, r):
+        ctx, W, h = self.ctx, self.W, self.histories
+        groups = {slot: [k for k in range(self.problems) if self.where[k] == slot
+                         and not self.done[k]] for slot in self.slots()}
+        groups = {slot: g for slot, g in groups.items() if g}
+        ctx.pending = [ctx.client.submit(
+            workers.dcd.ovr_batch, W[g], ctx.dataset.url, self.infos,
+            [self.runs[k] for k in g], [self.positives[k] for k in g],
+            [self.costs[k] for k in g], [len(h[k]) for k in g], [self.shrink[k] for k in g],
+            from_checkpoint=self.from_checkpoint(g), cache_bytes=ctx.plan.cache_bytes[a],
+            workers=[a], pure=False, **self.common)
+            for (a, t), g in groups.items()]
+        results, gone = cluster.gather_each(ctx.client, ctx.pending, [a for a, _ in groups])
+        rows = []
+        for g, out in zip(groups.values(), results):
+            if out is None:  # its worker left
+                continue
+            Wg, outcomes = out
+            last = max(row["at"] for o in outcomes for row in o["rows"])
+            W[g] = Wg
+            for k, o in zip(g, outcomes):
+                self.reload_from.pop(k, None)
+                for row in o["rows"]:  # its time: when the task had done it
+                    row["ago"] = last - row.pop("at")
+                    rows.append((k, row))
+                self.shrink[k], self.done[k], self.converged[k] = \
+                    o["shrink"], o["done"], o["converged"]
+        if gone:
+            raise cluster.WorkerLost(gone, rows)
+        return rows
 
-        while not all(done):
-            groups = {slot: [k for k in range(K) if where[k] == slot and not done[k]]
-                      for slot in slots()}
-            futures = {(a, t): client.submit(
-                workers.dcd.ovr_batch, W[g], dataset.url, infos, [runs[k] for k in g],
-                [positives[k] for k in g],
-                [costs[k] for k in g], [len(histories[k]) for k in g], [shrink[k] for k in g],
-                from_checkpoint=from_checkpoint(g), cache_bytes=plan.cache_bytes[a], workers=[a],
-                pure=False, **common)
-                for (a, t), g in groups.items() if g}
-            gone = []
-            for (a, t), future in futures.items():
-                try:
-                    Wg, outcomes = cluster.gather(client, [future], [a])[0]
-                except cluster.WorkerLost:
-                    gone += [] if a in gone else [a]
-                    continue
-                received = time.perf_counter() - start
-                last = max(row["at"] for o in outcomes for row in o["rows"])
-                W[groups[a, t]] = Wg
-                for k in groups[a, t]:
-                    reload.pop(k, None)
-                for k, o in zip(groups[a, t], outcomes):
-                    for row in o["rows"]:  # its time: when the task had done it
-                        row["seconds"] = received - (last - row.pop("at"))
-                        histories[k].append(row)
-                        tagged[k].round(row)
-                    shrink[k], done[k], converged[k] = o["shrink"], o["done"], o["converged"]
-                    if done[k] and not converged[k]:
-                        _round_limit(max_rounds, o["rows"][-1]["pg_violation"], eps)
-            if gone:
-                plan = cluster.replan(plan, gone)  # ClusterError when none is left
-                lost = [k for (a, _), g in groups.items() if a in gone for k in g
-                        if not done[k]]
-                # a problem running now was running at every checkpoint of this run
-                found = checkpoint.latest(BATCHED) if saved else None
-                left = slots()
-                for i, k in enumerate(lost):
-                    runs[k] = uuid.uuid4().hex
-                    used.append(runs[k])
-                    where[k] = left[i % len(left)]
-                    if found is None:
-                        W[k], histories[k], shrink[k] = 0.0, [], None
-                    else:
-                        reload[k] = found
-                        W[k] = found.arrays["w"][k]
-                        histories[k], shrink[k] = (found.state[key][k]
-                                                   for key in ("histories", "shrink"))
-                since = "alpha = 0" if found is None else \
-                    f"the checkpoint of round {found.round}"
-                progress.note(f"worker {', '.join(gone)} left the cluster; the problems of "
-                              f"class {', '.join(f'{meta.classes[positives[k]]:g}' for k in lost)}"
-                              " "
-                              f"restart from {since} on the other {len(plan.workers)} "
-                              "worker(s)")
-            elif every and not all(done) and \
-                    max(map(len, histories)) // every > saved // every:
-                saved = max(map(len, histories))
-                live = [k for k in range(K) if not done[k]]
-                resident.save(client, checkpoint, dataset, plan, saved, BATCHED,
-                              workers.dcd.save_blocks, None, w=W, rng=None, start=start,
-                              progress=progress, held=held(live), histories=histories,
-                              shrink=shrink, done=done, converged=converged)
-    finally:
-        client.run(workers.blocks.drop_run, *used)
-    return [_result(W[k], histories[k], converged[k], start) for k in range(K)]
+    def progress_of(self, k):
+        return self.tagged[k]
+
+    def limit(self, k, history):
+        return (f"the projected-gradient violation {history[-1]['pg_violation']:.3g} fell to "
+                f"eps={self.eps:g}")
+
+    def w(self, k):
+        return self.W[k]
+
+    def live(self) -> list[int]:
+        return [k for k in range(self.problems) if not self.done[k]]
+
+    def save_workers(self, directory):
+        return resident.write(self.ctx, workers.dcd.save_blocks, self.holders(self.live()),
+                              directory)
+
+    def state(self):
+        return {"w": self.W}, {"shrink": self.shrink, "done": self.done,
+                               "converged": self.converged}
+
+    def resume(self, found):
+        resident.load(self.ctx, workers.dcd.load_blocks, self.holders(range(self.problems)),
+                      found)
+        self.W, self.shrink = found.arrays["w"], found.state["shrink"]
+        self.done, self.converged = found.state["done"], found.state["converged"]
+
+    def reload(self, found, lost, histories):
+        """The lost workers' running problems restart on the other slots (round-robin, fresh
+        run ids) from ``found`` (a problem running now was running at every checkpoint of
+        this run), else from α = 0; the other workers' problems go on."""
+        ks = [k for k in self.live() if self.where[k][0] in lost.gone]
+        left = self.slots()
+        for i, k in enumerate(ks):
+            self.runs[k] = uuid.uuid4().hex
+            self.ctx.runs.append(self.runs[k])
+            self.where[k] = left[i % len(left)]
+            if found is None:
+                self.W[k], histories[k][:], self.shrink[k] = 0.0, [], None
+            else:
+                self.reload_from[k] = found
+                self.W[k] = found.arrays["w"][k]
+                histories[k][:] = found.state["histories"][k]
+                self.shrink[k] = found.state["shrink"][k]
+        classes = self.ctx.dataset.meta.classes
+        since = "alpha = 0" if found is None else f"the checkpoint of round {found.round}"
+        return (f"the problems of class {', '.join(f'{classes[self.positives[k]]:g}' for k in ks)}"
+                f" restart from {since} there")

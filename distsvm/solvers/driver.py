@@ -163,18 +163,20 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
         found = ctx.checkpoint.latest(solver.name) if ctx.checkpoint is not None else None
         if found is not None:
             histories[:] = found.state["histories"]
-            _attempt(solver, histories, lambda r: solver.resume(found))
+            _attempt(solver, histories, lambda r: solver.resume(found), None)
             start -= found.state["seconds"]
             r = saved = found.round
             ctx.progress.note(f"resuming from the checkpoint of round {found.round} "
                               f"({found.directory})")
-        while not all(solver.done) and r < max_rounds:
-            rows = _attempt(solver, histories, solver.step)
+        def log(rows):
             now = time.perf_counter() - start
             for k, row in rows:  # "ago": how long before the step's end the round ended
                 row["seconds"] = now - row.pop("ago", 0.0)
                 histories[k].append(row)
                 solver.progress_of(k).round(row, solver.line(row))
+
+        while not all(solver.done) and r < max_rounds:
+            log(_attempt(solver, histories, solver.step, log))
             r = _furthest(histories)
             if every and not all(solver.done) and r < max_rounds and r // every > saved // every:
                 saved = r if _save(solver, r, histories, start) else saved
@@ -200,8 +202,7 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
 def once(ctx: Context, fn):
     """``fn()``, a stateless pass outside a solver's rounds (reading ``ctx.plan``), run
     again on the survivors after each worker loss (the RERUN policy)."""
-    solver = Solver(ctx)
-    return _attempt(solver, [], lambda r: fn())
+    return _attempt(Solver(ctx), [], lambda r: fn(), None)
 
 
 def _furthest(histories: list[list[dict]]) -> int:
@@ -209,14 +210,17 @@ def _furthest(histories: list[list[dict]]) -> int:
     return max((h[-1]["round"] for h in histories if h), default=0)
 
 
-def _attempt(solver: Solver, histories: list[list[dict]], step):
+def _attempt(solver: Solver, histories: list[list[dict]], step, log):
     """``step(r)`` for the next round r, recovered by the solver's policy and run again
-    (from the round the recovery left) after each worker loss."""
+    (from the round the recovery left) after each worker loss; ``log`` takes the rounds a
+    step did complete on the other workers before the loss."""
     while True:
         r = _furthest(histories) + 1
         try:
             return step(r)
         except cluster.WorkerLost as lost:
+            if log is not None:
+                log(lost.rows)
             loss = lost
         while loss is not None:  # a worker lost during the recovery: recover again
             try:
@@ -227,29 +231,30 @@ def _attempt(solver: Solver, histories: list[list[dict]], step):
 
 
 def _recover(solver: Solver, r: int, lost: cluster.WorkerLost, histories) -> None:
+    """Recover from the loss of workers ``lost.gone`` during round r by the solver's policy."""
     ctx = solver.ctx
+    again = f"; round {r} runs again"
     if solver.policy == ROLLBACK:
         ctx.plan, w, moved = _roll_back(solver, r, lost.gone)
         solver.rolled_back(w)
-        how = "restart from alpha = 0 there, the others roll back to the round's start"
+        how = "with alpha = 0, the other blocks roll back to the start of the round" + again
     else:
         cluster.settle(ctx.client, ctx.pending, ctx.plan.workers)
         moved = sum(a in set(lost.gone) for a in ctx.plan.owners)
         ctx.plan = cluster.replan(ctx.plan, lost.gone)  # ClusterError when none is left
         if solver.policy == RERUN:
-            how = "which read them from the store"
+            how = "which read them from the store" + again
         else:
             ctx.renew()
             if solver.policy == REBUILD:
                 solver.rebuild()
-                how = "which rebuild the solver's state from the coordinator's w"
+                how = "which rebuild the solver's state from the coordinator's w" + again
             else:
                 found = ctx.checkpoint.latest(solver.name) if ctx.checkpoint is not None \
                     else None
                 how = solver.reload(found, lost, histories)
     ctx.progress.note(f"round {r}: worker {', '.join(lost.gone)} left the cluster; its "
-                      f"{moved} blocks go to the other {len(ctx.plan.workers)} worker(s), "
-                      f"{how}; round {r} runs again")
+                      f"{moved} blocks go to the other {len(ctx.plan.workers)} worker(s), {how}")
 
 
 def _roll_back(solver: Solver, r: int, gone: list[str]) -> tuple[WorkerPlan, np.ndarray, int]:

@@ -1,19 +1,18 @@
 """Worker-resident dual state (each block's α on the worker that owns it,
-:mod:`workers.resident`): what the coordinators of the dual block solvers — sequential and
-parallel DCD (:mod:`distsvm.solvers.dcd`), Crammer–Singer
-(:mod:`distsvm.solvers.crammer_singer`) — share to checkpoint it, resume from a checkpoint
-and recover after a worker loss (see "Worker faults" and "Checkpoints" in
-:mod:`distsvm.solvers.dcd`).
+:mod:`workers.resident`): what the dual block solvers — DCD (:mod:`distsvm.solvers.dcd`) and
+Crammer–Singer (:mod:`distsvm.solvers.crammer_singer`) — share: where the blocks are visited
+(joined blocks), the chained sequential round, and writing and loading the blocks' state for
+checkpoints.  Rolling it back after a worker loss is the round driver's ROLLBACK policy
+(:mod:`distsvm.solvers.driver`).
 
-Each function takes the solver's per-block task (``save_blocks``, ``load_blocks`` or
-``restore`` of its :mod:`workers` module) and ``run``, the run id (or ids) that task takes,
-passed through unchanged.
+The functions that submit tasks take the solver's per-block task (``save_blocks``,
+``load_blocks``, ``segment``/``report`` of its :mod:`workers` module) and pass the run ids
+through unchanged.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import numpy as np
 
@@ -21,9 +20,8 @@ from storage import Dataset
 from storage.dataset import join_infos
 
 from .. import cluster
-from ..checkpoint import Checkpoint, Checkpointer
+from ..checkpoint import Checkpoint
 from ..cluster import WorkerPlan
-from ..progress import Progress
 
 
 def held_by_one(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPlan]:
@@ -66,86 +64,70 @@ def owners(plan: WorkerPlan) -> list[str]:
     return [a for a in plan.workers if plan.blocks_of(a)]
 
 
-def recover(client, dataset: Dataset, plan: WorkerPlan, gone: list[str], futures: list,
-            r: int, progress: Progress, restore, run, **kw) -> tuple[WorkerPlan, np.ndarray]:
-    """After workers ``gone`` left during round ``r``: the plan without them and the w to
-    retry the round from.
-
-    The round's ``futures`` are cancelled and the survivors' running ones waited for; the
-    lost blocks go to the survivors (:func:`cluster.replan`) with α = 0; each survivor runs
-    ``restore(url, infos, run, r, cache_bytes=…, storage_options=…, **kw)`` on the blocks it
-    held, rolling their α back to the start of round r and returning their part of w, and w
-    is the sum of the parts.  A loss during the recovery starts it again; ClusterError when
-    no worker is left.
-    """
-    meta = dataset.meta
-    while True:
-        cluster.settle(client, futures, plan.workers)
-        held = {a: [meta.blocks[b] for b in plan.blocks_of(a)] for a in plan.workers}
-        n_lost = sum(a in gone for a in plan.owners)
-        plan = cluster.replan(plan, gone)
-        progress.note(f"round {r}: worker {', '.join(gone)} left the cluster; its "
-                      f"{n_lost} blocks restart from alpha = 0 on the other "
-                      f"{len(plan.workers)} worker(s), and round {r} is run again")
-        futures = [client.submit(restore, dataset.url, held[a], run, r,
-                                 cache_bytes=plan.cache_bytes[a],
-                                 storage_options=dataset.storage_options, workers=[a],
-                                 pure=False, **kw)
-                   for a in plan.workers]
-        try:
-            return plan, np.sum(cluster.gather(client, futures, plan.workers), axis=0)
-        except cluster.WorkerLost as again:
-            gone = again.gone
+def held(ctx, runs) -> dict:
+    """{worker: (``runs``, its blocks)} for each owner of blocks in ``ctx.plan``: who holds
+    which blocks' state (``runs``: the run id, or {file prefix: run id}, the tasks take)."""
+    meta, plan = ctx.dataset.meta, ctx.plan
+    return {a: (runs, [meta.blocks[b] for b in plan.blocks_of(a)]) for a in owners(plan)}
 
 
-def _held(dataset: Dataset, plan: WorkerPlan, run, held: dict | None) -> dict:
-    """{worker: (run, its blocks)}: ``held``, or each owner's blocks in ``run``."""
-    if held is not None:
-        return held
-    return {a: (run, [dataset.meta.blocks[b] for b in plan.blocks_of(a)]) for a in owners(plan)}
+def write(ctx, save_blocks, holders: dict, directory: str) -> dict:
+    """Checkpoint: each worker of ``holders`` ({worker: (runs, infos)}) writes its blocks'
+    state (``save_blocks(runs, infos, directory, storage_options)``) into ``directory``;
+    {file: SHA-256} of what they wrote."""
+    futures = [ctx.client.submit(save_blocks, runs, infos, directory,
+                                 ctx.checkpoint.storage_options, workers=[a], pure=False)
+               for a, (runs, infos) in holders.items()]
+    ctx.pending = futures
+    written = cluster.gather(ctx.client, futures, list(holders))
+    return {k: v for part in written for k, v in part.items()}
 
 
-def save(client, checkpoint: Checkpointer, dataset: Dataset, plan: WorkerPlan, r: int,
-         solver: str, save_blocks, run, *, w: np.ndarray, rng, start: float,
-         progress: Progress, held: dict | None = None, **state) -> None:
-    """Checkpoint the end of round ``r``: each owner writes its blocks' state
-    (``save_blocks(run, infos, directory, storage_options)``; ``held`` ({worker: (run,
-    infos)}) instead names who writes what), then the coordinator commits ``w``, the state
-    of ``rng`` (the block orders; None: the solver draws them from (seed, round)), the
-    seconds so far and ``state`` (JSON: the history, the stopping rule's state, …).  A
-    worker lost meanwhile skips this checkpoint (the next round recovers from the loss)."""
-    held = _held(dataset, plan, run, held)
-    futures = [client.submit(save_blocks, which, infos, checkpoint.directory(r),
-                             checkpoint.storage_options, workers=[a], pure=False)
-               for a, (which, infos) in held.items()]
-    try:
-        written = cluster.gather(client, futures, list(held))
-    except cluster.WorkerLost as lost:
-        progress.note(f"round {r}: worker {', '.join(lost.gone)} left while checkpointing; "
-                      "no checkpoint this round")
-        return
-    if rng is not None:
-        state["rng"] = rng.bit_generator.state
-    checkpoint.save(r, solver, {"w": w}, {"seconds": time.perf_counter() - start, **state},
-                    {k: v for part in written for k, v in part.items()})
+def load(ctx, load_blocks, holders: dict, found: Checkpoint) -> None:
+    """Resume: each worker of ``holders`` loads its blocks' state from checkpoint ``found``
+    (``load_blocks(runs, infos, directory, digests, storage_options)``)."""
+    ctx.pending = [ctx.client.submit(load_blocks, runs, infos, found.directory, found.files,
+                                     ctx.checkpoint.storage_options, workers=[a], pure=False)
+                   for a, (runs, infos) in holders.items()]
+    cluster.gather(ctx.client, ctx.pending, list(holders))
 
 
-def resume(client, checkpoint: Checkpointer | None, dataset: Dataset, plan: WorkerPlan,
-           solver: str, load_blocks, run, rng, progress: Progress,
-           held: dict | None = None) -> Checkpoint | None:
-    """The latest checkpoint of the run, its blocks' state loaded on their owners
-    (``load_blocks(run, infos, directory, digests, storage_options)``; ``held`` as for
-    :func:`save`) and ``rng`` (if not None) set to its state; None (a fresh start) without
-    one."""
-    found = checkpoint.latest(solver) if checkpoint is not None else None
-    if found is None:
-        return None
-    held = _held(dataset, plan, run, held)
-    cluster.gather(client, [client.submit(load_blocks, which, infos, found.directory,
-                                          found.files, checkpoint.storage_options,
-                                          workers=[a], pure=False)
-                            for a, (which, infos) in held.items()], list(held))
-    if rng is not None:
-        rng.bit_generator.state = found.state["rng"]
-    progress.note(f"resuming from the checkpoint of round {found.round} ({found.directory})")
-    return found
+def segments(order: list[int], owners: tuple[str, ...]) -> list[tuple[str, list[int]]]:
+    """Split a round's block order into runs of consecutive blocks with the same owner;
+    each run is one task, so a worker that owns every block does a round in one task."""
+    out: list[tuple[str, list[int]]] = []
+    for b in order:
+        if out and out[-1][0] == owners[b]:
+            out[-1][1].append(b)
+        else:
+            out.append((owners[b], [b]))
+    return out
+
+
+def chained_round(ctx, tasks, w, order: list[int], r: int, seeds: list[int], *,
+                  segment_kw: dict, report_kw: dict) -> tuple[np.ndarray, list[dict]]:
+    """Round r of sequential block minimization over the blocks in ``order`` from ``w``
+    (dual CD, Crammer–Singer): one ``tasks.segment`` per run of consecutive blocks with the
+    same owner (:func:`segments`), chained so that w goes from task to task and never
+    through the coordinator, the last one reporting on its owner's blocks and
+    ``tasks.report`` on every other owner's, all at the round's final w.  ``seeds[b]``:
+    block b's seed this round.  Returns (w, the owners' reports)."""
+    meta, plan, client = ctx.dataset.meta, ctx.plan, ctx.client
+    parts, prev, futures = segments(order, plan.owners), w, []
+    ctx.pending = futures
+    for k, (a, blocks) in enumerate(parts):
+        last = k == len(parts) - 1
+        prev = client.submit(
+            tasks.segment, prev, ctx.dataset.url, [meta.blocks[b] for b in blocks],
+            [seeds[b] for b in blocks], ctx.run,
+            report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
+            cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False, **segment_kw)
+        futures.append(prev)
+    last_owner = parts[-1][0]
+    futures += [client.submit(tasks.report, prev, ctx.dataset.url,
+                              [meta.blocks[b] for b in plan.blocks_of(a)], ctx.run,
+                              cache_bytes=plan.cache_bytes[a], workers=[a], pure=False,
+                              **report_kw)
+                for a in owners(plan) if a != last_owner]
+    (w, own), *rest = cluster.gather(client, [prev] + futures[len(parts):], owners(plan))
+    return w, [own] + rest
