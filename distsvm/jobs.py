@@ -104,7 +104,7 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
     dataset = as_dataset(data)
     progress = progress or Progress(quiet=True)
     why = None
-    if p.solver == registry.AUTO:
+    if p.solver not in registry.SOLVERS:  # "auto" (check_params refused the rest)
         solver, why = choose_solver(dataset, p.loss)
         progress.note(f"train: --solver auto picked {solver}: {why}")
         p = dataclasses.replace(p, solver=solver)
