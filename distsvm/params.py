@@ -8,9 +8,10 @@ everywhere.  Which solver takes which option is the registry's
 (:mod:`distsvm.solvers.registry`).  One name per concept: the stopping tolerance is
 ``eps`` (LIBLINEAR's), the round limit ``max_rounds``, the seed ``seed``; only the
 scikit-learn estimators say ``tol``, ``max_iter`` and ``random_state``, and pass ``names``
-so that their messages do too.  Objective scaling is LIBLINEAR's everywhere:
-``½‖w‖² + C Σᵢ Cᵢ/C · loss`` with row i's cost Cᵢ = C · its class weight · its instance
-weight (:func:`class_costs`; the workers multiply in the instance weights).
+so that their messages do too.  Objective scaling is LIBLINEAR's everywhere,
+``½‖w‖² + Σᵢ Cᵢ · loss``, row i's cost Cᵢ being C · its class weight · its instance weight
+(:func:`class_costs` and :func:`problem_costs` per class; the workers multiply in the
+instance weights).
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ def check_int(owner, name, value, low):
 
 
 def check_choice(owner, name, value, choices):
+    """One of ``choices``."""
     if value not in choices:
         raise ValueError(f"The '{name}' parameter of {owner} must be one of {list(choices)}. "
                          f"Got {value!r} instead.")
