@@ -54,7 +54,8 @@ def main():
     from sklearn.preprocessing import normalize
 
     from distsvm.ingest import ingest
-    from distsvm.jobs import LIBLINEAR_TYPES, train
+    from distsvm.jobs import train
+    from distsvm.solvers.registry import LIBLINEAR_TYPES
     from tests.conftest import local_client, primal_objective
     from tests.test_multiclass import liblinear_weights
 

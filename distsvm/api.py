@@ -12,7 +12,7 @@ cluster, started by the first fit and reused by the later ones
 (:func:`distsvm.cluster.embedded_client`).
 
 Both estimators share :class:`_LinearClassifier`; each only maps its parameters
-to a LIBLINEAR solver type (:data:`distsvm.jobs.LIBLINEAR_TYPES`), so they train
+to a LIBLINEAR solver type (:data:`distsvm.solvers.registry.LIBLINEAR_TYPES`), so they train
 with whatever solver the project runs for that type.  In-memory labels are
 encoded as their index in ``classes_`` before ingest (any label values, strings
 included); predictions map back.  In-memory input is checked as scikit-learn
@@ -30,10 +30,14 @@ import scipy.sparse as sp
 
 from storage import Dataset
 
-from . import jobs
+from . import jobs, params
 from .ingest import ingest
 from .model import Model, probabilities
 from .progress import Progress
+from .solvers import registry
+
+# scikit-learn's names of distsvm's parameters: the estimators' messages use them
+SKLEARN_NAMES = {"eps": "tol", "max_rounds": "max_iter", "seed": "random_state"}
 
 
 class _Params:
@@ -180,29 +184,27 @@ class _LinearClassifier(_Params):
 
     def _solver_loss(self, shape: tuple[int, int]) -> tuple[str, str]:
         s = self._liblinear_type(shape)
-        if s not in jobs.LIBLINEAR_TYPES:
+        if s not in registry.LIBLINEAR_TYPES:
             raise ValueError(f"{type(self).__name__}: LIBLINEAR solver type -s {s} is not "
                              "available in this version")
-        return jobs.LIBLINEAR_TYPES[s]
+        return registry.LIBLINEAR_TYPES[s]
 
     def _train_kwargs(self, shape: tuple[int, int]):
+        """:func:`distsvm.jobs.train`'s keyword arguments, checked (in scikit-learn's names)."""
         owner = type(self).__name__
         if self.fit_intercept:
-            jobs._check_real(owner, "intercept_scaling", self.intercept_scaling, 0.0)
+            params.check_real(owner, "intercept_scaling", self.intercept_scaling, 0.0)
         solver, loss = self._solver_loss(shape)
-        kwargs = dict(solver=solver, loss=loss, C=self.C, eps=self.tol,
-                      bias=float(self.intercept_scaling) if self.fit_intercept else -1.0,
-                      max_rounds=self.max_iter,
-                      seed=0 if self.random_state is None else self.random_state,
-                      scheduler=self.scheduler, n_workers=self.n_workers,
-                      progress=Progress(quiet=not self.verbose), owner=owner)
-        kwargs.update(self._solver_kwargs(solver))
-        jobs.check_params(owner, solver=solver, loss=loss, C=kwargs["C"], eps=kwargs["eps"],
-                          bias=kwargs["bias"], max_rounds=kwargs["max_rounds"],
-                          seed=kwargs["seed"], inner_passes=kwargs.get("inner_passes", 1))
-        if self.class_weight is not None:
-            kwargs["class_weight"] = self.class_weight
-        return kwargs
+        training = dict(solver=solver, loss=loss, C=self.C, eps=self.tol,
+                        bias=float(self.intercept_scaling) if self.fit_intercept else -1.0,
+                        max_rounds=self.max_iter,
+                        seed=0 if self.random_state is None else self.random_state,
+                        class_weight=self.class_weight, **self._solver_kwargs(solver))
+        checked = params.Params(**training)
+        params.check_params(owner, checked, SKLEARN_NAMES)
+        params.check_solver(owner, checked, names=SKLEARN_NAMES)
+        return dict(training, scheduler=self.scheduler, n_workers=self.n_workers,
+                    progress=Progress(quiet=not self.verbose), owner=owner)
 
     def _solver_kwargs(self, solver: str) -> dict:
         return {}
@@ -231,7 +233,7 @@ class _LinearClassifier(_Params):
         with tempfile.TemporaryDirectory(prefix="distsvm-fit-") as tmp:
             store = ingest((X, codes.astype(np.float64)), os.path.join(tmp, "train.zarr"),
                            seed=kwargs["seed"], **extra)
-            if kwargs["solver"] == "pcd":  # the primal CD reads the column view
+            if registry.SOLVERS[kwargs["solver"]].reads == "columns":
                 from .columns import columnize
 
                 columnize(store)  # in this process: the rows were in its memory anyway
@@ -314,7 +316,8 @@ class LinearSVC(_LinearClassifier):
         return (3 if self.loss == "hinge" else 1) if dual else 2
 
     def _solver_kwargs(self, solver: str) -> dict:
-        return {"inner_passes": self.inner_passes} if solver == "dcd" else {}
+        return ({"inner_passes": self.inner_passes}
+                if registry.SOLVERS[solver].takes("inner_passes") else {})
 
 
 class LogisticRegression(_LinearClassifier):

@@ -23,7 +23,9 @@ from storage.errors import StorageError
 
 from . import __version__
 from .errors import ClusterError, MissingDependencyError
+from .params import CHOICES, DEFAULTS
 from .progress import LOG_FORMATS, Progress, now_iso
+from .solvers.registry import AUTO, LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, LOSSES, SOLVERS
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -163,26 +165,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a linear classifier on a store")
     p.add_argument("store")
     p.add_argument("model", nargs="?", help="where to write the model (not with -v or -C)")
-    p.add_argument("--solver", choices=("dcd", "pcd", "cutting-plane", "alm", "newton",
-                                        "crammer-singer", "auto"),
-                   help="dcd = dual CD over row blocks (default); pcd = primal CD over column "
-                        "blocks; cutting-plane = Joachims 2006 (hinge loss only); alm = SVM-ALM "
-                        "primal solver; newton = LIBLINEAR's line-search Newton (logistic, "
-                        "squared-hinge); auto = primal when rows far outnumber features")
-    p.add_argument("--objective", choices=("classification", "ordinal"), default="classification",
+    p.add_argument("--solver", choices=[*(s.cli_name for s in SOLVERS.values()), AUTO],
+                   help="; ".join(f"{s.cli_name} = {s.help} ({', '.join(_cli(s.losses))})"
+                                  for s in SOLVERS.values())
+                   + f"; auto = primal when rows far outnumber features (default {DEFAULTS.solver})")
+    p.add_argument("--objective", choices=CHOICES["objective"], default=DEFAULTS.objective,
                    help="cutting-plane only: ordinal = a ranking model of the labels' order "
                         "(R >= 2 ordered ranks; ROC area for two labels)")
-    p.add_argument("--loss", choices=("hinge", "squared-hinge", "logistic", "lp",
-                                      "crammer-singer"),
-                   help="hinge = L1-loss SVM, squared-hinge = L2-loss SVM (default), "
-                        "logistic = logistic regression (newton, pcd, dcd), lp = max(0, 1 - m)^p "
-                        "(alm)")
-    p.add_argument("-s", dest="liblinear_type", type=int, choices=(0, 1, 2, 3, 4, 7), metavar="TYPE",
-                   help="LIBLINEAR solver type: 0 = logistic regression primal (newton), "
-                        "1 = L2-loss SVM dual, 2 = L2-loss SVM primal (newton), 3 = L1-loss SVM "
-                        "dual, 4 = Crammer-Singer multi-class SVM, 7 = logistic regression "
-                        "dual (dcd)")
-    p.add_argument("--pcd-mode", choices=("exact", "parallel"), default="exact",
+    p.add_argument("--loss", choices=_cli(LOSSES),
+                   help=", ".join(f"{_cli([k])[0]} = {v} ({', '.join(_cli(_trainers(k)))})"
+                                  for k, v in LOSSES.items())
+                   + "; default: squared-hinge where the solver trains it, else its first loss")
+    p.add_argument("-s", dest="liblinear_type", type=int, choices=list(LIBLINEAR_TYPES),
+                   metavar="TYPE",
+                   help="LIBLINEAR solver type: " + ", ".join(
+                       f"{code} = {LOSSES[loss]} ({_cli([solver])[0]})"
+                       for code, (solver, loss) in LIBLINEAR_TYPES.items()))
+    p.add_argument("--pcd-mode", choices=CHOICES["pcd_mode"], default=DEFAULTS.pcd_mode,
                    help="pcd: one worker per round (exact), or all workers on their column "
                         "blocks with a global line search (parallel)")
     cost = p.add_mutually_exclusive_group()
@@ -192,18 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="cutting-plane only: SVMperf's C instead, C = 100*C_PERF/l "
                            "(l = rows, or ranked pairs for --objective ordinal)")
     p.add_argument("-e", dest="eps", type=float,
-                   help="stopping tolerance: dcd, the projected-gradient violation (default "
-                        "0.1); pcd, max |D'(0)| relative to the gradient at w = 0 (default 0.1); "
-                        "newton, |grad f| relative to the gradient at w = 0, LIBLINEAR's "
-                        "(default 0.01); "
-                        "cutting-plane, the precision of the average loss (default 0.001); "
-                        "alm, the gradient norm (default 0.01, the paper's)")
-    p.add_argument("-B", dest="bias", type=float, default=-1.0,
+                   help="stopping tolerance: " + "; ".join(
+                       f"{s.cli_name}, {s.eps_help} (default {s.eps:g})" for s in SOLVERS.values()))
+    p.add_argument("-B", dest="bias", type=float, default=DEFAULTS.bias,
                    help="bias feature value; < 0 means none (default -1)")
     p.add_argument("-R", dest="unregularized_bias", action="store_true",
                    help="newton: leave the bias feature's weight out of the regularization "
                         "(LIBLINEAR's -R; needs -B >= 0)")
-    p.add_argument("--gap-tol", type=float, default=0.0, metavar="TOL",
+    p.add_argument("--gap-tol", type=float, default=DEFAULTS.gap_tol, metavar="TOL",
                    help="also stop when the duality gap is <= TOL x the primal objective "
                         "(a certified relative accuracy; default 0: off)")
     p.add_argument("-v", dest="n_folds", type=int, metavar="N",
@@ -212,16 +207,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-C", dest="find_c", action="store_true",
                    help="search C by warm-started cross-validation (-s 0 or -s 2; 5 folds "
                         "unless -v; -c sets the start C): prints 'Best C = ...'")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=int, default=DEFAULTS.seed,
                    help="solver seed, and the draw of the blocks into folds (default 0)")
     p.add_argument("--concurrent-folds", type=int, default=1, metavar="K",
                    help="-v/-C: train K folds at a time (default 1)")
-    p.add_argument("--max-rounds", type=int, default=1000,
+    p.add_argument("--max-rounds", type=int, default=DEFAULTS.max_rounds,
                    help="round limit; reaching it warns (default 1000)")
-    p.add_argument("--inner-passes", type=int, default=1,
+    p.add_argument("--inner-passes", type=int, default=DEFAULTS.inner_passes,
                    help="DCD passes over a block per visit (default 1); with --parallel, "
                         "local passes per round")
-    p.add_argument("--parallel", choices=("average", "add"),
+    p.add_argument("--parallel", choices=[m for m in CHOICES["parallel"] if m],
                    help="dcd across workers as CoCoA (average, gamma=1/K) or CoCoA+ (add, "
                         "gamma=1, sigma'=K): w broadcast once per round, only dw returned")
     p.add_argument("--no-join-blocks", dest="join_blocks", action="store_false",
@@ -235,13 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
     alm.add_argument("--p", type=float, help="loss exponent p >= 1 of --loss lp")
     alm.add_argument("--no-bias", action="store_true",
                      help="no intercept (default: an unregularized intercept b, as the paper)")
-    alm.add_argument("--method", choices=("inexact", "exact"), default="inexact",
+    alm.add_argument("--method", choices=CHOICES["method"], default=DEFAULTS.method,
                      help="inexact = Algorithm 2, one gradient step per iteration (default); "
                           "exact = Algorithm 1, LSQR per iteration")
-    alm.add_argument("--mu0", type=float, default=0.01, help="first penalty mu = mu0*C (0.01)")
-    alm.add_argument("--rho", type=float, default=1.02,
+    alm.add_argument("--mu0", type=float, default=DEFAULTS.mu0,
+                     help="first penalty mu = mu0*C (0.01)")
+    alm.add_argument("--rho", type=float, default=DEFAULTS.rho,
                      help="penalty growth per iteration, capped at 1e5 (1.02)")
-    alm.add_argument("--rtol", type=float, default=1e-6,
+    alm.add_argument("--rtol", type=float, default=DEFAULTS.rtol,
                      help="stop when the objective changed by <= rtol (relative) over 10 "
                           "iterations (1e-6)")
     _cluster_options(p)
@@ -380,46 +376,43 @@ def _info(a):
 
 
 def _train(a, progress):
-    from .jobs import LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, train
+    from .jobs import train
     from .model import save_model
 
+    solver = (a.solver or DEFAULTS.solver).replace("-", "_")
     loss = a.loss.replace("-", "_") if a.loss else None
     if a.liblinear_type is not None:
-        solver, s_loss = LIBLINEAR_TYPES[a.liblinear_type]
-        if a.solver and a.solver != solver:
-            raise ValueError(f"-s {a.liblinear_type} means --solver {solver}, "
+        s_solver, s_loss = LIBLINEAR_TYPES[a.liblinear_type]
+        if a.solver and solver != s_solver:
+            raise ValueError(f"-s {a.liblinear_type} means --solver {_cli([s_solver])[0]}, "
                              f"which contradicts --solver {a.solver}")
         if loss and loss != s_loss:
-            raise ValueError(f"-s {a.liblinear_type} means --loss {s_loss.replace('_', '-')}, "
+            raise ValueError(f"-s {a.liblinear_type} means --loss {_cli([s_loss])[0]}, "
                              f"which contradicts --loss {a.loss}")
-        loss = s_loss
-    else:
-        solver = (a.solver or "dcd").replace("-", "_")
-    if solver == "cutting_plane":
-        loss = loss or "hinge"
-    if solver == "crammer_singer":
-        loss = loss or "crammer_singer"
-    extra = {}
-    if solver == "alm":
-        extra = _alm_options(a)
-    elif a.p is not None or a.no_bias:
-        raise ValueError("--p and --no-bias are options of --solver alm")
+        solver, loss = s_solver, s_loss
+    spec = SOLVERS.get(solver)  # None: "auto", or a name train refuses
+    loss = loss or (spec.default_loss if spec else DEFAULTS.loss)
+    if spec is not None and spec.intercept:
+        _intercept(a)
+    elif a.no_bias:
+        raise ValueError("--no-bias is an option of --solver "
+                         + " and ".join(s.cli_name for s in SOLVERS.values() if s.intercept))
     store = open_dataset(a.store, _so(a))
     options = dict(eps=a.eps, objective=a.objective, c_perf=a.c_perf, bias=a.bias,
                    max_rounds=a.max_rounds, seed=a.seed, inner_passes=a.inner_passes,
                    gap_tol=a.gap_tol, pcd_mode=a.pcd_mode, parallel=a.parallel,
                    join_blocks=a.join_blocks,
                    regularize_bias=not a.unregularized_bias, class_weight=a.class_weight,
-                   scheduler=a.scheduler, n_workers=_workers(a, store), owner="distsvm train",
-                   **extra)
-    if a.liblinear_type in (1, 7):  # LIBLINEAR's switch to the primal solver (jobs.train)
-        options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS  # also in each fold of -v
+                   p=a.p, method=a.method, mu0=a.mu0, rho=a.rho, rtol=a.rtol,
+                   scheduler=a.scheduler, n_workers=_workers(a, store), owner="distsvm train")
+    if a.liblinear_type is not None and spec.takes("primal_switch", loss):
+        options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS  # LIBLINEAR's -s 1, -s 7; in -v too
     if a.find_c or a.n_folds is not None:
-        return _select(a, progress, solver, loss or "squared_hinge", options, store)
+        return _select(a, progress, solver, loss, options, store)
     if a.model is None:
         raise ValueError("distsvm train: the MODEL path is required (except with -v or -C)")
-    model = train(store, solver=solver, loss=loss or "squared_hinge",
-                  C=1.0 if a.C is None else a.C, progress=progress, **options)
+    model = train(store, solver=solver, loss=loss, C=DEFAULTS.C if a.C is None else a.C,
+                  progress=progress, **options)
     save_model(model, a.model, _so(a))
     if a.run_dir:
         from .report import write_summary
@@ -446,14 +439,14 @@ def _train(a, progress):
 def _select(a, progress, solver, loss, options, store):
     """``train -v N`` (cross-validation) and ``-C`` (C search), printed in LIBLINEAR's words
     on stdout (stderr with --json); no model is written, as LIBLINEAR's train."""
-    from .jobs import cross_validate, find_c
+    from .selection import SEARCH_TYPES, cross_validate, find_c
 
     if a.model is not None:
         raise ValueError("distsvm train: -v and -C write no model; drop the MODEL argument")
     where = sys.stderr if a.json else sys.stdout
     options = {k: v for k, v in options.items() if k != "owner"}
     if a.find_c:
-        if a.liblinear_type not in (0, 2):
+        if a.liblinear_type not in SEARCH_TYPES.values():
             raise ValueError("-C (the C search) is available for -s 0 and -s 2 only, "
                              "as in LIBLINEAR")
         options.pop("pcd_mode")  # the search picks a solver that trains folds
@@ -464,20 +457,30 @@ def _select(a, progress, solver, loss, options, store):
               file=where)
         return result
     result = cross_validate(store, a.n_folds, solver=solver, loss=loss,
-                            C=1.0 if a.C is None else a.C, concurrent_folds=a.concurrent_folds,
+                            C=DEFAULTS.C if a.C is None else a.C,
+                            concurrent_folds=a.concurrent_folds,
                             progress=progress, **options)
     print(f"Cross Validation Accuracy = {100 * result['accuracy']:g}%", file=where)
     return result
 
 
-def _alm_options(a) -> dict:
-    """SVM-ALM's options from the command line.  Its intercept is unregularized and on by
-    default (the paper's problem), so LIBLINEAR's -B (a regularized bias feature) is refused."""
-    if a.bias != -1.0:
-        raise ValueError("--solver alm fits an unregularized intercept; -B does not apply "
-                         "(use --no-bias to fit none)")
+def _intercept(a) -> None:
+    """The bias of a solver that fits an unregularized intercept (SVM-ALM), on by default
+    (the paper's problem): LIBLINEAR's -B (a regularized bias feature) is refused."""
+    if a.bias != DEFAULTS.bias:
+        raise ValueError(f"--solver {a.solver} fits an unregularized intercept; -B does not "
+                         "apply (use --no-bias to fit none)")
     a.bias = -1.0 if a.no_bias else 1.0
-    return dict(p=a.p, method=a.method, mu0=a.mu0, rho=a.rho, rtol=a.rtol)
+
+
+def _cli(names) -> list[str]:
+    """Solver and loss names as the command line spells them (hyphens)."""
+    return [n.replace("_", "-") for n in names]
+
+
+def _trainers(loss: str) -> list[str]:
+    """The solvers that train ``loss``."""
+    return [s.name for s in SOLVERS.values() if loss in s.losses]
 
 
 def _predict(a, progress):

@@ -1,8 +1,9 @@
-"""Training and prediction jobs over a dataset: the one place that validates parameters.
+"""Training and prediction jobs over a dataset.
 
-Both the CLI and the scikit-learn style estimators call :func:`check_params`
-and :func:`train`, so a parameter means the same thing, and fails the same
-way, everywhere.  Objective scaling is LIBLINEAR's everywhere:
+The CLI, the scikit-learn style estimators, job specs, the pipeline and model selection
+(:mod:`distsvm.selection`) all train by :func:`train`, whose parameters
+:mod:`distsvm.params` checks and whose solvers :mod:`distsvm.solvers.registry` lists, and
+predict by :func:`predict`.  Objective scaling is LIBLINEAR's everywhere:
 ``½‖w‖² + C Σᵢ loss`` (scikit-learn's LinearSVC uses the same C).
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import numbers
 import os
 import time
 
@@ -19,163 +19,13 @@ import numpy as np
 import workers.blocks
 from storage import Dataset, open_dataset
 
-from . import cluster
+from . import cluster, params
 from .model import Model, liblinear_label_order, probabilities
 from .progress import Progress
-from .solvers import alm, crammer_singer, cutting_plane, dcd, newton, ovr, pcd, resident
+from .solvers import cutting_plane, ovr, registry
 
-SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "newton", "crammer_singer", "auto")
-LOSSES = ("hinge", "squared_hinge", "logistic", "lp", "crammer_singer")
-# The losses each solver trains ("auto" picks a solver that trains the loss).
-SOLVER_LOSSES = {"dcd": ("hinge", "squared_hinge", "logistic"), "pcd": pcd.LOSSES,
-                 "cutting_plane": ("hinge",), "alm": ("hinge", "squared_hinge", "lp"),
-                 "newton": newton.LOSSES, "crammer_singer": ("crammer_singer",)}
-# SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
-ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
-ALM_METHODS = ("inexact", "exact")
-# LIBLINEAR's -s codes that this version trains, as (solver, loss).
-LIBLINEAR_TYPES = {0: ("newton", "logistic"), 1: ("dcd", "squared_hinge"),
-                   2: ("newton", "squared_hinge"), 3: ("dcd", "hinge"),
-                   4: ("crammer_singer", "crammer_singer"), 7: ("dcd", "logistic")}
 # --solver auto takes the primal when rows outnumber features by this factor (l ≫ n).
 AUTO_PRIMAL_RATIO = 50
-# default stopping tolerance per solver: LIBLINEAR's eps for dcd and pcd (whose rule is
-# relative to the gradient at w = 0); the paper's ε = 0.001 (precision of the average
-# training loss) for the cutting-plane solver (Joachims 2006 §4.4); ‖∇obj‖ ≤ 0.01 for
-# SVM-ALM, as Nie et al. 2014; LIBLINEAR's 0.01 for its Newton solver (-s 0, -s 2)
-DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01,
-               "newton": 0.01, "crammer_singer": 0.1}
-# solvers that take no class or instance weights (LIBLINEAR has no such solvers)
-UNWEIGHTED = ("cutting_plane", "alm")
-# solvers that start from a given w (train's warm_start: the C search, the pipeline)
-WARM_START_SOLVERS = ("newton",)
-# LIBLINEAR 2.40+'s -s 1 and -s 7 (train_one in linear.cpp): a problem whose dual CD has
-# not converged after this many iterations continues with the primal Newton solver of the
-# same loss (-s 2, -s 0) from the dual's w; train's ``primal_switch`` (the CLI's -s 1, -s 7)
-LIBLINEAR_DUAL_ROUNDS = 300
-
-
-def _check_real(owner, name, value, low, high=np.inf, low_open=True):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
-    if ok:
-        ok = (value > low if low_open else value >= low) and value <= high
-    if not ok:
-        bracket = "(" if low_open else "["
-        hi = "inf" if high == np.inf else f"{high:g}"
-        raise ValueError(f"The '{name}' parameter of {owner} must be a float in the range "
-                         f"{bracket}{low:g}, {hi}{')' if high == np.inf else ']'}. "
-                         f"Got {value!r} instead.")
-
-
-def _check_int(owner, name, value, low):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
-        raise ValueError(f"The '{name}' parameter of {owner} must be an int in the range "
-                         f"[{low}, inf). Got {value!r} instead.")
-
-
-def check_params(owner: str, *, solver: str, loss: str, C, eps, bias, max_rounds, seed,
-                 inner_passes, gap_tol=0.0, objective="classification", c_perf=None) -> None:
-    """Raise ``ValueError`` in scikit-learn's wording for the first invalid parameter."""
-    if solver not in SOLVERS:
-        raise ValueError(f"The 'solver' parameter of {owner} must be one of {list(SOLVERS)}. "
-                         f"Got {solver!r} instead.")
-    if loss not in LOSSES:
-        raise ValueError(f"The 'loss' parameter of {owner} must be one of {list(LOSSES)}. "
-                         f"Got {loss!r} instead.")
-    if solver in SOLVER_LOSSES and loss not in SOLVER_LOSSES[solver]:
-        raise ValueError(f"The 'loss' parameter of {owner} must be one of "
-                         f"{list(SOLVER_LOSSES[solver])} with solver={solver!r}. "
-                         f"Got {loss!r} instead.")
-    _check_real(owner, "C", C, 0.0)
-    _check_real(owner, "tol", eps, 0.0)
-    _check_real(owner, "gap_tol", gap_tol, 0.0, low_open=False)
-    if not isinstance(bias, numbers.Real) or isinstance(bias, bool) or not np.isfinite(bias):
-        raise ValueError(f"The 'bias' parameter of {owner} must be a finite float "
-                         f"(< 0 for no bias feature). Got {bias!r} instead.")
-    _check_int(owner, "max_iter", max_rounds, 1)
-    _check_int(owner, "random_state", seed, 0)
-    _check_int(owner, "inner_passes", inner_passes, 1)
-    if gap_tol and solver not in ("dcd", "crammer_singer"):
-        raise ValueError(f"The 'gap_tol' parameter of {owner} applies to solvers 'dcd' and "
-                         f"'crammer_singer' only (their duality gaps are the certificates). "
-                         f"Got solver {solver!r}.")
-    if objective not in cutting_plane.OBJECTIVES or (objective != "classification"
-                                                     and solver != "cutting_plane"):
-        raise ValueError(f"The 'objective' parameter of {owner} must be one of "
-                         f"{list(cutting_plane.OBJECTIVES)} ('ordinal' with the cutting_plane "
-                         f"solver only). Got {objective!r} with solver {solver!r} instead.")
-    if c_perf is not None:
-        if solver != "cutting_plane":
-            raise ValueError(f"The 'c_perf' parameter of {owner} (SVMperf's C) applies to "
-                             f"the cutting_plane solver only; use C with solver {solver!r}")
-        _check_real(owner, "c_perf", c_perf, 0.0)
-
-
-def check_alm_params(owner: str, *, loss: str, p, method, mu0, rho, rtol) -> float:
-    """Check the SVM-ALM parameters; return the loss exponent p."""
-    if loss == "lp":
-        if p is None:
-            raise ValueError(f"The 'p' parameter of {owner} is required with loss 'lp'.")
-        _check_real(owner, "p", p, 1.0, low_open=False)
-    elif p is not None and float(p) != ALM_P[loss]:
-        raise ValueError(f"The 'p' parameter of {owner} must be {ALM_P[loss]:g} (or None) with "
-                         f"loss {loss!r}. Got {p!r} instead.")
-    if method not in ALM_METHODS:
-        raise ValueError(f"The 'method' parameter of {owner} must be one of "
-                         f"{list(ALM_METHODS)}. Got {method!r} instead.")
-    _check_real(owner, "mu0", mu0, 0.0)
-    _check_real(owner, "rho", rho, 1.0, low_open=False)
-    _check_real(owner, "rtol", rtol, 0.0, low_open=False)
-    return float(p) if loss == "lp" else ALM_P[loss]
-
-
-def class_costs(owner: str, class_weight, C: float, meta) -> np.ndarray:
-    """C times each class's weight, in the store's class order (see :func:`train`)."""
-    n = np.asarray(meta.class_counts, dtype=np.float64)
-    if class_weight is None:
-        return np.full(len(n), C)
-    if isinstance(class_weight, str) and class_weight == "balanced":
-        return C * n.sum() / (len(n) * np.maximum(n, 1))
-    if not isinstance(class_weight, dict):
-        raise ValueError(f"The 'class_weight' parameter of {owner} must be None, a dict or "
-                         f"'balanced'. Got {class_weight!r} instead.")
-    unknown = [k for k in class_weight if float(k) not in meta.classes]
-    if unknown:
-        raise ValueError(f"The 'class_weight' parameter of {owner} names labels {unknown} "
-                         f"that are not classes of the data {list(meta.classes)}.")
-    weights = {float(k): v for k, v in class_weight.items()}
-    for k, v in weights.items():
-        _check_real(owner, f"class_weight[{k:g}]", v, 0.0)
-    return np.array([C * float(weights.get(c, 1.0)) for c in meta.classes])
-
-
-def check_solver_options(owner: str, *, solver: str, meta, C: float, bias: float,
-                         regularize_bias: bool, class_weight, warm_start):
-    """Check the options some solvers do not take: -R and the warm start (solver "newton"
-    only), class and instance weights (all but :data:`UNWEIGHTED`); return the per-class
-    costs (:func:`class_costs`) and the warm start as float64 (or None)."""
-    if not regularize_bias and (solver != "newton" or bias < 0):
-        raise ValueError(f"regularize_bias=False (LIBLINEAR's -R) of {owner} needs solver "
-                         f"'newton' and a bias feature (bias >= 0). Got solver {solver!r} and "
-                         f"bias {bias!r}.")
-    class_cost = class_costs(owner, class_weight, C, meta)
-    if (class_weight is not None or meta.weighted) and solver in UNWEIGHTED:
-        raise ValueError(f"Class and instance weights of {owner} are not taken by solver "
-                         f"{solver!r} (nor by {', '.join(repr(u) for u in UNWEIGHTED)}: "
-                         f"LIBLINEAR has no such solver). Got class_weight={class_weight!r} "
-                         f"on a store {'with' if meta.weighted else 'without'} instance "
-                         "weights.")
-    if warm_start is not None:
-        if solver not in WARM_START_SOLVERS:
-            raise ValueError(f"The 'warm_start' parameter of {owner} belongs to solver(s) "
-                             f"{list(WARM_START_SOLVERS)}. Got solver {solver!r}.")
-        warm_start = np.asarray(warm_start, dtype=np.float64)
-        dim = meta.n_features + (bias >= 0)
-        if warm_start.shape != (dim,) or not np.all(np.isfinite(warm_start)):
-            raise ValueError(f"The 'warm_start' parameter of {owner} must be {dim} finite "
-                             f"weights (n_features + 1 with a bias). Got shape "
-                             f"{warm_start.shape}.")
-    return class_cost, warm_start
 
 
 def as_dataset(data) -> Dataset:
@@ -209,13 +59,15 @@ def choose_solver(dataset: Dataset, loss: str) -> tuple[str, str]:
 
     m = dataset.meta
     ratio = m.n_rows / max(1, m.n_features)
-    if dataset.is_subset and loss in SOLVER_LOSSES["dcd"]:
+    dual, primal = registry.SOLVERS["dcd"], registry.SOLVERS["pcd"]
+    if dataset.is_subset and loss in dual.losses:
         return "dcd", "a view of some row blocks (a fold) has no column view for pcd"
-    if loss == "crammer_singer":
-        return "crammer_singer", "only crammer_singer trains the crammer_singer loss"
-    if loss not in SOLVER_LOSSES["pcd"]:
+    takers = [s.name for s in registry.SOLVERS.values() if loss in s.losses]
+    if len(takers) == 1:
+        return takers[0], f"only {takers[0]} trains the {loss} loss"
+    if loss not in primal.losses:
         return "dcd", f"only dcd trains the {loss} loss"
-    if loss not in SOLVER_LOSSES["dcd"]:
+    if loss not in dual.losses:
         return "pcd", f"only pcd trains the {loss} loss"
     if ratio < AUTO_PRIMAL_RATIO:
         return "dcd", (f"l={m.n_rows} rows vs n={m.n_features} features (ratio {ratio:.3g} < "
@@ -229,244 +81,138 @@ def choose_solver(dataset: Dataset, loss: str) -> tuple[str, str]:
                    f"{AUTO_PRIMAL_RATIO}): the primal has fewer variables")
 
 
-def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 1.0,
-          eps: float | None = None, bias: float = -1.0, max_rounds: int = 1000, seed: int = 0,
-          inner_passes: int = 1, gap_tol: float = 0.0, objective: str = "classification",
-          c_perf: float | None = None, p: float | None = None, method: str = "inexact",
-          mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6, pcd_mode: str = "exact",
-          parallel: str | None = None, join_blocks: bool = True, regularize_bias: bool = True,
-          warm_start=None, class_weight=None, scheduler: str | None = None,
-          n_workers: int | None = None, primal_switch: int | None = None,
-          client=None, progress: Progress | None = None, owner: str = "train",
-          checkpoint=None, plan: cluster.WorkerPlan | None = None) -> Model:
-    """Train a binary linear classifier (or a ranking model) on a dataset (or its URL) and
-    return the model.
+def train(data, *, client=None, scheduler: str | None = None, n_workers: int | None = None,
+          progress: Progress | None = None, owner: str = "train", checkpoint=None,
+          plan: cluster.WorkerPlan | None = None, **kwargs) -> Model:
+    """Train a linear classifier (or a ranking model) on a dataset (or its URL); return it.
 
-    Training stops when LIBLINEAR's rule holds for ``eps``, or, if ``gap_tol`` > 0, when
-    the duality gap certifies the primal objective to within ``gap_tol`` relative.
-    ``parallel="average"`` or ``"add"`` runs DCD as CoCoA / CoCoA+ across the workers
-    (see :mod:`distsvm.solvers.dcd`).
-
-    ``solver="alm"`` (SVM-ALM, :mod:`distsvm.solvers.alm`) minimizes
-    ``½‖w‖² + C Σ max(0, 1 − y(wᵀx + b))ᵖ`` with an *unregularized* intercept b
-    when ``bias >= 0`` (stored as a bias feature of value 1) and none when
-    ``bias < 0``; ``p`` (loss "lp"), ``method``, ``mu0``, ``rho`` and ``rtol``
-    are its parameters, ``eps`` bounds ‖∇obj‖ and ``max_rounds`` its iterations.
-
-    ``join_blocks`` (sequential dual CD, ``-s 1/3/4/7``): where one worker's block cache
-    holds the whole store, its rows are visited in one permutation per round, as
-    LIBLINEAR's, with the rounds run on that worker; ``False`` keeps the block-wise visits
-    of a store that does not fit (:func:`distsvm.solvers.resident.held_by_one`).
-
-    ``regularize_bias=False`` (solver "newton", ``bias >= 0``) leaves the bias feature's
-    weight out of ½‖w‖², as LIBLINEAR's ``-R``.
-
-    ``class_weight`` (every solver but :data:`UNWEIGHTED`): None, ``{label: weight}``
-    (missing labels weigh 1) or ``"balanced"`` (n_rows / (n_classes · rows of the class), as
-    scikit-learn); row i costs Cᵢ = C · class_weight[yᵢ] · its instance weight if the store
-    has them (LIBLINEAR's ``-wi`` and ``-W``); in one-vs-rest, problem k's rows of class k
-    cost their weighted C and the others C (:func:`distsvm.solvers.ovr.problem_cost`).
-
-    ``warm_start`` (solver "newton"): the initial w, n_features (+1 with a bias) values,
-    e.g. a model's ``w`` for a nearby C; the stopping rule stays relative to ∇f(0).
-
-    ``primal_switch`` (solver "dcd", loss squared_hinge or logistic): LIBLINEAR's fallback
-    for ``-s 1`` and ``-s 7`` (:data:`LIBLINEAR_DUAL_ROUNDS`, 300 there) — a problem whose
-    dual CD has not converged after ``primal_switch`` rounds continues with the primal
-    Newton solver of the same loss (``-s 2``, ``-s 0``) from the dual's w, with LIBLINEAR's
-    tolerance 0.1·eps and at most ``max_rounds`` iterations (:func:`_switch_to_primal`).
-    Dual CD converges slowly when C·‖xᵢ‖² is large (unscaled features: on pendigits, values
-    0–100, LIBLINEAR's own dual CD stops at its limit on every class and switches).
-
-    ``eps`` defaults to :data:`DEFAULT_EPS` of the solver.  ``objective`` and ``c_perf``
-    (SVMperf's C, replacing ``C``) are for the cutting-plane solver; see
-    :mod:`distsvm.solvers.cutting_plane` for their meaning.  ``objective="ordinal"`` takes
-    a store whose R ≥ 2 labels are ordered ranks and returns a ranking model (its
-    thresholds fitted by :func:`distsvm.solvers.cutting_plane.fit_thresholds`).
+    ``kwargs`` are the training parameters (:class:`distsvm.params.Params`, checked by
+    :mod:`distsvm.params` in the words of ``owner``); the solver runs by its entry in
+    :mod:`distsvm.solvers.registry`, "auto" by :func:`choose_solver`'s pick.  A store of
+    K > 2 classes trains K one-vs-rest problems (:mod:`distsvm.solvers.ovr`) unless the
+    solver is multi-class itself; ``objective="ordinal"`` a ranking model whose thresholds
+    :func:`distsvm.solvers.cutting_plane.fit_thresholds` fits.
 
     ``checkpoint`` (a :class:`distsvm.checkpoint.Checkpointer`) makes the run write
-    checkpoints and continue from the latest one; every solver does, in one-vs-rest too
-    (:func:`distsvm.solvers.dcd.solve_ovr` checkpoints its K problems together, the other
-    solvers each problem in its own directory, :meth:`distsvm.checkpoint.Checkpointer.problem`).
-
-    ``plan`` (a :class:`distsvm.cluster.WorkerPlan`, an owner per block of ``data``) replaces
-    the one made by :func:`distsvm.cluster.plan` (cross-validation plans once for its folds).
+    checkpoints and continue from the latest one (in one-vs-rest, each problem in its own
+    directory, :meth:`~distsvm.checkpoint.Checkpointer.problem`, or the K together where one
+    job runs them).  ``plan`` (a :class:`distsvm.cluster.WorkerPlan`, an owner per block of
+    ``data``) replaces :func:`distsvm.cluster.plan`'s (cross-validation plans its folds once).
     """
-    eps = DEFAULT_EPS[solver] if solver in DEFAULT_EPS and eps is None else eps
-    check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
-                 max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
-                 gap_tol=gap_tol, objective=objective, c_perf=c_perf)
-    if parallel not in (None, "average", "add"):
-        raise ValueError(f"The 'parallel' parameter of {owner} must be one of "
-                         f"[None, 'average', 'add']. Got {parallel!r} instead.")
-    if parallel is not None and (solver != "dcd" or loss == "logistic"):
-        raise ValueError(f"The 'parallel' parameter of {owner} belongs to solver 'dcd' with "
-                         "the hinge or squared_hinge loss.")
-    alm_options = dict(method=method, mu0=mu0, rho=rho, rtol=rtol)
-    if solver == "alm":
-        p = check_alm_params(owner, loss=loss, p=p, **alm_options)
-        bias = 1.0 if bias >= 0 else -1.0  # an unregularized intercept, or none
-    elif p is not None or alm_options != dict(method="inexact", mu0=0.01, rho=1.02, rtol=1e-6):
-        raise ValueError(f"The parameters p, method, mu0, rho and rtol of {owner} belong to "
-                         f"solver 'alm'; solver {solver!r} does not take them.")
-    if primal_switch is not None:
-        _check_int(owner, "primal_switch", primal_switch, 1)
-        if solver != "dcd" or loss not in newton.LOSSES:
-            raise ValueError(f"The 'primal_switch' parameter of {owner} belongs to solver "
-                             f"'dcd' with the loss {' or '.join(newton.LOSSES)} (the losses "
-                             f"of the primal Newton solver). Got solver {solver!r}, loss "
-                             f"{loss!r}.")
-    if pcd_mode not in pcd.MODES:
-        raise ValueError(f"The 'pcd_mode' parameter of {owner} must be one of "
-                         f"{list(pcd.MODES)}. Got {pcd_mode!r} instead.")
+    p = params.Params(**kwargs)
+    params.check_params(owner, p)
     dataset = as_dataset(data)
-    meta = dataset.meta
-    class_cost, warm_start = check_solver_options(
-        owner, solver=solver, meta=meta, C=float(C), bias=bias, regularize_bias=regularize_bias,
-        class_weight=class_weight, warm_start=warm_start)
-    if solver == "pcd" and dataset.is_subset:
-        raise ValueError(f"The 'solver' parameter of {owner} cannot be 'pcd' on a view of some "
-                         "row blocks (a cross-validation fold): pcd reads the store's column "
-                         "view, which covers every row")
-    if len(meta.classes) < 2:
-        raise ValueError(f"{dataset.url}: {len(meta.classes)} class; a classifier needs labels "
-                         "of at least two values")
-    # one-vs-rest for K > 2 classes; Crammer–Singer is multi-class by itself
-    multiclass = len(meta.classes) > 2 and objective != "ordinal" and solver != "crammer_singer"
-    if multiclass and warm_start is not None:
-        raise ValueError(f"The 'warm_start' parameter of {owner} takes one weight vector: "
-                         f"binary problems only (the store has {len(meta.classes)} classes)")
-    if c_perf is not None:
-        C = cutting_plane.c_from_c_perf(c_perf, meta.class_counts, objective)
     progress = progress or Progress(quiet=True)
     why = None
-    if solver == "auto":
-        solver, why = choose_solver(dataset, loss)
+    if p.solver not in registry.SOLVERS:  # "auto" (check_params refused the rest)
+        solver, why = choose_solver(dataset, p.loss)
         progress.note(f"train: --solver auto picked {solver}: {why}")
+        p = dataclasses.replace(p, solver=solver)
+    p = params.check_solver(owner, p, dataset.meta.weighted)
+    p, class_cost, multiclass = params.check_data(owner, p, dataset)
+    meta = dataset.meta
     with client_for(scheduler, n_workers, client, progress) as c:
         plan = plan or cluster.plan(c, len(meta.blocks), n_workers, dataset)
-        progress.note(f"train: {solver} ({loss}) C={C:g} eps={eps:g} on {meta.n_rows} rows x "
-                      f"{meta.n_features} features, {len(meta.blocks)} blocks, "
+        progress.note(f"train: {p.solver} ({p.loss}) C={p.C:g} eps={p.eps:g} on {meta.n_rows} "
+                      f"rows x {meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers"
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
-        dual_rounds = max_rounds if primal_switch is None else primal_switch  # dcd's limit
-        # sequential dual CD visits all rows in one permutation where one worker holds them
-        dual_data, dual_plan = dataset, plan
-        if join_blocks and solver in ("dcd", "crammer_singer"):
-            dual_data, dual_plan = (resident.held_by_one if parallel is None
-                                    else resident.held_by_each)(dataset, plan)
-
-        def fit(positive, plan, progress, checkpoint=checkpoint):
-            """The binary problem of class index ``positive`` (+1) against the rest (with
-            its own ``checkpoint`` in one-vs-rest, :func:`distsvm.solvers.ovr.solve`)."""
-            # one-vs-rest as LIBLINEAR: class k's rows cost its weighted C, the rest C
-            cost = ovr.problem_cost(class_cost, C, positive) if multiclass else class_cost
-            if solver == "alm":
-                return alm.solve(c, dataset, plan, p=p, C=float(C), eps=float(eps),
-                                 bias=bias >= 0, max_iter=max_rounds, progress=progress,
-                                 positive=positive, checkpoint=checkpoint, **alm_options)
-            if solver == "newton":
-                return newton.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
-                                    bias=float(bias), max_rounds=max_rounds,
-                                    regularize_bias=bool(regularize_bias),
-                                    warm_start=warm_start, class_cost=cost,
-                                    progress=progress, positive=positive,
-                                    checkpoint=checkpoint)
-            if solver == "pcd":
-                return pcd.solve(c, dataset, plan, loss=loss, C=float(C), eps=float(eps),
-                                 bias=float(bias), max_rounds=max_rounds, seed=seed,
-                                 mode=pcd_mode, progress=progress, checkpoint=checkpoint,
-                                 positive=positive, class_cost=cost)
-            if solver == "cutting_plane":
-                return cutting_plane.solve(c, dataset, plan, C=float(C), eps=float(eps),
-                                           bias=float(bias), max_rounds=max_rounds,
-                                           objective=objective, progress=progress,
-                                           checkpoint=checkpoint, positive=positive)
-            if solver == "crammer_singer":
-                return crammer_singer.solve(c, dual_data, dual_plan, C=float(C), eps=float(eps),
-                                            bias=float(bias), max_rounds=max_rounds, seed=seed,
-                                            gap_tol=float(gap_tol), progress=progress,
-                                            class_cost=class_cost, checkpoint=checkpoint)
-            return dcd.solve(c, dual_data, dual_plan, loss=loss, C=float(C), eps=float(eps),
-                             bias=float(bias), max_rounds=dual_rounds, seed=seed,
-                             inner_passes=inner_passes, gap_tol=float(gap_tol),
-                             parallel=parallel, progress=progress, checkpoint=checkpoint,
-                             positive=positive, class_cost=cost)
         start = time.perf_counter()
-        if multiclass and solver == "dcd" and parallel is None:  # K problems, one read a block
-            results = dcd.solve_ovr(c, dual_data, dual_plan, loss=loss, C=float(C),
-                                    eps=float(eps),
-                                    bias=float(bias), max_rounds=dual_rounds, seed=seed,
-                                    inner_passes=inner_passes, gap_tol=float(gap_tol),
-                                    progress=progress, checkpoint=checkpoint,
-                                    class_cost=class_cost)
-        elif multiclass:
-            results = ovr.solve(fit, meta.classes, plan, progress, checkpoint)
-        else:
-            results = [fit(1, plan, progress)]
-        if primal_switch is not None:
-            results = [r if r.converged else _switch_to_primal(
-                c, dataset, plan, r, k if multiclass else 1,
-                ovr.problem_cost(class_cost, C, k) if multiclass else class_cost, loss=loss,
-                C=float(C), eps=float(eps), bias=float(bias), max_rounds=max_rounds,
-                progress=ovr.Tagged(progress, f"{meta.classes[k]:g}") if multiclass
-                else progress) for k, r in enumerate(results)]
+        results = _solve(c, p, dataset, plan, class_cost, multiclass, progress, checkpoint)
         seconds = time.perf_counter() - start
-        result = results[0]
-        if solver == "cutting_plane" and objective == "ordinal":
-            thresholds, ranking = cutting_plane.fit_thresholds(c, dataset, plan, result.w,
-                                                               float(bias), progress)
-            progress.note(f"train: {len(meta.classes)} ranks, thresholds "
-                          f"{' '.join(f'{t:.6g}' for t in thresholds)}; training rank "
-                          f"accuracy {ranking['rank_accuracy']:.4f}, mean absolute rank "
-                          f"error {ranking['mean_abs_rank_error']:.4f}, pairwise "
-                          f"accuracy {ranking['pairwise_accuracy']:.4f}")
-    params = {"C": float(C), "eps": float(eps), "bias": float(bias), "max_rounds": max_rounds,
-              "seed": seed, "inner_passes": inner_passes, "gap_tol": float(gap_tol),
-              **result.options}
-    if solver == "cutting_plane":
-        params.update(objective=objective,
-                      c_perf=cutting_plane.n_loss_terms(meta.class_counts, objective) * C / 100)
-    if solver == "pcd":
-        params["pcd_mode"] = pcd_mode
-    if not regularize_bias:
-        params["regularize_bias"] = False
-    if class_weight is not None:
-        params["class_weight"] = {f"{c:g}": float(v) / C for c, v in zip(meta.classes, class_cost)}
-    if meta.weighted:
-        params["sample_weight"] = True
-    if parallel is not None:
-        params["parallel"] = parallel
-    if primal_switch is not None:
-        params["primal_switch"] = primal_switch
-    if why:
-        params["auto_choice"] = why
-    w, summary = _combined(results, seconds)
-    summary.update(n_rows=meta.n_rows, n_features=meta.n_features, dataset=dataset.url)
-    ranked = solver == "cutting_plane" and objective == "ordinal"
-    if ranked:
-        summary.update({f"train_{k}": v for k, v in ranking.items()})
-    return Model(w=w, bias=float(bias), classes=meta.classes, solver=solver, loss=loss,
-                 params=params, summary=summary, n_features=meta.n_features,
-                 thresholds=tuple(float(t) for t in thresholds) if ranked else None)
+        ranks = (_fit_ranks(c, dataset, plan, results[0].w, p.bias, progress)
+                 if p.objective == "ordinal" else None)
+    return _model(p, dataset, class_cost, results, seconds, ranks, why)
 
 
-def _switch_to_primal(client, dataset, plan, dual, positive: int, class_cost, *, loss: str,
-                      C: float, eps: float, bias: float, max_rounds: int, progress):
+def _solve(client, p, dataset, plan, class_cost, multiclass: bool, progress, checkpoint) -> list:
+    """The result of the binary problem (or of a multi-class solver's one), or the K results
+    of one-vs-rest — in one job where the solver runs them so (sequential dual CD), else
+    problem by problem (:func:`distsvm.solvers.ovr.solve`) — each continued by the primal
+    solver where ``primal_switch`` says so (:func:`_switch_to_primal`)."""
+    spec = registry.SOLVERS[p.solver]
+    held = spec.hold(dataset, plan, p) if spec.hold else None
+
+    def fit(k, plan_k, progress_k, checkpoint_k=checkpoint):
+        """Problem ``k``: class index k (+1) against the rest."""
+        cost = params.problem_costs(class_cost, p.C, k) if multiclass else class_cost
+        return spec.solve(client, *(held or (dataset, plan_k)), p, positive=k, cost=cost,
+                          progress=progress_k, checkpoint=checkpoint_k)
+
+    classes = dataset.meta.classes
+    if multiclass and spec.solve_ovr and p.parallel is None:  # K problems, one read a block
+        results = spec.solve_ovr(client, *(held or (dataset, plan)), p, cost=class_cost,
+                                 progress=progress, checkpoint=checkpoint)
+    elif multiclass:
+        results = ovr.solve(fit, classes, plan, progress, checkpoint)
+    else:
+        results = [fit(1, plan, progress)]
+    if p.primal_switch is None:
+        return results
+    if not multiclass:
+        return [r if r.converged else _switch_to_primal(client, dataset, plan, r, 1, class_cost,
+                                                        p, progress) for r in results]
+    return [r if r.converged else _switch_to_primal(
+        client, dataset, plan, r, k, params.problem_costs(class_cost, p.C, k), p,
+        ovr.Tagged(progress, f"{classes[k]:g}")) for k, r in enumerate(results)]
+
+
+def _switch_to_primal(client, dataset, plan, dual, positive: int, cost, p, progress):
     """LIBLINEAR's switch (``train_one``, linear.cpp, since 2.40) for a dual CD result
     ``dual`` that stopped at its round limit: the primal Newton solver of the same loss from
     its w, stopping at 0.1·eps (LIBLINEAR: "primal_solver_tol obtained from eps for dual may
     be too loose").  The result is Newton's, its rounds and history after the dual's."""
-    s = 2 if loss == "squared_hinge" else 0
-    progress.note(f"dcd reached {dual.rounds} rounds without converging: switching to the "
-                  f"primal Newton solver (LIBLINEAR's -s {s})")
-    primal = newton.solve(client, dataset, plan, loss=loss, C=C, eps=0.1 * eps, bias=bias,
-                          max_rounds=max_rounds, warm_start=dual.w, class_cost=class_cost,
-                          progress=progress, positive=positive)
+    progress.note(f"{p.solver} reached {dual.rounds} rounds without converging: switching to "
+                  f"the primal Newton solver (LIBLINEAR's -s "
+                  f"{registry.liblinear_type('newton', p.loss)})")
+    primal = registry.SOLVERS["newton"].solve(
+        client, dataset, plan, dataclasses.replace(p, eps=0.1 * p.eps, warm_start=dual.w),
+        positive=positive, cost=cost, progress=progress, checkpoint=None)
     history = dual.history + [{**row, "round": dual.rounds + row["round"]}
                               for row in primal.history[1:]]
     return dataclasses.replace(primal, rounds=dual.rounds + primal.rounds, history=history,
                                train_seconds=dual.train_seconds + primal.train_seconds)
+
+
+def _fit_ranks(client, dataset, plan, w, bias: float, progress) -> tuple:
+    """A ranking model's thresholds and training metrics, logged."""
+    thresholds, ranking = cutting_plane.fit_thresholds(client, dataset, plan, w, float(bias),
+                                                       progress)
+    progress.note(f"train: {len(dataset.meta.classes)} ranks, thresholds "
+                  f"{' '.join(f'{t:.6g}' for t in thresholds)}; training rank "
+                  f"accuracy {ranking['rank_accuracy']:.4f}, mean absolute rank "
+                  f"error {ranking['mean_abs_rank_error']:.4f}, pairwise "
+                  f"accuracy {ranking['pairwise_accuracy']:.4f}")
+    return thresholds, ranking
+
+
+def _model(p, dataset, class_cost, results: list, seconds: float, ranks, why) -> Model:
+    """The model of a run: its params (the settings it trained with, as saved models have
+    them) and summary (:func:`_combined`)."""
+    meta = dataset.meta
+    recorded = {"C": float(p.C), "eps": float(p.eps), "bias": float(p.bias),
+                "max_rounds": p.max_rounds, "seed": p.seed, "inner_passes": p.inner_passes,
+                "gap_tol": float(p.gap_tol), **results[0].options,
+                **registry.SOLVERS[p.solver].recorded(p, meta)}
+    if not p.regularize_bias:
+        recorded["regularize_bias"] = False
+    if p.class_weight is not None:
+        recorded["class_weight"] = {f"{c:g}": float(v) / p.C
+                                    for c, v in zip(meta.classes, class_cost)}
+    if meta.weighted:
+        recorded["sample_weight"] = True
+    for key in ("parallel", "primal_switch"):
+        if getattr(p, key) is not None:
+            recorded[key] = getattr(p, key)
+    if why:
+        recorded["auto_choice"] = why
+    w, summary = _combined(results, seconds)
+    summary.update(n_rows=meta.n_rows, n_features=meta.n_features, dataset=dataset.url)
+    if ranks is not None:
+        summary.update({f"train_{k}": v for k, v in ranks[1].items()})
+    return Model(w=w, bias=float(p.bias), classes=meta.classes, solver=p.solver, loss=p.loss,
+                 params=recorded, summary=summary, n_features=meta.n_features,
+                 thresholds=None if ranks is None else tuple(float(t) for t in ranks[0]))
 
 
 def _summary(result) -> dict:
@@ -573,6 +319,3 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
         result.update(ranks=list(model.classes), **metrics)
     return result
 
-
-# Model selection (LIBLINEAR -v and -C): folds are rows, as LIBLINEAR's; see distsvm/selection.py.
-from .selection import cross_validate, find_c  # noqa: E402, F401  (it calls train and predict)

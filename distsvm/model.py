@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from storage.checkpoint import json_default, read_bytes, write_bytes
 
 from . import __version__
+from .solvers.registry import SOLVERS
 
 FORMAT_NAME = "distsvm-model"
 FORMAT_VERSION = 1
@@ -118,7 +119,8 @@ class Model:
         """Raise :class:`ModelFormatError` if the fields are inconsistent."""
         width = self.n_features + (1 if self.bias >= 0 else 0)
         n = len(self.classes)
-        one_vector = (n == 2 and self.solver != "crammer_singer") or self.is_ranking
+        multiclass = self.solver in SOLVERS and SOLVERS[self.solver].multiclass
+        one_vector = (n == 2 and not multiclass) or self.is_ranking
         expected = (width,) if one_vector else (n, width)
         if self.w.shape != expected:
             raise ModelFormatError(f"{where}: weights have shape {self.w.shape}, expected "

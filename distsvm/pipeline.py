@@ -41,9 +41,10 @@ from storage import StorageError, StoreNotFoundError, open_dataset
 from storage.dataset import append
 from storage.errors import InputDataError, InputFormatError
 
-from . import jobs, registry
+from . import jobs, params, registry
 from .errors import ClusterError
 from .progress import Progress
+from .solvers import registry as solvers
 from .spec import SpecError, cluster_client, read_document, validate
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_NOT_PROMOTED = 0, 1, 2, 3
@@ -147,7 +148,7 @@ def run(spec: dict, progress: Progress | None = None, client=None) -> tuple[int,
     return (exit code, summary)."""
     progress = progress or Progress(quiet=True)
     reg, name, so = spec["registry"], spec["name"], spec.get("storage_options")
-    params = dict(spec.get("solver", {}))
+    settings = dict(spec.get("solver", {}))
     paths = _partitions(spec)  # bad input fails before a cluster starts
     with (contextlib.nullcontext(client) if client is not None
           else cluster_client(spec.get("cluster", {}), spec["source"], progress)) as c:
@@ -158,20 +159,20 @@ def run(spec: dict, progress: Progress | None = None, client=None) -> tuple[int,
         if done:
             last = registry.show(reg, name, done[-1], so)
             if (last["lineage"]["dataset_fingerprint"], last["lineage"]["params"],
-                    last["metrics"].get("holdout")) == (fp, params, spec["holdout"]):
+                    last["metrics"].get("holdout")) == (fp, settings, spec["holdout"]):
                 return _decided(reg, name, last, cur, so, progress)
         holdout = open_dataset(spec["holdout"], so)
         current = registry.load(reg, name, storage_options=so) if cur is not None else None
         warm = {}
         if current is not None:
-            solver = params.get("solver", "dcd")
-            if solver in jobs.WARM_START_SOLVERS:
+            solver = settings.get("solver", params.DEFAULTS.solver)
+            if solver in solvers.SOLVERS and solvers.SOLVERS[solver].takes("warm_start"):
                 warm["warm_start"] = jobs._weights_for(current, dataset.meta.n_features)
                 progress.note(f"pipeline: warm start from {name} v{cur}")
             else:
                 progress.note(f"pipeline: solver {solver} takes no warm start; cold start")
         model = jobs.train(dataset, client=c, progress=progress,
-                           owner=f"{spec['source']}: solver", **params, **warm)
+                           owner=f"{spec['source']}: solver", **settings, **warm)
         acc = jobs.predict(holdout, model, client=c)["accuracy"]
         cur_acc = jobs.predict(holdout, current, client=c)["accuracy"] if current else None
     better = cur_acc is None or acc >= cur_acc
@@ -182,7 +183,7 @@ def run(spec: dict, progress: Progress | None = None, client=None) -> tuple[int,
                "current_version": cur, "current_holdout_accuracy": cur_acc,
                "promote": better, "reason": reason, "partitions_added": added}
     version = registry.publish(reg, name, model, metrics=metrics, storage_options=so,
-                               lineage=registry.lineage(dataset, params))
+                               lineage=registry.lineage(dataset, settings))
     progress.note(f"pipeline: candidate {name} v{version}: {reason}")
     return _decided(reg, name, registry.show(reg, name, version, so), cur, so, progress)
 

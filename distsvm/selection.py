@@ -35,15 +35,14 @@ import numpy as np
 
 import workers.blocks
 
-from . import cluster, jobs
+from . import cluster, jobs, params
 from .progress import Progress
+from .solvers import registry
 
 MAX_C = 1024.0  # LIBLINEAR's max_C for -s 0 and -s 2
 UNCHANGED_STOP = 5  # LIBLINEAR: stop after this many C values with no fold's w changed
 # The loss of each LIBLINEAR type find_c searches: -s 0 and -s 2, as LIBLINEAR's -C.
 SEARCH_TYPES = {"logistic": 0, "squared_hinge": 2}
-# Solvers that read the store's column view, which covers every row: they cannot train a fold.
-COLUMN_SOLVERS = ("pcd",)
 
 
 def fold_of_rows(n_rows: int, n_folds: int, seed: int) -> np.ndarray:
@@ -61,8 +60,8 @@ class _Folds:
 
     def __init__(self, c, dataset, n_folds: int, seed: int, n_workers, concurrent: int,
                  progress: Progress):
-        jobs._check_int("cross_validate", "n_folds", n_folds, 2)
-        jobs._check_int("cross_validate", "concurrent_folds", concurrent, 1)
+        params.check_int("cross_validate", "n_folds", n_folds, 2)
+        params.check_int("cross_validate", "concurrent_folds", concurrent, 1)
         meta = dataset.meta
         if n_folds > meta.n_rows:
             progress.note("WARNING: # folds > # data. Will use # folds = # data instead "
@@ -147,8 +146,8 @@ def cross_validate(data, n_folds: int = 5, *, seed: int = 0, concurrent_folds: i
     """
     progress = progress or Progress(quiet=True)
     dataset = jobs.as_dataset(data)
-    solver, why = fold_solver(train_kwargs.pop("solver", "dcd"), train_kwargs.get(
-        "loss", "squared_hinge"), "cross_validate")
+    solver, why = fold_solver(train_kwargs.pop("solver", params.DEFAULTS.solver),
+                              train_kwargs.get("loss", params.DEFAULTS.loss), "cross_validate")
     if why:
         progress.note(why)
     with jobs.client_for(scheduler, n_workers, client) as c:
@@ -174,9 +173,9 @@ def fold_solver(solver: str, loss: str, owner: str) -> tuple[str, str | None]:
     train a fold; for the L2-loss or L1-loss SVM dual CD minimizes the same problem
     (LIBLINEAR ``-s 1`` is ``-s 2``'s problem), so it takes over, without warm start.
     """
-    if solver not in COLUMN_SOLVERS:
+    if solver not in registry.SOLVERS or registry.SOLVERS[solver].reads != "columns":
         return solver, None
-    if loss in jobs.SOLVER_LOSSES["dcd"]:
+    if loss in registry.SOLVERS["dcd"].losses:
         return "dcd", (f"{owner}: solver {solver!r} reads the store's column view and cannot "
                        f"train a fold (some rows of the store); dcd minimizes the same {loss} "
                        "problem")
@@ -193,7 +192,7 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
            progress: Progress | None = None, **train_kwargs) -> dict:
     """LIBLINEAR's ``-C``: the C of the best ``n_folds``-fold CV accuracy (see the module
     docstring) for ``loss`` "logistic" (``-s 0``) or "squared_hinge" (``-s 2``), trained
-    by ``solver`` (default: LIBLINEAR's type's, from :data:`distsvm.jobs.LIBLINEAR_TYPES`,
+    by ``solver`` (default: LIBLINEAR's type's, from :data:`~.registry.LIBLINEAR_TYPES`,
     or :func:`fold_solver`'s substitute).
 
     ``start_C`` (LIBLINEAR's ``-c`` with ``-C``) replaces :func:`start_c`; ``max_C`` is
@@ -206,16 +205,15 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
         raise ValueError(f"The 'loss' parameter of find_c must be one of "
                          f"{list(SEARCH_TYPES)} (LIBLINEAR's -C searches -s 0 and -s 2). "
                          f"Got {loss!r} instead.")
-    solver, why = fold_solver(solver or jobs.LIBLINEAR_TYPES[SEARCH_TYPES[loss]][0], loss,
+    solver, why = fold_solver(solver or registry.LIBLINEAR_TYPES[SEARCH_TYPES[loss]][0], loss,
                               "find_c")
     if why:
         progress.note(why)
     if start_C is not None:
-        jobs._check_real("find_c", "start_C", start_C, 0.0)
-    jobs._check_real("find_c", "max_C", max_C, 0.0)
-    # warm start with LIBLINEAR's own -s 0/-s 2 solver, as LIBLINEAR
-    warm_start = (solver in jobs.WARM_START_SOLVERS
-                  and solver == jobs.LIBLINEAR_TYPES[SEARCH_TYPES[loss]][0])
+        params.check_real("find_c", "start_C", start_C, 0.0)
+    params.check_real("find_c", "max_C", max_C, 0.0)
+    # warm start where the solver takes it (LIBLINEAR's own -s 0/-s 2 solver), as LIBLINEAR
+    warm_start = solver in registry.SOLVERS and registry.SOLVERS[solver].takes("warm_start")
     dataset = jobs.as_dataset(data)
     bias = float(train_kwargs.get("bias", -1.0))
     kwargs = dict(train_kwargs, solver=solver, loss=loss, seed=seed)

@@ -75,7 +75,8 @@ def validate(doc, schema_name: str, where: str) -> dict:
     import jsonschema
     import referencing
 
-    schemas = [json.loads(p.read_text()) for p in sorted(SCHEMAS.glob("*.schema.json"))]
+    schemas = [_with_choices(json.loads(p.read_text()))
+               for p in sorted(SCHEMAS.glob("*.schema.json"))]
     registry = referencing.Registry().with_resources(
         (s["$id"], referencing.Resource.from_contents(s)) for s in schemas)
     schema = next(s for s in schemas if s["$id"].endswith(f"/{schema_name}.schema.json"))
@@ -95,6 +96,21 @@ def validate(doc, schema_name: str, where: str) -> dict:
                         "jobqueue and kubernetes")
     key = ".".join(path) or "(top level)"
     raise SpecError(f"{where}: key '{key}': {e.message}")
+
+
+def _with_choices(schema: dict) -> dict:
+    """The schema with the choices of the ``solver`` section's keys filled in from the
+    solver registry and :data:`distsvm.params.CHOICES` (the file leaves them open)."""
+    from . import params
+    from .solvers import registry
+
+    keys = schema.get("$defs", {}).get("solver", {}).get("properties")
+    if keys is not None:
+        choices = {"solver": registry.choices(), "loss": list(registry.LOSSES),
+                   **{k: [v for v in vs if v is not None] for k, vs in params.CHOICES.items()}}
+        for key, values in choices.items():
+            keys[key] = {**keys[key], "enum": values}
+    return schema
 
 
 def load_spec(path) -> dict:

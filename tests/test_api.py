@@ -7,6 +7,7 @@ import pytest
 
 import distsvm
 from distsvm.ingest import ingest
+from distsvm.solvers.registry import LIBLINEAR_TYPES
 
 from .conftest import liblinear_optimum, primal_objective
 
@@ -68,7 +69,7 @@ def test_not_fitted():
 
 
 def test_logistic_regression_matches_liblinear_s0_and_probabilities(client, a9a):
-    """LogisticRegression = LIBLINEAR -s 0 (through jobs.LIBLINEAR_TYPES[0]); predict_proba
+    """LogisticRegression = LIBLINEAR -s 0 (through registry.LIBLINEAR_TYPES[0]); predict_proba
     = LIBLINEAR's predict -b 1 for two classes: σ(wᵀx + b) of classes_[1]."""
     from liblinear.liblinearutil import parameter, predict, problem, train
 
@@ -91,7 +92,7 @@ def test_primal_linear_svc_string_labels_and_input_checks(client, a9a):
     X, y = a9a[0][:2000], a9a[1][:2000]
     labels = np.where(y > 0, "yes", "no")
     clf = distsvm.LinearSVC(dual=False, tol=1e-3).fit(X, labels)  # LIBLINEAR -s 2
-    assert clf.model_.solver == distsvm.jobs.LIBLINEAR_TYPES[2][0]
+    assert clf.model_.solver == LIBLINEAR_TYPES[2][0]
     assert clf.classes_.tolist() == ["no", "yes"]
     assert set(clf.predict(X)) <= {"no", "yes"} and clf.score(X, labels) > 0.8
     with pytest.raises(ValueError, match="X has 122 features, but LinearSVC is expecting 123"):

@@ -1,6 +1,6 @@
 """LIBLINEAR parity (issue 7): every ``-s`` this version trains, on multi-class datasets.
 
-For each LIBLINEAR type (``jobs.LIBLINEAR_TYPES``: 0, 1, 2, 3, 4, 7) and dataset, the
+For each LIBLINEAR type (``registry.LIBLINEAR_TYPES``: 0, 1, 2, 3, 4, 7) and dataset, the
 summed one-vs-rest primal objectives (Crammer–Singer: its own objective) are within 1e-3
 relative of LIBLINEAR's optimum with the same options, and the test accuracy within 0.3
 points of LIBLINEAR's — or lower: LIBLINEAR's dual solvers stop at their iteration limit
@@ -14,7 +14,7 @@ LIBLINEAR's reference is read from its log too (issue 7, pendigits, whose featur
 unscaled, 0–100): its dual solvers stop at their iteration limits there (``-s 1``, ``-s 3``,
 ``-s 7``: 300; ``-s 4``: 100000).  ``-s 1`` and ``-s 7`` then switch to the primal Newton
 solver (-s 2, -s 0) and end at the optimum; we run them as LIBLINEAR does
-(``primal_switch``, :data:`distsvm.jobs.LIBLINEAR_DUAL_ROUNDS`) and the comparison is the
+(``primal_switch``, :data:`distsvm.solvers.registry.LIBLINEAR_DUAL_ROUNDS`) and the comparison is the
 usual one.  ``-s 3`` and ``-s 4`` have no primal solver: LIBLINEAR returns a point far from
 the optimum (pendigits ``-s 3``: Σ primal 7880 against a dual 26; ``-s 4``: 1627–2362 by the
 random order, dual 648), whose objective and accuracy are not a reference.  Then the test
@@ -34,7 +34,8 @@ import pytest
 import scipy.sparse as sp
 
 from distsvm.ingest import ingest
-from distsvm.jobs import LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, train
+from distsvm.jobs import train
+from distsvm.solvers.registry import LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES
 
 from .conftest import load_xy, shared_dataset
 from .test_crammer_singer import cs_primal

@@ -8,8 +8,9 @@ import pytest
 
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
-from distsvm.jobs import LIBLINEAR_TYPES, train
+from distsvm.jobs import train
 from distsvm.solvers.newton import stopping_tolerance
+from distsvm.solvers.registry import LIBLINEAR_TYPES
 from workers import losses
 from workers.kernels import newton as kernel
 

@@ -11,7 +11,8 @@ import pytest
 
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
-from distsvm.jobs import cross_validate, train
+from distsvm.jobs import train
+from distsvm.selection import cross_validate
 
 from .conftest import liblinear_optimum, primal_objective
 from .test_multiclass import liblinear_model, ovr_objectives

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from distsvm import jobs
+from distsvm import jobs, selection
 from distsvm.ingest import ingest
 from distsvm.selection import fold_of_rows, start_c
 from storage import Dataset, StorageError
@@ -112,7 +112,7 @@ def test_cross_validation_matches_liblinear_and_runs_on_the_cluster(client, a9a,
 
     X, y = a9a
     with get_task_stream(client) as ts:
-        cv = jobs.cross_validate(a9a_store, 5, loss="squared_hinge", C=0.0625, eps=0.1,
+        cv = selection.cross_validate(a9a_store, 5, loss="squared_hinge", C=0.0625, eps=0.1,
                                  concurrent_folds=5)
     ref = liblinear_cv(X, y, "-s 1 -c 0.0625 -v 5") / 100
     assert abs(cv["accuracy"] - ref) < 0.005, (cv["accuracy"], ref)
@@ -147,7 +147,7 @@ def test_find_c_matches_liblinear_on_a9a(client, a9a, a9a_store):
     X, y = a9a
     ref_c, _, ref_rate = liblinear_cv(X, y, "-s 2 -C -v 5")
     assert ref_c == 2.0 ** -4
-    out = jobs.find_c(a9a_store, 5, loss="squared_hinge", start_C=2.0 ** -6, max_C=0.25,
+    out = selection.find_c(a9a_store, 5, loss="squared_hinge", start_C=2.0 ** -6, max_C=0.25,
                       concurrent_folds=5)
     assert out["solver"] in ("dcd", "newton") and [h["C"] for h in out["history"]] == [
         2.0 ** k for k in range(-6, -1)]
@@ -158,7 +158,7 @@ def test_find_c_matches_liblinear_on_a9a(client, a9a, a9a_store):
 
 
 def test_cli_cross_validation_and_c_search(client, a9a, tmp_path):
-    """train -v / -C print LIBLINEAR's lines; -v equals jobs.cross_validate on the same seed."""
+    """train -v / -C print LIBLINEAR's lines; -v equals selection.cross_validate on the same seed."""
     import subprocess
     import sys
 
@@ -173,7 +173,7 @@ def test_cli_cross_validation_and_c_search(client, a9a, tmp_path):
         return p
 
     p = run("-s", "1", "-c", "0.5", "-v", "2", "--seed", "2")
-    cv = jobs.cross_validate(store, 2, seed=2, loss="squared_hinge", C=0.5)
+    cv = selection.cross_validate(store, 2, seed=2, loss="squared_hinge", C=0.5)
     assert p.stdout.strip() == f"Cross Validation Accuracy = {100 * cv['accuracy']:g}%"
     p = run("-s", "2", "-C", "-c", "512", "-v", "2", "--max-rounds", "5",
             "--concurrent-folds", "2")
@@ -199,13 +199,13 @@ def test_cross_validation_of_a_one_block_store_matches_liblinear(client, a9a, a9
 
     X, y = a9a
     assert a9a_one_block.n_blocks == 1
-    cv = jobs.cross_validate(a9a_one_block, 3, loss="squared_hinge", C=0.0625)
+    cv = selection.cross_validate(a9a_one_block, 3, loss="squared_hinge", C=0.0625)
     ref = liblinear_cv(X, y, "-s 1 -c 0.0625 -v 3") / 100
     assert abs(cv["accuracy"] - ref) < 0.01, (cv["accuracy"], ref)
     assert cv["n_folds"] == 3 and sum(f["n_test"] for f in cv["folds"]) == 32561
     # concurrent folds of a one-block store run on both workers, with the same result
     with get_task_stream(client) as ts:
-        again = jobs.cross_validate(a9a_one_block, 3, loss="squared_hinge", C=0.0625,
+        again = selection.cross_validate(a9a_one_block, 3, loss="squared_hinge", C=0.0625,
                                     concurrent_folds=3)
     assert again["folds"] == cv["folds"]
     assert len({t["worker"] for t in ts.data if t["key"].startswith("ovr_batch")}) == 2
@@ -218,7 +218,7 @@ def test_folds_do_not_depend_on_the_block_count(client, a9a, tmp_path):
     one = ingest((X[:7000], y[:7000]), str(tmp_path / "one.zarr"), block_rows=7000)
     seven = ingest((X[:7000], y[:7000]), str(tmp_path / "seven.zarr"), block_rows=1000)
     assert (one.n_blocks, seven.n_blocks) == (1, 7)
-    a, b = (jobs.cross_validate(ds, 5, seed=4, loss="hinge", C=0.5) for ds in (one, seven))
+    a, b = (selection.cross_validate(ds, 5, seed=4, loss="hinge", C=0.5) for ds in (one, seven))
     assert [f["correct"] for f in a["folds"]] == [f["correct"] for f in b["folds"]]
     assert a["accuracy"] == b["accuracy"]
 
@@ -228,7 +228,7 @@ def test_find_c_on_a_one_block_store(client, a9a, tmp_path):
     X, y = a9a
     ds = ingest((X[:8000], y[:8000]), str(tmp_path / "s.zarr"))
     assert ds.n_blocks == 1
-    out = jobs.find_c(ds, 5, loss="squared_hinge", start_C=2.0 ** -6, max_C=2.0 ** -4)
+    out = selection.find_c(ds, 5, loss="squared_hinge", start_C=2.0 ** -6, max_C=2.0 ** -4)
     assert [h["C"] for h in out["history"]] == [2.0 ** -6, 2.0 ** -5, 2.0 ** -4]
     for h in out["history"]:
         ref = liblinear_cv(X[:8000], y[:8000], f"-s 2 -c {h['C']} -v 5") / 100
@@ -245,11 +245,11 @@ def test_more_folds_than_rows_is_leave_one_out(client, a9a, tmp_path):
     rows = np.concatenate([np.flatnonzero(y > 0)[:4], np.flatnonzero(y < 0)[:4]])
     ds = ingest((X[rows], y[rows]), str(tmp_path / "s.zarr"))
     log = io.StringIO()
-    cv = jobs.cross_validate(ds, 20, loss="squared_hinge", progress=Progress(stream=log))
+    cv = selection.cross_validate(ds, 20, loss="squared_hinge", progress=Progress(stream=log))
     assert "WARNING: # folds > # data. Will use # folds = # data instead" in log.getvalue()
     assert cv["n_folds"] == 8 and [f["n_test"] for f in cv["folds"]] == [1] * 8
     with pytest.raises(ValueError, match="The 'n_folds' parameter"):
-        jobs.cross_validate(ds, 1)
+        selection.cross_validate(ds, 1)
 
 
 @pytest.mark.slow
@@ -261,7 +261,7 @@ def test_cross_validation_of_w8a_matches_liblinear(client, tmp_path):
     ref = liblinear_cv(X, y, "-s 1 -v 5") / 100
     for rows in (None, 7200):
         ds = ingest(str(path), str(tmp_path / f"w8a-{rows}.zarr"), block_rows=rows)
-        cv = jobs.cross_validate(ds, 5, loss="squared_hinge", C=1.0)
+        cv = selection.cross_validate(ds, 5, loss="squared_hinge", C=1.0)
         assert abs(cv["accuracy"] - ref) < 0.001, (rows, cv["accuracy"], ref)
 
 
@@ -273,7 +273,7 @@ def test_every_row_block_solver_trains_row_folds(client, a9a, tmp_path, options)
     """Fold views are joined blocks: every solver that reads row blocks trains on them."""
     X, y = a9a
     ds = ingest((X[:3000], y[:3000]), str(tmp_path / "s.zarr"), block_rows=1000)
-    cv = jobs.cross_validate(ds, 3, C=0.25, **options)
+    cv = selection.cross_validate(ds, 3, C=0.25, **options)
     ref = liblinear_cv(X[:3000], y[:3000], "-s 3 -c 0.25 -v 3") / 100
     assert abs(cv["accuracy"] - ref) < 0.03, (cv["accuracy"], ref)
 
@@ -285,7 +285,7 @@ def test_multiclass_row_folds(client, tmp_path, solver):
 
     X, y = dna_rows(1200)
     ds = ingest((X, y), str(tmp_path / "dna.zarr"))
-    cv = jobs.cross_validate(ds, 3, solver=solver, loss="crammer_singer" if solver ==
+    cv = selection.cross_validate(ds, 3, solver=solver, loss="crammer_singer" if solver ==
                              "crammer_singer" else "squared_hinge", C=0.1)
     ref = liblinear_cv(X, y, f"-s {4 if solver == 'crammer_singer' else 1} -c 0.1 -v 3") / 100
     assert abs(cv["accuracy"] - ref) < 0.03, (cv["accuracy"], ref)

@@ -1,0 +1,297 @@
+"""Training parameters: their defaults, their checks, and C per class — once for every front end.
+
+The CLI, the estimators, job specs, the pipeline and model selection all train through
+:func:`distsvm.jobs.train`, whose parameters are :class:`Params`; they are checked here, in
+scikit-learn's wording ("The 'C' parameter of LinearSVC must be a float in the range (0,
+inf). Got -1 instead."), so a parameter means the same thing, and fails the same way,
+everywhere.  Which solver takes which option is the registry's
+(:mod:`distsvm.solvers.registry`).  One name per concept: the stopping tolerance is
+``eps`` (LIBLINEAR's), the round limit ``max_rounds``, the seed ``seed``; only the
+scikit-learn estimators say ``tol``, ``max_iter`` and ``random_state``, and pass ``names``
+so that their messages do too.  Objective scaling is LIBLINEAR's everywhere,
+``½‖w‖² + Σᵢ Cᵢ · loss``, row i's cost Cᵢ being C · its class weight · its instance weight
+(:func:`class_costs` and :func:`problem_costs` per class; the workers multiply in the
+instance weights).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+
+import numpy as np
+
+from .solvers import registry
+
+# The values of the options that take one of a few (the CLI's and the job schema's choices).
+CHOICES = {"objective": ("classification", "ordinal"), "method": ("inexact", "exact"),
+           "pcd_mode": ("exact", "parallel"), "parallel": (None, "average", "add")}
+# SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
+ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
+ALM_OPTIONS = ("p", "method", "mu0", "rho", "rtol")  # the registry's option "alm"
+# Why an option (a key of Solver.options) given to a solver that does not take it is refused.
+REFUSALS = {
+    "gap_tol": "The 'gap_tol' parameter of {owner} applies to solvers {takers} only (their "
+               "duality gaps are the certificates). Got solver {solver!r}.",
+    "objective": "The 'objective' parameter of {owner} must be one of {choices} ('ordinal' "
+                 "with the {bare} solver only). Got {value!r} with solver {solver!r} instead.",
+    "c_perf": "The 'c_perf' parameter of {owner} (SVMperf's C) applies to the {bare} solver "
+              "only; use C with solver {solver!r}",
+    "parallel": "The 'parallel' parameter of {owner} belongs to solver {takers} with the "
+                "{losses} loss.",
+    "alm": "The parameters p, method, mu0, rho and rtol of {owner} belong to solver {takers}; "
+           "solver {solver!r} does not take them.",
+    "primal_switch": "The 'primal_switch' parameter of {owner} belongs to solver {takers} with "
+                     "the loss {losses} (the losses of the primal Newton solver). Got solver "
+                     "{solver!r}, loss {loss!r}.",
+    "regularize_bias": "regularize_bias=False (LIBLINEAR's -R) of {owner} needs solver "
+                       "{takers} and a bias feature (bias >= 0). Got solver {solver!r} and "
+                       "bias {bias!r}.",
+    "warm_start": "The 'warm_start' parameter of {owner} belongs to solver(s) {listed}. Got "
+                  "solver {solver!r}.",
+    "weights": "Class and instance weights of {owner} are not taken by solver {solver!r} "
+               "(LIBLINEAR has no such solver; {takers} take them). Got class_weight={value!r} "
+               "on a store {stored} instance weights.",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    """The training parameters of :func:`distsvm.jobs.train` (a job spec's ``solver``).
+
+    ``solver`` a name of :data:`distsvm.solvers.registry.SOLVERS` or "auto"; ``loss`` one
+    it trains; ``eps`` the stopping tolerance (None: the solver's default); ``bias`` a bias
+    feature of that value (< 0: none; SVM-ALM: an unregularized intercept if ≥ 0);
+    ``gap_tol`` > 0 also stops once the duality gap certifies the primal to that relative
+    accuracy.  The other options belong to some solvers (the registry's ``options``):
+
+    * ``class_weight``: None, ``{label: weight}`` (missing labels weigh 1) or "balanced"
+      (n_rows / (n_classes · rows of the class), as scikit-learn); row i costs
+      Cᵢ = C · class_weight[yᵢ] · its instance weight if the store has them (LIBLINEAR's
+      ``-wi`` and ``-W``); in one-vs-rest, problem k's rows of class k cost their weighted C
+      and the others C (:func:`problem_costs`).
+    * ``parallel`` "average" or "add": DCD as CoCoA / CoCoA+ across the workers;
+      ``inner_passes`` DCD's passes over a block per visit; ``join_blocks`` (sequential dual
+      CD): one permutation of all rows per round where one worker's cache holds the store.
+    * ``primal_switch`` (dcd, the losses of newton): LIBLINEAR's fallback for ``-s 1`` and
+      ``-s 7`` (:data:`~distsvm.solvers.registry.LIBLINEAR_DUAL_ROUNDS`) — a problem whose
+      dual CD has not converged after that many rounds continues with the primal Newton
+      solver of the same loss from the dual's w, at 0.1·eps and ``max_rounds`` iterations.
+    * ``regularize_bias=False`` (newton, ``bias >= 0``): LIBLINEAR's ``-R``;
+      ``warm_start`` (newton): the initial w, n_features (+1 with a bias) values.
+    * ``objective`` ("ordinal": a ranking model) and ``c_perf`` (SVMperf's C, replacing C):
+      the cutting plane's; ``pcd_mode``: primal CD's; ``p``, ``method``, ``mu0``, ``rho``,
+      ``rtol``: SVM-ALM's (:mod:`distsvm.solvers.alm`).
+    """
+
+    solver: str = "dcd"
+    loss: str = "squared_hinge"
+    C: float = 1.0
+    eps: float | None = None
+    bias: float = -1.0
+    max_rounds: int = 1000
+    seed: int = 0
+    inner_passes: int = 1
+    gap_tol: float = 0.0
+    objective: str = "classification"
+    c_perf: float | None = None
+    p: float | None = None
+    method: str = "inexact"
+    mu0: float = 0.01
+    rho: float = 1.02
+    rtol: float = 1e-6
+    pcd_mode: str = "exact"
+    parallel: str | None = None
+    join_blocks: bool = True
+    regularize_bias: bool = True
+    warm_start: object = None
+    class_weight: object = None
+    primal_switch: int | None = None
+
+
+DEFAULTS = Params()
+
+
+def check_real(owner, name, value, low, high=np.inf, low_open=True):
+    """A finite real in (low, high] (``low_open``) or [low, high]."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
+    if ok:
+        ok = (value > low if low_open else value >= low) and value <= high
+    if not ok:
+        bracket = "(" if low_open else "["
+        hi = "inf" if high == np.inf else f"{high:g}"
+        raise ValueError(f"The '{name}' parameter of {owner} must be a float in the range "
+                         f"{bracket}{low:g}, {hi}{')' if high == np.inf else ']'}. "
+                         f"Got {value!r} instead.")
+
+
+def check_int(owner, name, value, low):
+    """An int ≥ low."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+        raise ValueError(f"The '{name}' parameter of {owner} must be an int in the range "
+                         f"[{low}, inf). Got {value!r} instead.")
+
+
+def check_choice(owner, name, value, choices):
+    """One of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"The '{name}' parameter of {owner} must be one of {list(choices)}. "
+                         f"Got {value!r} instead.")
+
+
+def check_params(owner: str, p: Params, names: dict | None = None) -> None:
+    """The checks that need neither the solver's entry nor the data; ``names`` renames
+    parameters in the messages (the estimators' ``tol`` for ``eps``)."""
+    check_choice(owner, "solver", p.solver, registry.choices())
+    check_choice(owner, "loss", p.loss, registry.LOSSES)
+    check_real(owner, "C", p.C, 0.0)
+    check_real(owner, "gap_tol", p.gap_tol, 0.0, low_open=False)
+    if not isinstance(p.bias, numbers.Real) or isinstance(p.bias, bool) \
+            or not np.isfinite(p.bias):
+        raise ValueError(f"The 'bias' parameter of {owner} must be a finite float "
+                         f"(< 0 for no bias feature). Got {p.bias!r} instead.")
+    check_int(owner, _named(names, "max_rounds"), p.max_rounds, 1)
+    check_int(owner, _named(names, "seed"), p.seed, 0)
+    check_int(owner, "inner_passes", p.inner_passes, 1)
+    for option, choices in CHOICES.items():
+        check_choice(owner, option, getattr(p, option), choices)
+    if p.primal_switch is not None:
+        check_int(owner, "primal_switch", p.primal_switch, 1)
+    if p.c_perf is not None:
+        check_real(owner, "c_perf", p.c_perf, 0.0)
+
+
+def _named(names: dict | None, key: str) -> str:
+    return (names or {}).get(key, key)
+
+
+def _takers(option: str) -> list[registry.Solver]:
+    return [s for s in registry.SOLVERS.values() if option in s.options]
+
+
+def _phrase(words: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _refuse(owner: str, option: str, p: Params, weighted: bool = False):
+    """Raise the refusal of ``option`` (:data:`REFUSALS`)."""
+    takers = _takers(option)
+    losses = dict.fromkeys(loss for s in takers for loss in (s.options[option] or s.losses))
+    raise ValueError(REFUSALS[option].format(
+        owner=owner, solver=p.solver, loss=p.loss, bias=p.bias,
+        value=p.class_weight if option == "weights" else getattr(p, option, None),
+        takers=_phrase([repr(s.name) for s in takers]), bare=_phrase([s.name for s in takers]),
+        listed=[s.name for s in takers], losses=" or ".join(losses),
+        choices=list(CHOICES["objective"]), stored="with" if weighted else "without"))
+
+
+def _given(option: str, p: Params, weighted: bool) -> bool:
+    """Whether ``option`` is set to other than its default."""
+    if option == "weights":
+        return p.class_weight is not None or weighted
+    fields = ALM_OPTIONS if option == "alm" else (option,)
+    for f in fields:
+        value, default = getattr(p, f), getattr(DEFAULTS, f)
+        if (value is not None) if default is None else (value != default):
+            return True
+    return False
+
+
+def check_solver(owner: str, p: Params, weighted: bool = False,
+                 names: dict | None = None) -> Params:
+    """The checks of a registered solver (not "auto"): its loss, its options (those it does
+    not take refused, :data:`REFUSALS`), SVM-ALM's parameters; ``weighted``: the store has
+    instance weights.  Returns ``p`` with ``eps`` (default: the solver's), SVM-ALM's ``p``
+    and intercept (``bias`` ±1) settled."""
+    spec = registry.get(p.solver, owner)
+    if p.loss not in spec.losses:
+        raise ValueError(f"The 'loss' parameter of {owner} must be one of {list(spec.losses)} "
+                         f"with solver={p.solver!r}. Got {p.loss!r} instead.")
+    p = dataclasses.replace(p, eps=spec.eps if p.eps is None else p.eps)
+    check_real(owner, _named(names, "eps"), p.eps, 0.0)
+    for option in REFUSALS:
+        if _given(option, p, weighted) and not spec.takes(option, p.loss):
+            _refuse(owner, option, p, weighted)
+    if not p.regularize_bias and p.bias < 0:
+        _refuse(owner, "regularize_bias", p)
+    if spec.takes("alm"):
+        p = dataclasses.replace(p, p=check_alm(owner, p),
+                                bias=1.0 if p.bias >= 0 else -1.0)  # an intercept, or none
+    return p
+
+
+def check_alm(owner: str, p: Params) -> float:
+    """Check SVM-ALM's parameters; return the loss exponent p."""
+    if p.loss == "lp":
+        if p.p is None:
+            raise ValueError(f"The 'p' parameter of {owner} is required with loss 'lp'.")
+        check_real(owner, "p", p.p, 1.0, low_open=False)
+    elif p.p is not None and float(p.p) != ALM_P[p.loss]:
+        raise ValueError(f"The 'p' parameter of {owner} must be {ALM_P[p.loss]:g} (or None) "
+                         f"with loss {p.loss!r}. Got {p.p!r} instead.")
+    check_real(owner, "mu0", p.mu0, 0.0)
+    check_real(owner, "rho", p.rho, 1.0, low_open=False)
+    check_real(owner, "rtol", p.rtol, 0.0, low_open=False)
+    return float(p.p) if p.loss == "lp" else ALM_P[p.loss]
+
+
+def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool]:
+    """The checks against the store: its classes, the warm start's length, a column-view
+    solver on a fold.  Returns ``p`` with C settled (from ``c_perf``), C per class index
+    (:func:`class_costs`) and whether the classes train one-vs-rest."""
+    spec = registry.SOLVERS[p.solver]
+    meta = dataset.meta
+    if spec.reads == "columns" and dataset.is_subset:
+        raise ValueError(f"The 'solver' parameter of {owner} cannot be {p.solver!r} on a view "
+                         "of some row blocks (a cross-validation fold): it reads the store's "
+                         "column view, which covers every row")
+    if len(meta.classes) < 2:
+        raise ValueError(f"{dataset.url}: {len(meta.classes)} class; a classifier needs labels "
+                         "of at least two values")
+    multiclass = len(meta.classes) > 2 and p.objective != "ordinal" and not spec.multiclass
+    if p.warm_start is not None:
+        warm = np.asarray(p.warm_start, dtype=np.float64)
+        dim = meta.n_features + (p.bias >= 0)
+        if warm.shape != (dim,) or not np.all(np.isfinite(warm)):
+            raise ValueError(f"The 'warm_start' parameter of {owner} must be {dim} finite "
+                             f"weights (n_features + 1 with a bias). Got shape {warm.shape}.")
+        if multiclass:
+            raise ValueError(f"The 'warm_start' parameter of {owner} takes one weight vector: "
+                             f"binary problems only (the store has {len(meta.classes)} "
+                             "classes)")
+        p = dataclasses.replace(p, warm_start=warm)
+    if p.c_perf is not None:
+        from .solvers.cutting_plane import c_from_c_perf
+
+        p = dataclasses.replace(p, C=c_from_c_perf(p.c_perf, meta.class_counts, p.objective))
+    return p, class_costs(owner, p.class_weight, float(p.C), meta), multiclass
+
+
+def class_costs(owner: str, class_weight, C: float, meta) -> np.ndarray:
+    """C times each class's weight (:class:`Params`' ``class_weight``), in the store's class
+    order."""
+    n = np.asarray(meta.class_counts, dtype=np.float64)
+    if class_weight is None:
+        return np.full(len(n), C)
+    if isinstance(class_weight, str) and class_weight == "balanced":
+        return C * n.sum() / (len(n) * np.maximum(n, 1))
+    if not isinstance(class_weight, dict):
+        raise ValueError(f"The 'class_weight' parameter of {owner} must be None, a dict or "
+                         f"'balanced'. Got {class_weight!r} instead.")
+    unknown = [k for k in class_weight if float(k) not in meta.classes]
+    if unknown:
+        raise ValueError(f"The 'class_weight' parameter of {owner} names labels {unknown} "
+                         f"that are not classes of the data {list(meta.classes)}.")
+    weights = {float(k): v for k, v in class_weight.items()}
+    for k, v in weights.items():
+        check_real(owner, f"class_weight[{k:g}]", v, 0.0)
+    return np.array([C * float(weights.get(c, 1.0)) for c in meta.classes])
+
+
+def problem_costs(class_cost, C: float, k: int) -> np.ndarray:
+    """C per class index in one-vs-rest problem k: class k's rows cost its weighted C
+    (``class_cost[k]``) and the rest plain C, as LIBLINEAR's ``train`` gives problem k
+    ``weighted_C[k]`` and ``param->C``."""
+    cost = np.asarray(class_cost, dtype=np.float64)
+    return np.where(np.arange(len(cost)) == k, cost, float(C))

@@ -1,0 +1,210 @@
+"""The solver registry: what each solver trains, which options it takes, and how it runs.
+
+The CLI (``--solver``, ``--loss``, ``-s`` and their help), :func:`distsvm.jobs.train`, the
+estimators, job specs, the pipeline and model selection read this table, and only it: adding a
+solver is adding an entry.  Each entry names the losses it trains, LIBLINEAR's ``-s`` codes it
+stands for, its default ``eps`` (what that tolerance bounds differs per solver), the training
+options it takes beyond the common ones (:class:`distsvm.params.Params`; an option given to a
+solver that does not take it is refused by :func:`distsvm.params.check_solver`), and its
+factory: a function that runs the solver module's own ``solve`` on one binary problem.
+
+Importing this module is cheap (the CLI's ``--help`` reads it): the factories import their
+solver modules when they run.  Losses are named here; their integer codes for the kernels
+live with the kernels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+# Every loss a solver trains, and what it is (the CLI's --loss help).
+LOSSES = {"hinge": "L1-loss SVM", "squared_hinge": "L2-loss SVM",
+          "logistic": "logistic regression", "lp": "max(0, 1 - m)^p",
+          "crammer_singer": "Crammer-Singer multi-class SVM"}
+AUTO = "auto"  # train's solver="auto": jobs.choose_solver picks one per store
+# LIBLINEAR 2.40+'s -s 1 and -s 7 (train_one in linear.cpp): a problem whose dual CD has
+# not converged after this many iterations continues with the primal Newton solver of the
+# same loss (-s 2, -s 0) from the dual's w; train's ``primal_switch`` (the CLI's -s 1, -s 7)
+LIBLINEAR_DUAL_ROUNDS = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class Solver:
+    """A solver's entry.  ``options`` maps each option it takes to the losses it takes it
+    with (None: every loss); "weights" stands for class and instance weights, "alm" for
+    SVM-ALM's p, method, mu0, rho and rtol.  ``solve(client, dataset, plan, params, *,
+    positive, cost, progress, checkpoint)`` runs one problem: rows of class index
+    ``positive`` are +1, ``cost`` is C per class index.  ``hold(dataset, plan, params)``, if
+    set, gives the rows and plan every problem trains on instead (dual CD's joined blocks);
+    ``solve_ovr(client, dataset, plan, params, *, cost, progress, checkpoint)``, if set, runs
+    the K one-vs-rest problems of a sequential run in one job; ``recorded(params, meta)`` the
+    solver's own entries of the model's params."""
+
+    name: str
+    help: str
+    losses: tuple[str, ...]
+    eps: float
+    eps_help: str
+    solve: Callable
+    types: Mapping[int, str] = dataclasses.field(default_factory=dict)
+    options: Mapping[str, tuple[str, ...] | None] = dataclasses.field(default_factory=dict)
+    reads: str = "rows"  # "columns": the store's column view, which a fold (a view) lacks
+    multiclass: bool = False  # trains K classes as one problem (no one-vs-rest)
+    intercept: bool = False  # bias >= 0 is an unregularized intercept, not a bias feature
+    hold: Callable | None = None
+    solve_ovr: Callable | None = None
+    recorded: Callable = lambda params, meta: {}
+
+    @property
+    def cli_name(self) -> str:
+        return self.name.replace("_", "-")
+
+    @property
+    def default_loss(self) -> str:
+        """The CLI's loss when none is given: the L2-loss SVM if it trains it."""
+        return "squared_hinge" if "squared_hinge" in self.losses else self.losses[0]
+
+    def takes(self, option: str, loss: str | None = None) -> bool:
+        """Whether this solver takes ``option`` (with ``loss``, if given)."""
+        if option not in self.options:
+            return False
+        losses = self.options[option]
+        return losses is None or loss is None or loss in losses
+
+
+def _dcd(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
+    from . import dcd
+
+    return dcd.solve(client, dataset, plan, loss=p.loss, C=float(p.C), eps=float(p.eps),
+                     bias=float(p.bias), max_rounds=p.primal_switch or p.max_rounds,
+                     seed=p.seed, inner_passes=p.inner_passes, gap_tol=float(p.gap_tol),
+                     parallel=p.parallel, progress=progress, checkpoint=checkpoint,
+                     positive=positive, class_cost=cost)
+
+
+def _dcd_ovr(client, dataset, plan, p, *, cost, progress, checkpoint):
+    from . import dcd
+
+    return dcd.solve_ovr(client, dataset, plan, loss=p.loss, C=float(p.C), eps=float(p.eps),
+                         bias=float(p.bias), max_rounds=p.primal_switch or p.max_rounds,
+                         seed=p.seed, inner_passes=p.inner_passes, gap_tol=float(p.gap_tol),
+                         progress=progress, checkpoint=checkpoint, class_cost=cost)
+
+
+def _joined(dataset, plan, p):
+    """Sequential dual CD visits all rows in one permutation where one worker holds them;
+    the parallel modes join each worker's blocks (:mod:`distsvm.solvers.resident`)."""
+    from . import resident
+
+    if not p.join_blocks:
+        return dataset, plan
+    return (resident.held_by_one if p.parallel is None else resident.held_by_each)(dataset, plan)
+
+
+def _pcd(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
+    from . import pcd
+
+    return pcd.solve(client, dataset, plan, loss=p.loss, C=float(p.C), eps=float(p.eps),
+                     bias=float(p.bias), max_rounds=p.max_rounds, seed=p.seed, mode=p.pcd_mode,
+                     progress=progress, checkpoint=checkpoint, positive=positive,
+                     class_cost=cost)
+
+
+def _newton(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
+    from . import newton
+
+    return newton.solve(client, dataset, plan, loss=p.loss, C=float(p.C), eps=float(p.eps),
+                        bias=float(p.bias), max_rounds=p.max_rounds,
+                        regularize_bias=bool(p.regularize_bias), warm_start=p.warm_start,
+                        class_cost=cost, progress=progress, positive=positive,
+                        checkpoint=checkpoint)
+
+
+def _cutting_plane(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
+    from . import cutting_plane
+
+    return cutting_plane.solve(client, dataset, plan, C=float(p.C), eps=float(p.eps),
+                               bias=float(p.bias), max_rounds=p.max_rounds,
+                               objective=p.objective, progress=progress,
+                               checkpoint=checkpoint, positive=positive)
+
+
+def _cutting_plane_recorded(p, meta) -> dict:
+    """The objective, and SVMperf's C of the C trained (:func:`~.cutting_plane.n_loss_terms`)."""
+    from . import cutting_plane
+
+    return {"objective": p.objective,
+            "c_perf": cutting_plane.n_loss_terms(meta.class_counts, p.objective) * p.C / 100}
+
+
+def _alm(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
+    from . import alm
+
+    return alm.solve(client, dataset, plan, p=p.p, C=float(p.C), eps=float(p.eps),
+                     bias=p.bias >= 0, max_iter=p.max_rounds, progress=progress,
+                     positive=positive, checkpoint=checkpoint, method=p.method, mu0=p.mu0,
+                     rho=p.rho, rtol=p.rtol)
+
+
+def _crammer_singer(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
+    from . import crammer_singer
+
+    return crammer_singer.solve(client, dataset, plan, C=float(p.C), eps=float(p.eps),
+                                bias=float(p.bias), max_rounds=p.max_rounds, seed=p.seed,
+                                gap_tol=float(p.gap_tol), progress=progress,
+                                class_cost=cost, checkpoint=checkpoint)
+
+
+# In the CLI's order; "auto" (AUTO) follows them.  Default eps: LIBLINEAR's for dcd, pcd,
+# crammer_singer (relative to the gradient at w = 0 for pcd) and its Newton solver (-s 0, -s 2);
+# the paper's ε = 0.001 on the average training loss for the cutting plane (Joachims 2006
+# §4.4); ‖∇obj‖ ≤ 0.01 for SVM-ALM, as Nie et al. 2014.
+SOLVERS = {s.name: s for s in (
+    Solver("dcd", "dual CD over row blocks", ("hinge", "squared_hinge", "logistic"),
+           0.1, "the projected-gradient violation", _dcd, types={1: "squared_hinge",
+                                                                 3: "hinge", 7: "logistic"},
+           options={"weights": None, "seed": None, "inner_passes": None, "gap_tol": None,
+                    "join_blocks": None, "parallel": ("hinge", "squared_hinge"),
+                    "primal_switch": ("squared_hinge", "logistic")},
+           hold=_joined, solve_ovr=_dcd_ovr),
+    Solver("pcd", "primal CD over column blocks", ("squared_hinge", "logistic"), 0.1,
+           "max |D'(0)| relative to the gradient at w = 0", _pcd,
+           options={"weights": None, "seed": None, "pcd_mode": None}, reads="columns",
+           recorded=lambda p, meta: {"pcd_mode": p.pcd_mode}),
+    Solver("cutting_plane", "Joachims 2006", ("hinge",), 1e-3,
+           "the precision of the average loss", _cutting_plane,
+           options={"objective": None, "c_perf": None}, recorded=_cutting_plane_recorded),
+    Solver("alm", "SVM-ALM primal solver", ("hinge", "squared_hinge", "lp"), 0.01,
+           "the gradient norm (the paper's)", _alm, options={"alm": None}, intercept=True),
+    Solver("newton", "LIBLINEAR's line-search Newton", ("logistic", "squared_hinge"), 0.01,
+           "|grad f| relative to the gradient at w = 0, LIBLINEAR's", _newton,
+           types={0: "logistic", 2: "squared_hinge"},
+           options={"weights": None, "regularize_bias": None, "warm_start": None}),
+    Solver("crammer_singer", "Crammer-Singer multi-class SVM by dual CD", ("crammer_singer",),
+           0.1, "the projected-gradient violation", _crammer_singer,
+           types={4: "crammer_singer"},
+           options={"weights": None, "seed": None, "gap_tol": None, "join_blocks": None},
+           multiclass=True, hold=_joined),
+)}
+# LIBLINEAR's -s codes that this version trains, as (solver, loss).
+LIBLINEAR_TYPES = dict(sorted((code, (s.name, loss)) for s in SOLVERS.values()
+                              for code, loss in s.types.items()))
+
+
+def choices() -> list[str]:
+    """The values of train's ``solver``: the registered solvers and "auto"."""
+    return [*SOLVERS, AUTO]
+
+
+def get(name: str, owner: str) -> Solver:
+    """The registered solver ``name``; a ``ValueError`` in scikit-learn's wording otherwise."""
+    if name not in SOLVERS:
+        raise ValueError(f"The 'solver' parameter of {owner} must be one of {choices()}. "
+                         f"Got {name!r} instead.")
+    return SOLVERS[name]
+
+
+def liblinear_type(solver: str, loss: str) -> int | None:
+    """LIBLINEAR's ``-s`` code of ``solver`` training ``loss`` (None if it has none)."""
+    return next((code for code, sl in LIBLINEAR_TYPES.items() if sl == (solver, loss)), None)
