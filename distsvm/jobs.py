@@ -18,6 +18,7 @@ import numpy as np
 
 import workers.blocks
 from storage import Dataset, open_dataset
+from workers.losses import LOSSES, SOLVER_LOSSES
 
 from . import cluster
 from .model import Model, liblinear_label_order, probabilities
@@ -25,11 +26,6 @@ from .progress import Progress
 from .solvers import alm, crammer_singer, cutting_plane, dcd, newton, ovr, pcd, resident
 
 SOLVERS = ("dcd", "pcd", "cutting_plane", "alm", "newton", "crammer_singer", "auto")
-LOSSES = ("hinge", "squared_hinge", "logistic", "lp", "crammer_singer")
-# The losses each solver trains ("auto" picks a solver that trains the loss).
-SOLVER_LOSSES = {"dcd": ("hinge", "squared_hinge", "logistic"), "pcd": pcd.LOSSES,
-                 "cutting_plane": ("hinge",), "alm": ("hinge", "squared_hinge", "lp"),
-                 "newton": newton.LOSSES, "crammer_singer": ("crammer_singer",)}
 # SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
 ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
 ALM_METHODS = ("inexact", "exact")
@@ -310,9 +306,9 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
                          f"solver 'alm'; solver {solver!r} does not take them.")
     if primal_switch is not None:
         _check_int(owner, "primal_switch", primal_switch, 1)
-        if solver != "dcd" or loss not in newton.LOSSES:
+        if solver != "dcd" or loss not in SOLVER_LOSSES["newton"]:
             raise ValueError(f"The 'primal_switch' parameter of {owner} belongs to solver "
-                             f"'dcd' with the loss {' or '.join(newton.LOSSES)} (the losses "
+                             f"'dcd' with the loss {' or '.join(SOLVER_LOSSES['newton'])} (the losses "
                              f"of the primal Newton solver). Got solver {solver!r}, loss "
                              f"{loss!r}.")
     if pcd_mode not in pcd.MODES:

@@ -86,7 +86,6 @@ from ..progress import Progress
 from .alm import _Passes as Passes
 from .dcd import Result
 
-LOSSES = ("logistic", "squared_hinge")
 ETA = 0.01  # sufficient decrease of the line search (newton.cpp)
 MAX_LINESEARCH = 20
 ALPHA_PCG = 0.01  # weight of diag(∇²f) in the preconditioner (newton.cpp)
