@@ -11,10 +11,11 @@ that a loss is added in one place; the kernels import it, and ``distsvm`` reads 
 
 Kernels take an ``int`` code rather than a function or class, so Numba's disk cache
 (``cache=True``) stays valid across processes (Numba issues #4830, #6522).  The functions
-are ``inline="always"``: Numba inlines them into each kernel's IR, so a kernel that calls
-ξ and ξ′ of one margin shares their exponential (``benchmarks/bench_datafit.py`` checks
-that no kernel got slower).  Numba's cache does not see changes in another file: after
-editing this module, delete the kernels' cached ``*.nbi``/``*.nbc`` files.
+are ``inline="always"``: Numba inlines them into each kernel, where LLVM merges what two of
+them compute for one margin (one exponential serves ξ′ and ξ″ of the logistic loss);
+``benchmarks/bench_datafit.py`` checks that none is left as a call and that no kernel got
+slower.  Numba's cache does not see changes in another file: after editing this module,
+delete the kernels' cached ``*.nbi``/``*.nbc`` files.
 """
 
 import math
@@ -56,11 +57,12 @@ def _sigma_neg(m, e):
 @numba.njit(cache=True, nogil=True, inline="always")
 def xi(m, loss):
     """ξ(m): max(0, 1 − m), max(0, 1 − m)², or log(1 + e^{−m}) computed as
-    max(−m, 0) + log1p(e^{−|m|}) so that no exponential overflows (Fan et al. 2008, (4), (5))."""
+    max(−m, 0) + log1p(e^{−|m|}) so that no exponential overflows (Fan et al. 2008, A.2-A.3)."""
     if loss == LOGISTIC:
         return max(-m, 0.0) + math.log1p(math.exp(-abs(m)))
-    r = max(1.0 - m, 0.0)
-    return r if loss == HINGE else r * r
+    if m < 1.0:
+        return 1.0 - m if loss == HINGE else (1.0 - m) * (1.0 - m)
+    return 0.0
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
