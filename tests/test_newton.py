@@ -142,9 +142,9 @@ def test_step_pass_evaluates_at_w_plus_s_and_keeps_xw_for_the_trials(a9a, a9a_st
 
 def test_logistic_loss_is_stable_at_extreme_margins():
     code = losses.code("logistic")
-    assert kernel.row_loss(1000.0, code) == 0.0
-    assert kernel.row_loss(-1000.0, code) == 1000.0
-    assert kernel.row_loss(0.0, code) == pytest.approx(np.log(2.0))
+    assert losses.xi(1000.0, code) == 0.0
+    assert losses.xi(-1000.0, code) == 1000.0
+    assert losses.xi(0.0, code) == pytest.approx(np.log(2.0))
     X = np.array([[1.0], [-1.0]], np.float32)
     import scipy.sparse as sp
 

@@ -20,7 +20,7 @@ from . import blocks, resident
 from .kernels import dcd as kernel
 from .kernels import dcd_lr
 from .kernels.linear import loss_sums
-from .losses import HINGE, LOGISTIC
+from .losses import LOGISTIC
 
 
 def _state(run: str, info: BlockInfo) -> dict:
@@ -143,7 +143,8 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
         new, old = alpha[part], states[c]["alpha"][rows]
         st = states[c]["stats"]
         st["sum_alpha"] += float(new.sum() - old.sum())
-        st["sum_dsq"] += _dsq(new, cost[part], loss) - _dsq(old, cost[part], loss)
+        st["sum_dsq"] += kernel.dual_dsq(new, loss, cost[part]) \
+            - kernel.dual_dsq(old, loss, cost[part])
         states[c]["alpha"][rows] = new
         start += len(rows)
     own = s["alpha"]
@@ -155,7 +156,8 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
     s["cached"] = informative
     cache[b] = _piece(block, sqnorm, informative)
     s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": True,
-                  "sum_alpha": float(own.sum()), "sum_dsq": _dsq(own, cost[:block.n_rows], loss),
+                  "sum_alpha": float(own.sum()),
+                  "sum_dsq": kernel.dual_dsq(own, loss, cost[:block.n_rows]),
                   "active": block.n_rows, "skipped": False}
 
 
@@ -163,14 +165,6 @@ def _piece(block, sqnorm, rows) -> tuple:
     """A block's part of a cache of informative rows: (its row indices, their CSR rows,
     their ‖xᵢ‖²)."""
     return rows, take_rows(block, rows), sqnorm[rows]
-
-
-def _dsq(alpha: np.ndarray, cost: np.ndarray, loss: int) -> float:
-    """ΣDᵢᵢαᵢ² of the dual objective (Dᵢᵢ = 1/(2Cᵢ) for the L2 loss, 0 for the L1 loss)."""
-    if loss == HINGE:
-        return 0.0
-    used = alpha != 0.0  # rows of cost 0 keep α = 0
-    return float((0.5 / cost[used] * alpha[used] ** 2).sum())
 
 
 def _rebuild_cache(url: str, infos: list[BlockInfo], run: str, cache_bytes: int,

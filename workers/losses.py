@@ -1,9 +1,26 @@
-"""The one registry of loss codes that compiled kernels branch on.
+"""The one loss registry and datafit module: every loss's name, the code compiled kernels
+branch on, the solvers that train it, and its functions of the margin m = yᵢwᵀxᵢ.
 
-Kernels take an ``int`` code rather than a function or class, so Numba's disk
-cache (``cache=True``) stays valid across processes (Numba issues #4830, #6522).
-Every objective in distsvm is LIBLINEAR's: ``½‖w‖² + C Σᵢ loss(yᵢ wᵀxᵢ)``.
+Every objective in distsvm is LIBLINEAR's: ``½‖w‖² + Σᵢ Cᵢ ξ(yᵢwᵀxᵢ)`` (Fan et al. 2008,
+Appendix A).  The kernels call, per loss code, ξ(m), ξ′(m) and ξ″(m) (:func:`xi`,
+:func:`dxi`, :func:`d2xi`) and the constants Dᵢᵢ and U of the SVM dual (:func:`dual_diag`,
+:func:`dual_upper`); the dual of logistic regression has its own term
+(:func:`logistic_dual` and its derivatives), and SVM-ALM its loss max(0, 1 − m)ᵖ
+(:func:`power_hinge`).  The names, the codes and the functions live in this one module so
+that a loss is added in one place; the kernels import it, and ``distsvm`` reads the names.
+
+Kernels take an ``int`` code rather than a function or class, so Numba's disk cache
+(``cache=True``) stays valid across processes (Numba issues #4830, #6522).  The functions
+are ``inline="always"``: Numba inlines them into each kernel, where LLVM merges what two of
+them compute for one margin (one exponential serves ξ′ and ξ″ of the logistic loss);
+``benchmarks/bench_datafit.py`` checks that none is left as a call and that no kernel got
+slower.  Numba's cache does not see changes in another file: after editing this module,
+delete the kernels' cached ``*.nbi``/``*.nbc`` files.
 """
+
+import math
+
+import numba
 
 HINGE = 0  # L1-loss SVM: max(0, 1 - m)
 SQUARED_HINGE = 1  # L2-loss SVM: max(0, 1 - m)²
@@ -12,7 +29,6 @@ LOGISTIC = 2  # logistic regression: log(1 + e^{-m})
 CODES = {"hinge": HINGE, "squared_hinge": SQUARED_HINGE, "logistic": LOGISTIC}
 NAMES = {v: k for k, v in CODES.items()}
 
-
 def code(name: str) -> int:
     """The code of a loss name; a ``ValueError`` in scikit-learn's wording otherwise."""
     try:
@@ -20,3 +36,103 @@ def code(name: str) -> int:
     except KeyError:
         raise ValueError(f"The 'loss' parameter must be one of {sorted(CODES)}. "
                          f"Got {name!r} instead.") from None
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sigma_neg(m, e):
+    """σ(−m) = 1/(1 + eᵐ) given e = e^{−|m|}, without overflow (LIBLINEAR's form)."""
+    return e / (1.0 + e) if m >= 0.0 else 1.0 / (1.0 + e)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def xi(m, loss):
+    """ξ(m): max(0, 1 − m), max(0, 1 − m)², or log(1 + e^{−m}) computed as
+    max(−m, 0) + log1p(e^{−|m|}) so that no exponential overflows (Fan et al. 2008, A.2-A.3)."""
+    if loss == LOGISTIC:
+        return max(-m, 0.0) + math.log1p(math.exp(-abs(m)))
+    if m < 1.0:
+        return 1.0 - m if loss == HINGE else (1.0 - m) * (1.0 - m)
+    return 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def dxi(m, loss):
+    """ξ′(m): −1 (the hinge's subgradient, 0 at the kink m = 1), −2 max(0, 1 − m), or −σ(−m)."""
+    if loss == LOGISTIC:
+        return -_sigma_neg(m, math.exp(-abs(m)))
+    if m < 1.0:
+        return -1.0 if loss == HINGE else -2.0 * (1.0 - m)
+    return 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def d2xi(m, loss):
+    """ξ″(m): 0 for the hinge, σ(m)σ(−m) for the logistic loss, and for the squared hinge
+    the generalized second derivative 2 if m < 1 else 0 that LIBLINEAR's Newton and primal CD
+    use (Fan et al. 2008, Appendix D (12); Chang, Hsieh & Lin 2008, (10))."""
+    if loss == LOGISTIC:
+        s = _sigma_neg(m, math.exp(-abs(m)))
+        return s * (1.0 - s)
+    if loss == SQUARED_HINGE and m < 1.0:
+        return 2.0
+    return 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def d2xi_max(loss):
+    """sup ξ″: 2 (squared hinge), ¼ (logistic: σ(1 − σ) ≤ ¼) or 0 (hinge), the bound on
+    the second derivative that primal CD's step-size test (14) needs."""
+    if loss == SQUARED_HINGE:
+        return 2.0
+    return 0.25 if loss == LOGISTIC else 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def dual_diag(c, loss):
+    """Dᵢᵢ of the SVM dual for a row of cost Cᵢ = c: 0 (L1 loss) or 1/(2Cᵢ) (L2 loss)
+    (Hsieh et al. 2008, (4); Fan et al. 2008, A.2).  A row of cost 0 has no dual variable
+    (LIBLINEAR drops it): 0."""
+    return 0.5 / c if loss == SQUARED_HINGE and c != 0.0 else 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def dual_upper(c, loss):
+    """U of the SVM dual for a row of cost Cᵢ = c: Cᵢ (L1 loss) or ∞ (L2 loss); 0 for a row
+    of cost 0, so that its αᵢ stays 0."""
+    return math.inf if loss == SQUARED_HINGE and c != 0.0 else c
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def logistic_dual(a, a_c, c):
+    """αlogα + (C − α)log(C − α) − C log C for α = a, C − α = a_c, C = c: a row's term of the
+    logistic regression dual (Fan et al. 2008, (6)), equal to −max over m of (−αm − Cξ(m))."""
+    return a * math.log(a) + a_c * math.log(a_c) - c * math.log(c)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def logistic_dual_d1(z, c):
+    """The derivative log(z/(C − z)) of :func:`logistic_dual` in z = α (or in z = C − α)."""
+    return math.log(z / (c - z))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def logistic_dual_d2(z, c):
+    """The second derivative C/((C − z)z) of :func:`logistic_dual` in z = α (or z = C − α)."""
+    return c / (c - z) / z
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def power_hinge(m, p):
+    """max(0, 1 − m)ᵖ, p ≥ 1: SVM-ALM's Lp loss (Nie et al. 2014, (4))."""
+    if m < 1.0:
+        r = 1.0 - m
+        return r if p == 1.0 else r ** (p - 1.0) * r
+    return 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def dpower_hinge(m, p):
+    """Its derivative −p max(0, 1 − m)ᵖ⁻¹ (for p = 1 the hinge's subgradient of :func:`dxi`)."""
+    if m < 1.0:
+        return -1.0 if p == 1.0 else -p * (1.0 - m) ** (p - 1.0)
+    return 0.0

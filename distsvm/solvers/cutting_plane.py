@@ -80,8 +80,6 @@ from ..progress import Progress
 from . import driver, qp
 from .driver import Result
 
-OBJECTIVES = ("classification", "ordinal")
-
 
 def n_loss_terms(class_counts, objective: str) -> int:
     """The number of loss terms C multiplies: rows (classification) or ranked pairs (ordinal)."""
@@ -249,9 +247,6 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
     checkpoint and writes one every ``checkpoint.every`` rounds: all the state is the
     coordinator's (w, the working set W with its Gram matrix and dual solution, ξ).
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"The 'objective' parameter must be one of {list(OBJECTIVES)}. "
-                         f"Got {objective!r} instead.")
     meta = dataset.meta
     n = n_loss_terms(meta.class_counts, objective)
     if n == 0:

@@ -124,11 +124,11 @@ import workers.dcd
 from storage import Dataset
 from workers import losses
 
-from .. import cluster
+from .. import cluster, params
 from ..checkpoint import Checkpoint, Checkpointer
 from ..cluster import WorkerPlan
 from ..progress import Progress
-from . import driver, ovr, resident
+from . import driver, resident
 from .driver import Result
 from .ovr import Tagged
 
@@ -331,7 +331,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     (:func:`solve` with ``positive=k``: the same block orders and seeds, functions of (seed,
     round)).  Returns the K problems' results in class order.  With ``class_cost`` (C per
     class with its weight), problem k's rows of class k cost their weighted C and the others
-    C, as LIBLINEAR's one-vs-rest (:func:`distsvm.solvers.ovr.problem_cost`).
+    C, as LIBLINEAR's one-vs-rest (:func:`distsvm.params.problem_costs`).
 
     A lost worker loses its problems' state: the running ones restart on the other workers'
     slots (round-robin, fresh run ids) from the run's latest checkpoint if it has one
@@ -367,7 +367,7 @@ class _Batched(driver.Solver):
         super().__init__(ctx)
         code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
         self.costs = [class_cost] if positive is not None else \
-            [ovr.problem_cost(class_cost, C, k) for k in range(K)]
+            [params.problem_costs(class_cost, C, k) for k in range(K)]
         self.runs = [uuid.uuid4().hex for _ in range(K)]
         ctx.runs.extend(self.runs)  # every run id, to drop at the end
         self.prefixes = [f"class{k}-" for k in range(K)]  # of the problems' checkpoint files

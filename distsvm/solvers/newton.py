@@ -79,7 +79,6 @@ from ..progress import Progress
 from . import driver
 from .driver import Result
 
-LOSSES = ("logistic", "squared_hinge")
 ETA = 0.01  # sufficient decrease of the line search (newton.cpp)
 MAX_LINESEARCH = 20
 ALPHA_PCG = 0.01  # weight of diag(∇²f) in the preconditioner (newton.cpp)

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import concurrent.futures
 
-import numpy as np
-
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..progress import Progress
@@ -50,14 +48,6 @@ class Tagged(Progress):
 
     def note(self, text: str) -> None:
         super().note(f"[class {self.label}] {text}")
-
-
-def problem_cost(class_cost, C: float, k: int) -> np.ndarray:
-    """C per class index in problem k with class weights (``class_cost``, C times each
-    class's weight): class k's rows cost its weighted C and the rest plain C, as LIBLINEAR's
-    ``train`` gives one-vs-rest problem k ``weighted_C[k]`` and ``param->C``."""
-    cost = np.asarray(class_cost, dtype=np.float64)
-    return np.where(np.arange(len(cost)) == k, cost, float(C))
 
 
 def rotated(plan: WorkerPlan, k: int) -> WorkerPlan:

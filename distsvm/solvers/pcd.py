@@ -78,9 +78,7 @@ from ..progress import Progress
 from . import driver
 from .driver import Result
 
-MODES = ("exact", "parallel")
 BATCH_SECONDS = 0.5  # exact mode: outer iterations one task may run before it reports
-LOSSES = ("squared_hinge", "logistic")
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,

@@ -2,7 +2,7 @@
 
 Notation of the paper: eᵢ = yᵢ − (wᵀxᵢ + b) with the constraint
 ``Xᵀw + 1b − y + e = 0`` (5), multipliers λ, penalty µ, γ = C/µ.  The Lp loss
-of a row is ``(yᵢeᵢ)₊ᵖ = max(0, 1 − yᵢ(wᵀxᵢ + b))ᵖ``.
+of a row is ``(yᵢeᵢ)₊ᵖ = max(0, 1 − yᵢ(wᵀxᵢ + b))ᵖ`` (:func:`workers.losses.power_hinge`).
 
 The bias b is passed as the last entry of ``w`` with ``bias = 1.0`` (a feature
 of constant value 1 whose weight is *not* regularized by the coordinator), or
@@ -13,6 +13,7 @@ Data may be float32 or float64; ``w``, λ, e and every accumulator are float64.
 import numba
 import numpy as np
 
+from ..losses import dpower_hinge, power_hinge
 from .linear import row_dot
 
 # Precision of the root of (11) for 1 < p, p != 2: the bracket or the last Newton step is
@@ -107,21 +108,16 @@ def alm_pass(indptr, indices, data, y, positive, w, bias, n_features, lam, e, mu
     for i in range(len(indptr) - 1):
         yi = 1.0 if y[i] == positive else -1.0
         m = row_dot(indptr, indices, data, i, w, bias, n_features)
-        if yi * m > 0.0:
+        margin = yi * m
+        if margin > 0.0:
             correct += 1
         if mu_prev > 0.0:
             c = m - yi + e[i]
             resid_sq += c * c
             lam[i] += mu_prev * c  # (9)
-        xi = 1.0 - yi * m
-        if xi > 0.0:
-            if p == 1.0:
-                loss += xi
-                g = -yi
-            else:
-                xp = xi ** (p - 1.0)
-                loss += xp * xi
-                g = -p * yi * xp
+        if margin < 1.0:
+            loss += power_hinge(margin, p)
+            g = yi * dpower_hinge(margin, p)
             gloss_b += g
             for k in range(indptr[i], indptr[i + 1]):
                 gloss[indices[k]] += g * data[k]

@@ -7,6 +7,7 @@ float64.  ``bias >= 0`` adds LIBLINEAR's constant feature, weight ``w[n_features
 import numba
 import numpy as np
 
+from ..losses import HINGE, xi
 from .linear import row_dot
 
 
@@ -24,7 +25,7 @@ def hinge_cut(indptr, indices, data, y, positive, w, bias, n_features, out):
         m = yi * row_dot(indptr, indices, data, i, w, bias, n_features)
         if m < 1.0:
             count += 1
-            loss += 1.0 - m
+            loss += xi(m, HINGE)
             for k in range(indptr[i], indptr[i + 1]):
                 out[indices[k]] += yi * data[k]
             if bias >= 0.0:

@@ -4,7 +4,7 @@ Problem (the dual (4) of the L1-/L2-loss SVM, LIBLINEAR's ``-s 1`` and ``-s 3``)
 
     min_α  ½ αᵀ(Q + D)α − eᵀα   s.t. 0 ≤ αᵢ ≤ U,   Qᵢⱼ = yᵢyⱼxᵢᵀxⱼ
     L1 loss (hinge):          Dᵢᵢ = 0,        Uᵢ = Cᵢ
-    L2 loss (squared hinge):  Dᵢᵢ = 1/(2Cᵢ),  Uᵢ = ∞
+    L2 loss (squared hinge):  Dᵢᵢ = 1/(2Cᵢ),  Uᵢ = ∞      (workers.losses.dual_diag, dual_upper)
 
 with w = Σ yᵢαᵢxᵢ maintained by (13), so the gradient (12) costs one sparse dot.
 Cᵢ is row i's cost (``cost``, float64): C times its class and instance weights, the
@@ -23,7 +23,7 @@ in place; every other array except ``alpha``, ``index`` and ``state`` is read on
 import numba
 import numpy as np
 
-from ..losses import HINGE
+from ..losses import dual_diag, dual_upper, xi
 from .linear import row_dot
 
 # Layout of the per-block float64 ``state`` array carried between visits.
@@ -59,7 +59,6 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
     Q̄ᵢᵢ = σ′(‖xᵢ‖² + bias²) + Dᵢᵢ, and the update (13) adds σ′·Δαᵢyᵢxᵢ.
     """
     np.random.seed(seed)
-    hinge = loss == HINGE
     n = len(alpha)
     bias_sq = bias * bias if bias >= 0.0 else 0.0
     pg_max_new, pg_min_new = -np.inf, np.inf
@@ -76,8 +75,7 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
         while s < active:
             i = index[s]
             yi = 1.0 if y[i] == positive else -1.0
-            # a row of cost 0 keeps αᵢ = 0 (LIBLINEAR drops rows of weight 0)
-            diag, upper = (0.0, cost[i]) if hinge or cost[i] == 0.0 else (0.5 / cost[i], np.inf)
+            diag, upper = dual_diag(cost[i], loss), dual_upper(cost[i], loss)
             G = yi * row_dot(indptr, indices, data, i, w, bias, n_features) - 1.0 + diag * alpha[i]  # (12)
             PG = 0.0
             if alpha[i] == 0.0:
@@ -127,12 +125,18 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
     if n == 0:
         pg_max_new, pg_min_new, full, converged = 0.0, 0.0, True, True
     sum_alpha = 0.0
-    sum_dsq = 0.0
     for i in range(n):
         sum_alpha += alpha[i]
-        if not hinge and alpha[i] != 0.0:
-            sum_dsq += 0.5 / cost[i] * alpha[i] * alpha[i]
-    return pg_max_new, pg_min_new, full, converged, sum_alpha, sum_dsq
+    return pg_max_new, pg_min_new, full, converged, sum_alpha, dual_dsq(alpha, loss, cost)
+
+
+@numba.njit(cache=True, nogil=True)
+def dual_dsq(alpha, loss, cost):
+    """ΣDᵢᵢαᵢ², the quadratic term of (4) that Q̄ = Q + D adds to ½αᵀQα."""
+    total = 0.0
+    for i in range(len(alpha)):
+        total += dual_diag(cost[i], loss) * alpha[i] * alpha[i]
+    return total
 
 
 @numba.njit(cache=True, nogil=True)
@@ -143,17 +147,15 @@ def dual_stats(indptr, indices, data, y, positive, w, bias, n_features, alpha, l
     primal loss term, and the projected-gradient extremes of (17) and the sums the
     dual objective needs, which are exact when w = Σ αᵢyᵢxᵢ.
     """
-    hinge = loss == HINGE
     total, correct = 0.0, 0
     pg_max, pg_min, sum_alpha, sum_dsq = 0.0, 0.0, 0.0, 0.0
     for i in range(len(alpha)):
         yi = 1.0 if y[i] == positive else -1.0
-        diag, upper = (0.0, cost[i]) if hinge or cost[i] == 0.0 else (0.5 / cost[i], np.inf)
+        diag, upper = dual_diag(cost[i], loss), dual_upper(cost[i], loss)
         m = yi * row_dot(indptr, indices, data, i, w, bias, n_features)
         if m > 0.0:
             correct += 1
-        if m < 1.0:
-            total += cost[i] * (1.0 - m if hinge else (1.0 - m) * (1.0 - m))
+        total += cost[i] * xi(m, loss)
         G = m - 1.0 + diag * alpha[i]  # (12)
         if alpha[i] == 0.0:
             PG = min(G, 0.0)

@@ -27,11 +27,10 @@ for the whole problem and adapts on its whole pass).  ``upper`` is the per-row C
 the row's weight), float64.
 """
 
-import math
-
 import numba
 import numpy as np
 
+from ..losses import logistic_dual, logistic_dual_d1, logistic_dual_d2
 from .linear import row_dot
 
 MAX_INNER = 100  # Newton steps per coordinate (LIBLINEAR's max_inner_iter)
@@ -91,16 +90,16 @@ def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, a
             z = old
             if C - z < 0.5 * C:
                 z = 0.1 * z
-            gp = a * (z - old) + sign * b + math.log(z / (C - z))
+            gp = a * (z - old) + sign * b + logistic_dual_d1(z, C)
             gmax = max(gmax, abs(gp))
             inner = 0
             while inner <= MAX_INNER:
                 if abs(gp) < innereps:
                     break
-                gpp = a + C / (C - z) / z
+                gpp = a + logistic_dual_d2(z, C)
                 tmpz = z - gp / gpp
                 z = z * ETA if tmpz <= 0.0 else tmpz
-                gp = a * (z - old) + sign * b + math.log(z / (C - z))
+                gp = a * (z - old) + sign * b + logistic_dual_d1(z, C)
                 newton_iter += 1
                 inner += 1
             if inner > 0:
@@ -117,6 +116,5 @@ def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, a
     entropy = 0.0
     for i in range(n):
         if upper[i] > 0.0:
-            entropy += alpha[i] * math.log(alpha[i]) + alpha_c[i] * math.log(alpha_c[i]) \
-                - upper[i] * math.log(upper[i])
+            entropy += logistic_dual(alpha[i], alpha_c[i], upper[i])
     return gmax, converged, innereps, entropy

@@ -5,12 +5,10 @@ Data may be float32 or float64; ``w`` and every accumulator are float64.  When
 ``bias`` (LIBLINEAR's ``-B``), whose weight is ``w[n_features]``.
 """
 
-import math
-
 import numba
 import numpy as np
 
-from ..losses import HINGE, LOGISTIC, SQUARED_HINGE
+from ..losses import xi
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -48,14 +46,7 @@ def loss_sums(indptr, indices, data, y, positives, W, bias, n_features, loss, cl
             if m > 0.0:
                 correct[j] += 1
             c = class_costs[j, y[i]] * (weight[i] if len(weight) else 1.0)
-            if loss == LOGISTIC:  # log(1 + e^{−m}) without overflow
-                totals[j] += c * (math.log1p(math.exp(-m)) if m > 0.0
-                                  else -m + math.log1p(math.exp(m)))
-            elif m < 1.0:
-                if loss == HINGE:
-                    totals[j] += c * (1.0 - m)
-                elif loss == SQUARED_HINGE:
-                    totals[j] += c * (1.0 - m) * (1.0 - m)
+            totals[j] += c * xi(m, loss)
 
 
 @numba.njit(cache=True, nogil=True)

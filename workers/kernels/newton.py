@@ -2,10 +2,10 @@
 preconditioner, and Hessian-vector products, over one CSR block.
 
 The objective is LIBLINEAR's ``f(w) = ½wᵀw + Σᵢ Cᵢ ξ(yᵢwᵀxᵢ)`` with a per-row cost Cᵢ (C
-times the class and instance weights).  For row i with zᵢ = wᵀxᵢ and mᵢ = yᵢzᵢ:
+times the class and instance weights).  For row i with zᵢ = wᵀxᵢ and mᵢ = yᵢzᵢ,
+∂/∂zᵢ = Cᵢyᵢξ′(mᵢ) and Dᵢ = Cᵢξ″(mᵢ) (ξ and its derivatives from :mod:`workers.losses`):
 
-* logistic (LIBLINEAR ``-s 0``): ξ(m) = log(1 + e^{−m}), computed as
-  ``max(−m, 0) + log1p(e^{−|m|})`` so that no exponential overflows;
+* logistic (LIBLINEAR ``-s 0``): ξ(m) = log(1 + e^{−m});
   ∂/∂zᵢ = −Cᵢyᵢσ(−mᵢ) and Dᵢ = Cᵢσ(mᵢ)σ(−mᵢ) (Lin, Weng & Keerthi 2008, §3);
 * squared hinge (``-s 2``): ξ(m) = max(0, 1 − m)²; on I = {i: mᵢ < 1}
   ∂/∂zᵢ = 2Cᵢ(zᵢ − yᵢ) and Dᵢ = 2Cᵢ (the generalized Hessian, Mangasarian 2002, as
@@ -21,22 +21,8 @@ float32 or float64; w, z, D and every accumulator are float64.
 import numba
 import numpy as np
 
-from ..losses import LOGISTIC
+from ..losses import d2xi, dxi, xi
 from .linear import row_dot
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def row_loss(m, loss):
-    """ξ(m): the stable logistic loss, or the squared hinge."""
-    if loss == LOGISTIC:
-        return _logistic(m, np.exp(-abs(m)))
-    return (1.0 - m) * (1.0 - m) if m < 1.0 else 0.0
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _logistic(m, e):
-    """log(1 + e^{−m}) given e = e^{−|m|}: one exponential serves the loss and σ."""
-    return max(-m, 0.0) + np.log1p(e)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -70,16 +56,9 @@ def fun_grad(indptr, indices, data, y, positive, cost, w, bias, n_features, loss
         if m > 0.0:
             correct += 1
         c = cost[i]
-        if loss == LOGISTIC:
-            e = np.exp(-abs(m))
-            total += c * _logistic(m, e)
-            s_neg = e / (1.0 + e) if m >= 0.0 else 1.0 / (1.0 + e)  # σ(−m)
-            coef = -c * yi * s_neg
-            D[i] = c * s_neg * (1.0 - s_neg)
-        else:
-            total += c * row_loss(m, loss)
-            coef = 2.0 * c * (z[i] - yi) if m < 1.0 else 0.0
-            D[i] = 2.0 * c if m < 1.0 else 0.0
+        total += c * xi(m, loss)
+        coef = c * yi * dxi(m, loss)  # ∂/∂zᵢ
+        D[i] = c * d2xi(m, loss)
         if D[i] == 0.0 and coef == 0.0:
             continue
         d = D[i]
@@ -115,5 +94,5 @@ def loss_along(y, positive, cost, z, t, alpha, loss):
     total = 0.0
     for i in range(len(z)):
         yi = 1.0 if y[i] == positive else -1.0
-        total += cost[i] * row_loss(yi * (z[i] + alpha * t[i]), loss)
+        total += cost[i] * xi(yi * (z[i] + alpha * t[i]), loss)
     return total

@@ -15,7 +15,8 @@ z = λd meets the sufficient decrease condition (12) Dᵢ(z) − Dᵢ(0) ≤ −
 (15), with Hᵢ = 1 + 2C Σⱼ xⱼᵢ² (14) precomputed (``colsq``, by
 :func:`workers.kernels.linear.row_sqnorms` on the CSC arrays); when λ ≤ λ̄ (12) holds without
 evaluating anything.  ``b`` is kept up to date by (17), bⱼ ← bⱼ − z yⱼ xⱼᵢ, so a
-sub-problem costs O(nnz of the column).
+sub-problem costs O(nnz of the column).  ξ, ξ′, ξ″ and the bound sup ξ″ of (14) are
+:mod:`workers.losses`'s functions of the margin yⱼwᵀxⱼ = 1 − bⱼ.
 
 Logistic regression (§6.2): D′ᵢ(0) and D″ᵢ(0) are the formulas of §6.2, written
 with τⱼ = 1/(1 + e^{yⱼwᵀxⱼ}); the line search is the same.  The paper leaves Hᵢ
@@ -36,7 +37,7 @@ Kernels update ``w`` and ``b`` in place, never write to the data, and return sca
 import numba
 import numpy as np
 
-from ..losses import SQUARED_HINGE
+from ..losses import d2xi, d2xi_max, dxi, xi
 
 SIGMA = 0.01  # (12)
 BETA = 0.5  # Algorithm 2
@@ -51,17 +52,6 @@ def new_stats():
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _xi(b, loss):
-    """ξ(b), the loss of a row with bⱼ = b (the logistic form is LIBLINEAR's stable one)."""
-    if loss == SQUARED_HINGE:
-        return b * b if b > 0.0 else 0.0
-    m = 1.0 - b
-    if m >= 0.0:
-        return np.log1p(np.exp(-m))
-    return -m + np.log1p(np.exp(m))
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
 def _entry(k, indices, data, dense, dval):
     """Row index and value of the k-th entry of a column (dense: row k, value dval)."""
     if dense:
@@ -71,7 +61,8 @@ def _entry(k, indices, data, dense, dval):
 
 @numba.njit(cache=True, nogil=True)
 def derivatives(lo, hi, indices, data, dense, dval, y, positive, b, wi, loss, cost):
-    """(D′ᵢ(0), D″ᵢ(0), Σⱼ Cⱼyⱼxⱼᵢ) for the column whose entries are lo..hi: (9)-(10), or §6.2."""
+    """(D′ᵢ(0), D″ᵢ(0), Σⱼ Cⱼyⱼxⱼᵢ) for the column whose entries are lo..hi: (9)-(10), or §6.2:
+    D′ᵢ(0) = wᵢ + Σⱼ Cⱼyⱼxⱼᵢξ′(mⱼ) and D″ᵢ(0) = 1 + Σⱼ Cⱼxⱼᵢ²ξ″(mⱼ) at mⱼ = 1 − bⱼ."""
     g = 0.0
     h = 0.0
     sy = 0.0
@@ -80,22 +71,10 @@ def derivatives(lo, hi, indices, data, dense, dval, y, positive, b, wi, loss, co
         yx = x if y[j] == positive else -x
         c = cost[j]
         sy += c * yx
-        if loss == SQUARED_HINGE:
-            if b[j] > 0.0:  # j ∈ I(w)
-                g += c * yx * b[j]
-                h += c * x * x
-        else:
-            m = 1.0 - b[j]  # yⱼwᵀxⱼ
-            if m >= 0.0:
-                e = np.exp(-m)
-                tau = e / (1.0 + e)
-            else:
-                tau = 1.0 / (1.0 + np.exp(m))
-            g += c * yx * tau
-            h += c * x * x * tau * (1.0 - tau)
-    if loss == SQUARED_HINGE:
-        return wi - 2.0 * g, 1.0 + 2.0 * h, sy  # (9), (10)
-    return wi - g, 1.0 + h, sy  # §6.2
+        m = 1.0 - b[j]
+        g += c * yx * dxi(m, loss)
+        h += c * x * x * d2xi(m, loss)
+    return wi + g, 1.0 + h, sy
 
 
 @numba.njit(cache=True, nogil=True)
@@ -105,7 +84,7 @@ def delta(lo, hi, indices, data, dense, dval, y, positive, b, wi, z, loss, cost)
     for k in range(lo, hi):
         j, x = _entry(k, indices, data, dense, dval)
         yx = x if y[j] == positive else -x
-        s += cost[j] * (_xi(b[j] - z * yx, loss) - _xi(b[j], loss))
+        s += cost[j] * (xi(1.0 - (b[j] - z * yx), loss) - xi(1.0 - b[j], loss))
     return 0.5 * (wi + z) * (wi + z) - 0.5 * wi * wi + s
 
 
@@ -119,17 +98,14 @@ def _solve(lo, hi, indices, data, dense, dval, colsq, y, positive, b, w, i, loss
     stats[INNER] += 1.0
     stats[MAX_GRAD] = max(stats[MAX_GRAD], abs(D1))
     stats[SUM_GRAD_SQ] += D1 * D1
-    if first:  # ∇f(0)ᵢ, the scale of the stopping rule: every bⱼ(0) = 1
-        g0 = -2.0 * sy if loss == SQUARED_HINGE else -0.5 * sy
+    if first:  # ∇f(0)ᵢ, the scale of the stopping rule: every bⱼ(0) = 1, mⱼ = 0
+        g0 = dxi(0.0, loss) * sy
         stats[MAX_GRAD0] = max(stats[MAX_GRAD0], abs(g0))
         stats[SUM_GRAD0_SQ] += g0 * g0
     if D1 == 0.0:
         return
     d = -D1 / D2  # (13)
-    if loss == SQUARED_HINGE:
-        H = 1.0 + 2.0 * C * colsq  # (14)
-    else:
-        H = 1.0 + 0.25 * C * colsq
+    H = 1.0 + d2xi_max(loss) * C * colsq  # (14)
     lam_bar = D2 / (0.5 * H + SIGMA)  # (15)
     lam = 1.0
     while True:
@@ -204,8 +180,8 @@ def loss_sum(b, db, t, loss, cost):
     s = 0.0
     if len(db) == 0:
         for j in range(len(b)):
-            s += cost[j] * _xi(b[j], loss)
+            s += cost[j] * xi(1.0 - b[j], loss)
     else:
         for j in range(len(b)):
-            s += cost[j] * _xi(b[j] + t * db[j], loss)
+            s += cost[j] * xi(1.0 - (b[j] + t * db[j]), loss)
     return s
