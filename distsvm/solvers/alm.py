@@ -1,76 +1,35 @@
-"""SVM-ALM: the augmented-Lagrangian primal solver of Nie, Huang, Wang & Huang (ICML 2014).
+"""SVM-ALM: the augmented-Lagrangian primal solver of Nie, Huang, Wang & Huang (ICML 2014,
+"New primal SVM solver with linear computational cost for big data classifications").
 
 Problem: the Lp-primal SVM (4) with an unregularized bias b,
 
     min_{w,b}  obj(w, b) = ½‖w‖² + C Σᵢ max(0, 1 − yᵢ(wᵀxᵢ + b))ᵖ,   p ≥ 1,
 
-which is LIBLINEAR's scaling ``½‖w‖² + C Σ loss`` (p = 1: ``-s 3``'s hinge,
-p = 2: ``-s 1``'s squared hinge) except that LIBLINEAR's ``-B`` bias feature
-is regularized; with ``bias=False`` (b = 0) the problems are identical.  With
-eᵢ = yᵢ − (wᵀxᵢ + b) the problem becomes (5), whose augmented Lagrangian (8)
-is minimized alternately in e (10) and in (w, b) (14), followed by the
-multiplier step (9), with a nondecreasing penalty µ.
+which is LIBLINEAR's scaling ``½‖w‖² + C Σ loss`` (p = 1: ``-s 3``'s hinge, p = 2: ``-s 1``'s
+squared hinge) except that LIBLINEAR's ``-B`` bias feature is regularized; with
+``bias=False`` (b = 0) the problems are identical.  With eᵢ = yᵢ − (wᵀxᵢ + b) the problem
+becomes (5), whose augmented Lagrangian (8) is minimized alternately in e (10) and in (w, b)
+(14), followed by the multiplier step (9), with a nondecreasing penalty µ (µₖ₊₁ =
+min(``rho``·µₖ, ``mu_max``), geometric as in Lin et al. 2009; (29) only bounds it):
 
-* Inexact SVM-ALM (Algorithm 2, ``method="inexact"``, the default): per
-  iteration the e-update (10) — closed forms (12) for p = 1, (13) for p = 2, a
-  safeguarded Newton-bisection on (11) otherwise (:mod:`workers.kernels.alm`) —
-  one gradient step (16) on (w, b) with the optimal step size (18), and (9).
-* Exact SVM-ALM (Algorithm 1, ``method="exact"``): the (w, b) subproblem (15)
-  is solved by SciPy's LSQR on a ``LinearOperator`` whose matvec and rmatvec
-  are distributed passes over the row blocks (warm-started at the current
-  (w, b), i.e. LSQR solves for the correction).
+* inexact SVM-ALM (Algorithm 2, ``method="inexact"``, the default): the e-update (10) —
+  closed forms (12) for p = 1, (13) for p = 2, a safeguarded Newton–bisection on (11)
+  otherwise (:mod:`workers.kernels.alm`) — one gradient step (16) on (w, b) with the optimal
+  step size (18), and (9);
+* exact SVM-ALM (Algorithm 1, ``method="exact"``): the (w, b) subproblem (15) solved by
+  SciPy's LSQR on a ``LinearOperator`` whose products are distributed passes.
 
-Choices the paper leaves open, and what the distributed version changes:
+Stopping (§4): ‖∇obj(w, b)‖ ≤ ``eps``, obj changing by at most ``rtol``·obj over ``WINDOW``
+iterations, or ``max_iter``.
 
-* µ schedule: µ₁ = ``mu0``·C, µₖ₊₁ = min(``rho``·µₖ, ``mu_max``), geometric as in
-  Lin et al. 2009 (which the paper cites for its Q-linear convergence), capped
-  at the paper's 10⁵.  Eq. (29) only bounds µₖ₊₁ from above; we do not use it.
-  Defaults ``mu0=0.01``, ``rho=1.02``: measured on a9a subsets, faster growth
-  (1.05) freezes the inexact iterates 2–4·10⁻³ above the optimum (the gradient
-  step cannot follow a fast-growing µ), 1.02 reaches 10⁻⁴ (see docs).  No
-  default suits every dataset: the inexact step (16)+(18) is one steepest-
-  descent step on (14), whose Hessian XXᵀ + µ⁻¹I has condition number about
-  1 + µ·λmax(XXᵀ) where XXᵀ has directions of small curvature (rare features
-  of sparse text); as µ grows those weights stop moving and the iterates stall
-  (pypi-summaries: 1.5% above the optimum after 450 iterations).  There a
-  constant small µ (``mu0=0.03, rho=1``) converges (3·10⁻⁴ in 300), while on
-  a9a it oscillates; the log reports the dual residual µ‖[w_g; b_g]‖ =
-  ‖[w + Xλ̃; 1ᵀλ̃]‖ (λ̃ the multipliers (9) would give at the current w) next to
-  the constraint violation so that a stall (dual ≫ primal residual with µ
-  still growing) shows; docs/solvers/alm.md has the measurements.
-* Initialization: the paper's w = 1 (all ones) is not scale-free (on a9a it
-  starts at an objective ~10⁵); we start from w = 0, b = 0, λ = 0, e = 0.
-* Passes: the paper counts three matrix-vector products per iteration.  Here
-  an iteration is two passes over the data: pass A (:func:`workers.alm.gradient_pass`)
-  computes mᵢ = wᵀxᵢ + b, does the λ-update (9) of the previous iteration
-  (deferred to this pass: it needs Xᵀw of the w the previous step produced),
-  the objective (4) and its gradient, the e-update (10), and the Xr part of
-  (16); pass B (:func:`workers.alm.direction_pass`) computes ‖Xᵀw_g + 1b_g‖²
-  for (18).  The simplified numerator of (18) needs no pass.
-* Memory: λ and e live on the workers with their blocks; the coordinator holds
-  [w; b], the gradients and µ: O(n_features).  The exact method is the
-  exception: SciPy's LSQR keeps its vectors of length n + n_features at the
-  coordinator, and each LSQR iteration moves an n-vector (documented cost of
-  using LSQR as the paper does).
+Distributed: λ and e live on the workers with their row blocks; the coordinator holds [w; b],
+the gradients and µ (O(n_features)).  An inexact iteration is two passes over the data
+(:func:`workers.alm.gradient_pass`, :func:`workers.alm.direction_pass`) where the paper counts
+three matrix-vector products; we start from w = 0, not the paper's w = 1.  Faults (run by
+:mod:`distsvm.solvers.driver`): RELOAD — every block takes λ and e of the latest checkpoint
+and the run continues from its iterate, else λ = e = 0 at the current w and µ.
 
-Checkpoints and worker faults: every k iterations (:mod:`distsvm.checkpoint`) each
-worker writes λ and e of its blocks (:func:`workers.alm.save_blocks`) and the coordinator
-commits [w; b], µ, the previous µ (of the deferred (9)) and the history; a resumed run
-takes exactly the uninterrupted run's iterates.  When a worker leaves the cluster
-(:class:`distsvm.cluster.WorkerLost`) its blocks' λ and e are lost: the survivors take its
-blocks (:func:`distsvm.cluster.replan`) and, if there is a checkpoint, every block (the
-survivors' too: their state may be halfway through the interrupted iteration) takes λ and
-e of the latest one and the run continues from its iterate, µ and iteration, so it
-follows the no-fault run's iterates; without one, every block restarts from λ = 0, e = 0
-at the current [w; b] and µ (the first pass skips (9)), which the log says: convergence
-continues from there, not along the no-fault path.  ClusterError only when no worker of
-the job is left.
-
-Stopping (the paper's §4): ‖∇obj(w, b)‖ ≤ ``eps`` (absolute, default 0.01 as
-the paper; for p = 1 obj is not differentiable and this uses the subgradient
-with −yᵢxᵢ on rows with positive loss, which rarely vanishes), or the
-objective changed by at most ``rtol``·obj over the last ``window`` iterations,
-or ``max_iter`` with a :class:`~distsvm.errors.ConvergenceWarning`.
+The µ schedule and its stall on sparse text, passes, memory, checkpoints: docs/solvers/alm.md.
 """
 
 from __future__ import annotations
@@ -108,7 +67,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps
     """Train by SVM-ALM on the cluster behind ``client``; see the module docstring.  Rows
     of class index ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  With
     ``checkpoint`` the run continues from its latest checkpoint and writes one every
-    ``checkpoint.every`` iterations (see "Checkpoints and worker faults")."""
+    ``checkpoint.every`` iterations (docs/solvers/alm.md, "Checkpoints and worker faults")."""
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
     return driver.drive(_ALM(ctx, p=p, C=C, eps=eps, rtol=rtol, bias=bias, max_iter=max_iter,
                              mu0=mu0, rho=rho, mu_max=mu_max, method=method, lsqr_tol=lsqr_tol,

@@ -1,4 +1,5 @@
-"""The cutting-plane algorithm for linear SVMs (Joachims 2006, "Training linear SVMs in linear time").
+"""The cutting-plane algorithm for linear SVMs (Joachims, KDD 2006, "Training linear SVMs in
+linear time").
 
 Problems, in LIBLINEAR's scaling (``C`` multiplies a *sum* of hinge losses):
 
@@ -8,60 +9,25 @@ Problems, in LIBLINEAR's scaling (``C`` multiplies a *sum* of hinge losses):
 * ``ordinal`` — the ordinal-regression SVM over the pairs P = {(i, j) : rᵢ > rⱼ} of
   examples of different rank, ``min ½‖w‖² + C Σ_{(i,j)∈P} max(0, 1 − wᵀ(xᵢ − xⱼ))``
   (OP4 with C_OP = C·m, m = |P|), solved as OP5 by Algorithm 2.  The ranks are the
-  store's class indices (labels in increasing order); with two labels this maximizes
-  (a hinge surrogate of) the ROC area.
+  store's class indices; with two labels this maximizes (a hinge surrogate of) the ROC area.
 
-C conventions.  The paper's OP2/OP5 divide the slack by n (by m): ½‖w‖² + C_OP·ξ with
-ξ = (1/n) Σ ξᵢ the average loss, so C_OP = C·n (C·m).  SVMperf's ``-c`` measures the loss
-in percent, so C_perf = C_OP/100 = 0.01·C·n — the mapping Hsieh et al. (ICML 2008,
-footnote 2) use when comparing with SVMperf.  :func:`c_from_c_perf` converts; ``ε`` is
-the paper's, a precision on the average loss ξ (SVMperf's ``-e`` is in percent:
-``-e 0.1`` there is ε = 0.001 here).
+Each iteration finds the most violated constraint (g, b) at w and its slack ξ′, the average
+loss of w (lines 5-7 / 5-23); stops if ξ′ ≤ ξ + ε (line 9 / 24, Theorem 3 / 5: then
+P(w) ≤ P* + C_OP·ε); else adds (g, b) to the working set W and solves the dual OP3 over W
+(line 4, :mod:`distsvm.solvers.qp`), whose value bounds P* from below (a certified gap).
+ε is the paper's, on the average loss; SVMperf's ``-c`` is C_perf = 0.01·C·n (Hsieh et al.,
+ICML 2008, footnote 2), converted by :func:`c_from_c_perf`.  Ranking models get R − 1
+thresholds minimizing the training absolute rank error (:func:`fit_thresholds`) and
+their metrics (:func:`ranking_metrics`).
 
-Algorithm (Algorithm 1 / 2).  W ← ∅, w ← 0.  Each iteration: (1) one map-reduce pass
-over the row blocks at the current w finds the most violated constraint
-(g, b) — classification: g = (1/n) Σ cᵢyᵢxᵢ, b = (1/n) Σ cᵢ with cᵢ = [yᵢwᵀxᵢ < 1]
-(lines 5-7); ordinal: the scores wᵀxᵢ, then c⁺, c⁻ (lines 5-23) and
-g = (1/m) Σ (c⁺ᵢ − c⁻ᵢ) xᵢ, b = (1/2m) Σ (c⁺ᵢ + c⁻ᵢ) — and its slack
-ξ′ = b − wᵀg, the average loss of w; (2) stop if ξ′ ≤ ξ + ε (line 9 / 24,
-Theorem 3 / 5); (3) add (g, b) to W and solve the dual OP3 over W,
-``max Σ α_c b_c − ½‖Σ α_c g_c‖², α ≥ 0, Σα ≤ C_OP`` (:mod:`distsvm.solvers.qp`, warm
-started from the previous α), giving w = Σ α_c g_c and ξ = max(0, max_c b_c − wᵀg_c)
-(line 4).  On stopping, P(w) = ½‖w‖² + C_OP ξ′ ≤ P* + C_OP ε: the QP's dual value is a
-lower bound on P* (it is the dual of a relaxation of OP2), so each iteration also
-reports the certified gap P(w) − D.
+Distributed: finding the constraint is one map-reduce pass over the row blocks (two for
+``ordinal``, whose scores are sorted on the coordinator), each worker returning a dense
+partial sum; W and its Gram matrix stay on the coordinator.  Faults (run by
+:mod:`distsvm.solvers.driver`): RERUN — the workers keep nothing between passes, so the
+interrupted pass runs again on the survivors and the run takes the no-fault iterates.
 
-Distribution.  Every block is read once per iteration (twice for ``ordinal``): w goes
-with each task (not ``client.scatter(broadcast=True)``, whose replication to a worker that
-has just died fails the scatter), one task per worker, pinned to the owner of its blocks
-(:func:`distsvm.cluster.plan`), returns the worker's partial sum, dense and float64
-(n_features [+1] values, whatever the number of rows), and the coordinator adds them.
-The working set stays on the coordinator: |W| dense vectors of n_features [+1] float64
-(|W| ≤ ``max_rounds``; the paper's Lemma 2 bounds it independently of n) and the |W|×|W|
-Gram matrix, grown by one row per iteration (O(|W|·n_features)).
-For ``ordinal`` the sort runs on the coordinator: workers return their scores
-(8 bytes a row) and labels (4), the coordinator sorts them (O(n log n)) and sends each
-worker its blocks' coefficients c⁺ − c⁻ (8 bytes a row) for a second pass; the
-coordinator needs about 44 bytes a row while it computes a cut (scores, ranks, order,
-c⁺, c⁻, coefficients), so n ≈ 10⁸ rows needs ≈ 4.4 GB there: the limit of this design
-(a distributed sort is not done).
-
-Worker faults.  The workers keep nothing between passes (only their block caches), so when
-a worker leaves the cluster during a pass (:class:`distsvm.cluster.WorkerLost`), its blocks
-go to the others (:func:`distsvm.cluster.replan`) and the pass runs again at the same w
-(the round driver's RERUN policy, :mod:`distsvm.solvers.driver`): the run takes the
-no-fault run's iterates.  ClusterError only when no worker of the job is left.
-
-Ranking models.  OP4 is invariant to a shift of the scores, so it learns only w; to predict a
-rank, :func:`fit_thresholds` adds R − 1 thresholds θ₁ ≤ … ≤ θ_{R−1} (a score s gets the rank
-#{k : s > θ_k}) chosen on the training scores to minimize the training *absolute rank
-error* Σᵢ |predicted rankᵢ − rᵢ| — exactly, by one sort and an O(nR) scan
-(:func:`workers.kernels.cutting_plane.rank_thresholds`, which says why the minimizing cuts
-can be found one rank boundary at a time); each θ_k lies midway between the two training
-scores around its cut.  :func:`ranking_metrics` measures a ranking: rank accuracy, mean
-absolute rank error and the pairwise ordering accuracy (the share of pairs of rows of
-different rank that the scores order correctly, ties counting ½: Harrell's C, the ROC area
-for R = 2), all from the scores sorted on the coordinator as in training.
+C conventions, the QP, ranking models, memory limits and measurements:
+docs/solvers/cutting_plane.md.
 """
 
 from __future__ import annotations
@@ -205,9 +171,10 @@ def _ordinal_g(client, dataset, plan, coef, common, m):
 
 def fit_thresholds(client, dataset: Dataset, plan: WorkerPlan, w: np.ndarray,
                    bias: float, progress: Progress | None = None) -> tuple[np.ndarray, dict]:
-    """A ranking model's thresholds for ``w`` (one pass for the training scores, run again
-    on the others if a worker leaves; see the module docstring) and its training metrics
-    (:func:`ranking_metrics`)."""
+    """A ranking model's thresholds for ``w`` — R − 1 cuts of the training scores minimizing
+    the training absolute rank error (docs/solvers/cutting_plane.md, "Ranking models"); one
+    pass for the scores, run again on the others if a worker leaves — and its training
+    metrics (:func:`ranking_metrics`)."""
     meta = dataset.meta
     common = dict(bias=bias, n_features=meta.n_features, storage_options=dataset.storage_options)
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True))

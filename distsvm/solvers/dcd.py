@@ -1,116 +1,32 @@
-"""Dual coordinate descent by block minimization over a row-blocked store.
+"""Dual coordinate descent (LIBLINEAR ``-s 1``, ``-s 3``, ``-s 7``) by block minimization.
 
-Problem: LIBLINEAR's ``min_w ½wᵀw + C Σᵢ ξ(w; xᵢ, yᵢ)`` with the L1 (hinge,
-``-s 3``) or L2 (squared hinge, ``-s 1``) loss, solved through its dual (4) of
-Hsieh et al. 2008 (ICML), Algorithm 1 with the random permutation of §3.1 and
-the shrinking of §3.2.  Kernel: :mod:`workers.kernels.dcd`.  With the logistic
-loss (``-s 7``) the same coordinator runs the dual CD of Yu, Huang & Lin 2011 on
-each block (:mod:`workers.kernels.dcd_lr`: no shrinking, stopping on max |g′| < eps,
-sequential mode only).
+Problem: LIBLINEAR's ``min_w ½wᵀw + C Σᵢ ξ(w; xᵢ, yᵢ)`` with the L1 (hinge, ``-s 3``) or
+L2 (squared hinge, ``-s 1``) loss, solved through its dual (4) of Hsieh, Chang, Lin, Keerthi
+& Sundararajan (ICML 2008, "A dual coordinate descent method for large-scale linear SVM"),
+Algorithm 1 with the random permutation of §3.1 and the shrinking of §3.2, stopping on
+LIBLINEAR's rule (17) or, with ``gap_tol``, on a certified duality gap.  Kernel:
+:mod:`workers.kernels.dcd`.  With the logistic loss (``-s 7``) the same coordinator runs the
+dual CD of Yu, Huang & Lin 2011 on each block (:mod:`workers.kernels.dcd_lr`: no shrinking,
+stopping on max |g′| < eps, sequential mode only).
 
-Distribution (what differs from the paper): the rows are split into blocks
-held by workers, and every round visits all blocks in a fresh random order
-(the block minimization of Yu, Hsieh, Chang & Lin, KDD 2010, "Large linear
-classification when data cannot fit in memory"), running ``inner_passes`` DCD
-outer iterations on the block with ``w`` carried from block to block.  With
-one block and one inner pass a round is exactly one LIBLINEAR outer
-iteration.  Each block's α and shrinking state stay on the worker that owns
-the block; only ``w`` moves, from task to task, never through the coordinator
-inside a round.  The choice left open by Yu et al. — how long to work on a
-block per visit — is one pass by default, so shrinking and the stopping rule
-see every row once per round as in LIBLINEAR.
+Distributed: the rows are split into blocks whose α and shrinking state stay on the worker
+that owns them; only w moves.  A round visits every block in a fresh random order, running
+``inner_passes`` DCD passes on each (the block minimization of Yu, Hsieh, Chang & Lin, KDD
+2010, "Large linear classification when data cannot fit in memory"), w chained from owner to
+owner with LIBLINEAR's global shrinking thresholds (16) (:class:`_Chained`).  A store one
+worker's cache holds is joined into one block (:func:`distsvm.solvers.resident.held_by_one`)
+whose rounds run on that worker in batches, as one-vs-rest's do (:func:`solve_ovr`).
+``parallel="average"`` / ``"add"`` runs the workers side by side from a broadcast w
+(:class:`_Parallel`): CoCoA (Jaggi, Smith, Takáč, Terhorst, Krishnan, Hofmann & Jordan,
+NIPS 2014, "Communication-efficient distributed dual coordinate ascent", Algorithm 1) and
+CoCoA+ (Ma, Smith, Jaggi, Jordan, Richtárik & Takáč, ICML 2015, "Adding vs. averaging in
+distributed primal-dual optimization", Algorithm 1), with H DCD passes as the local solver.
 
-Visiting rows block by block stalls short of LIBLINEAR's stopping rule (docs/solvers/dcd.md,
-"Blocks and the stopping rule"), so a store one worker's cache can hold is solved as one
-joined block (:func:`distsvm.solvers.resident.held_by_one`), and a single owner runs its
-rounds itself (:func:`solve_ovr` with one problem, :func:`workers.dcd.ovr_batch`), where
-several streamed blocks each problem revisits a cache of informative rows with every block
-(:func:`workers.dcd._visit_cached`); what follows describes the chained path of a store
-spread over several workers.
+Faults (run by :mod:`distsvm.solvers.driver`): chained and parallel DCD ROLLBACK (lost blocks
+restart at α = 0, the others roll back to the round's start, the round runs again); the
+batched path RELOADs a lost worker's problems elsewhere from the latest checkpoint, or α = 0.
 
-Shrinking (§3.2) is global, as in LIBLINEAR: the thresholds M̄, m̄ of (16) are
-the extremes of the projected gradients over the previous round's visits of
-all blocks, and when the shrunken problem meets (17) every block reactivates
-all its rows.  (Per-block thresholds would shrink more aggressively than
-LIBLINEAR: a block's own extremes lie inside the global ones.)  A block whose
-rows are all shrunk is not read until then (:func:`workers.dcd.segment`); its
-loss is the one last measured, so a round with such blocks (``stale_blocks``)
-has an inexact primal objective and cannot stop on the gap certificate.
-
-Parallel DCD (``parallel="average"`` or ``"add"``): instead of passing ``w``
-from block to block, every round the coordinator sends ``w`` with the task of
-each of the K workers that own blocks (not ``client.scatter(broadcast=True)``:
-with distributed 2026.8, replicating to a worker that had just been killed
-retried its address every 30 s and the scatter did not return); each runs
-``inner_passes`` DCD passes (Hsieh et al. 2008, Algorithm 1) over its own
-blocks from that ``w`` with its α in its memory and returns only Δw and the
-statistics of its blocks at the broadcast ``w``; the coordinator sets
-``w += γ Σₖ Δwₖ``.  This is CoCoA (Jaggi, Smith, Takáč, Terhorst, Krishnan,
-Hofmann & Jordan, NIPS 2014, "Communication-efficient distributed dual
-coordinate ascent", Algorithm 1, with
-``LocalDualMethod`` = H passes of DCD) for "average", γ = 1/K, and CoCoA+
-(Ma, Smith, Jaggi, Jordan, Richtárik & Takáč, ICML 2015, "Adding vs.
-averaging in distributed primal-dual optimization", Algorithm 1) for "add",
-γ = 1 with the local subproblem's quadratic term scaled by σ′ = γK = K (the
-safe choice they recommend), which :func:`workers.kernels.dcd.dcd_passes` solves with Q̄ᵢᵢ = σ′‖xᵢ‖² + Dᵢᵢ.
-Each worker moves its α by γΔα, so w = Σ αᵢyᵢxᵢ holds after every round and
-the dual objective is exact.  What differs from the papers: their
-objective is λ/2‖w‖² + 1/n Σ loss (we use LIBLINEAR's ½‖w‖² + C Σ loss, an
-equivalent scaling); a "machine" is a worker with several row blocks, the
-passes visit its blocks in a random order with a random permutation inside
-each; shrinking (§3.2) works inside a round only (every round starts with all
-rows active: the thresholds of (16) go stale when w moves by the other
-workers' updates, and every block is read each round anyway for the
-statistics at the broadcast w); and the round's primal, dual, gap and projected gradients
-are those of the broadcast ``w``, measured in the same task, so stopping on
-them returns that ``w`` and discards the round's last local updates.
-
-Worker faults: a block's α lives only in its owner's memory, so when an owner
-leaves the cluster (killed, or restarted by its nanny) α of its blocks is lost.
-:func:`distsvm.cluster.gather` notices within two seconds instead of waiting on
-tasks pinned to the departed address, and the coordinator then
-(:func:`distsvm.solvers.resident.recover`, shared with the Crammer–Singer solver)
-cancels the round's tasks and waits for the survivors' running ones to end;
-gives the lost blocks to the surviving workers of the job, round-robin (a
-worker that joins later, such as the nanny's replacement, is not used); sets
-the lost blocks' α to 0 — a feasible dual point, the start of the
-"resetting those blocks" option of the issue — and rolls every surviving
-block's α back to the start of the round (each visit keeps a copy of the α it
-found at its block's first change in a round, :func:`workers.dcd.restore`);
-sums w = Σ_b X_bᵀ(α_b∘y_b) of (13) from the survivors' blocks, one task per
-survivor; and runs the round again, with the same block order and seeds, from
-that w (the parallel modes with γ and σ′ for the new K).  So w = Σ αᵢyᵢxᵢ holds
-again, the dual objective stays exact and the gap stays a certificate; what is
-lost is the progress on the lost blocks' dual variables.  Rolling back to the
-round's start, rather than keeping whatever the interrupted round's tasks had
-done, makes the result depend only on the round in which the loss is noticed
-and on which worker left, not on timing inside the round.  Only when no
-worker of the job is left does the job fail, with ClusterError.  In the
-sequential mode each round starts from the gathered w rather than from the
-previous round's last task: a loss between rounds must not make Dask re-run a
-stateful task of an earlier round to recompute its lost result.  One-vs-rest
-(:func:`solve_ovr`) keeps each problem's state on one worker and recovers differently:
-the lost worker's problems restart elsewhere from the latest checkpoint or from α = 0.
-
-Checkpoints (:mod:`distsvm.checkpoint`, for ``distsvm resume``): every k rounds each
-owner writes the state of its blocks (α, and in the sequential mode the shrinking state
-and last statistics) straight into the checkpoint's directory, and the coordinator then
-commits w (O(n_features)), the shrinking thresholds (16) and the history.  A resumed run
-loads them and takes the same choices as an uninterrupted one (the block orders and the
-blocks' seeds derive from (seed, round), :func:`workers.dcd.block_order` and
-:func:`workers.dcd.block_seed`), so it reaches the same w.  One-vs-rest
-(:func:`solve_ovr`) checkpoints every problem still running — each problem's worker
-writes its block states, one file per problem and block (``class<k>-block-<name>.npz``)
-— and the coordinator commits W and each problem's thresholds, stopping flags and
-history.
-
-Stopping: LIBLINEAR's rule (17): the spread of projected gradients over a
-round whose passes covered every row, max PG − min PG ≤ eps; or, with
-``gap_tol`` > 0, a duality gap ≤ gap_tol·P(w), which bounds P(w) − P* by the
-same amount (the certificate LIBLINEAR does not offer); or ``max_rounds``
-with a :class:`~distsvm.errors.ConvergenceWarning`.  Each round also reports
-the primal and dual objectives and the duality gap, which certifies the
-solution's quality independently of the stopping rule.
+Design, shrinking, checkpoints, faults and measurements: docs/solvers/dcd.md.
 """
 
 from __future__ import annotations
@@ -157,14 +73,15 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
           parallel: str | None = None, progress: Progress | None = None,
           checkpoint: Checkpointer | None = None, positive: int = 1,
           class_cost=None) -> Result:
-    """Train by block-wise DCD on the cluster behind ``client``; see the module docstring.
+    """Train by block-wise DCD on the cluster behind ``client`` (chained, or ``parallel``
+    ``"average"``/``"add"``; a plan with one owner runs on the batched path, :func:`solve_ovr`).
     ``positive`` is the class index whose rows have yᵢ = +1 (the others −1): the binary
     problem of one class against the rest (one-vs-rest, :mod:`distsvm.solvers.ovr`).
     ``class_cost`` (C per class index, with the class weights; default C for every class)
     and the store's instance weights give each row its Cᵢ (:func:`workers.blocks.row_costs`).
 
     With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
-    writes one every ``checkpoint.every`` rounds (see "Checkpoints" in the module docstring).
+    writes one every ``checkpoint.every`` rounds (docs/solvers/dcd.md, "Checkpoints").
     """
     if parallel is None and len(resident.owners(plan)) == 1:  # its rounds on its worker
         return solve_ovr(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
@@ -308,40 +225,20 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
               gap_tol: float = 0.0, progress: Progress | None = None,
               checkpoint: Checkpointer | None = None, class_cost=None,
               positive: int | None = None) -> list[Result]:
-    """One-vs-rest for K classes by sequential DCD: the problems dealt to the workers, each
-    worker running its problems' rounds over the whole store in batches.  With
-    ``positive``, the one binary problem of that class index against the rest instead
-    (:func:`solve` on a plan whose blocks one worker holds: its rounds then run on that
-    worker, next to its blocks, with no task and no primal pass per round).
+    """One-vs-rest for K classes by sequential DCD, or with ``positive`` the one binary
+    problem of that class index against the rest (:func:`solve` on a plan whose blocks one
+    worker holds); returns the results in class order.
 
-    Problem k (class k against the rest) goes to slot k mod (number of slots), a slot being
-    one thread of one worker of the plan (``plan.threads``; Dask runs a worker's slots side
-    by side, the kernels releasing the GIL).  The slot's worker keeps its α and shrinking
-    state for every block, and the slot's task runs its rounds
-    (:func:`workers.dcd.ovr_batch`): every round visits all blocks of the store in the
-    round's order, the slot's problems at the same round sharing each block read (from the
-    worker's block cache, or streamed from the store), and the stopping rule (17), or the gap
-    certificate, is tested on the worker after each round.  A task runs rounds until its
-    problems have stopped or for ``BATCH_SECONDS`` (or to a round at which a checkpoint is
-    due), and returns its W rows and each round's log row; the primal objective (a pass
-    over the rows) is measured for a problem's last round only (every round with
-    ``gap_tol``, whose stopping test needs it).  So a round costs
-    no task, no transfer of W and no pass to measure the primal: the workers run
-    LIBLINEAR's solver side by side, and each problem's path is that of its binary run
-    (:func:`solve` with ``positive=k``: the same block orders and seeds, functions of (seed,
-    round)).  Returns the K problems' results in class order.  With ``class_cost`` (C per
-    class with its weight), problem k's rows of class k cost their weighted C and the others
-    C, as LIBLINEAR's one-vs-rest (:func:`distsvm.params.problem_costs`).
-
-    A lost worker loses its problems' state: the running ones restart on the other workers'
-    slots (round-robin, fresh run ids) from the run's latest checkpoint if it has one
-    (their block states loaded by their first batch), else from α = 0, and take again the
-    path they had taken, so W ends as without the fault; the other workers' batches are
-    kept.  With ``checkpoint``, the run continues from its latest checkpoint and writes one
-    each time the furthest problem passes a multiple of ``checkpoint.every`` rounds: each
-    worker writes the block states of its running problems (files
-    ``class<k>-block-<name>.npz``), and the coordinator commits W and each problem's
-    thresholds, stopping flags and history (a row per round done).
+    Problem k goes to slot k mod (number of slots), a slot being one thread of one worker
+    (``plan.threads``); the slot's worker keeps its α and shrinking state for every block,
+    and its task (:func:`workers.dcd.ovr_batch`) runs the problems' rounds over the whole
+    store in batches of up to ``BATCH_SECONDS``, sharing each block read among them and
+    testing the stopping rule on the worker.  So a round costs no task, no transfer of W and
+    no primal pass, and each problem takes the path of its binary run (block orders and
+    seeds are functions of (seed, round)).  With ``class_cost``, problem k's rows of class k
+    cost their weighted C and the others C (:func:`distsvm.params.problem_costs`).
+    Checkpoints and the RELOAD recovery of a lost worker's problems: docs/solvers/dcd.md
+    and docs/solvers/multiclass.md.
     """
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
     return driver.drive(_Batched(ctx, loss=loss, C=C, eps=eps, bias=bias, max_rounds=max_rounds,

@@ -2,66 +2,29 @@
 L2-regularized logistic regression (``-s 0``) and the L2-loss SVM (``-s 2``).
 
 Problem: ``min_w f(w) = ½wᵀw + Σᵢ Cᵢ ξ(yᵢwᵀxᵢ)`` with ξ the logistic loss or the squared
-hinge (:mod:`workers.kernels.newton`) and Cᵢ = C times the class weight of yᵢ.
+hinge (:mod:`workers.kernels.newton`) and Cᵢ = C times the class weight of yᵢ.  With
+``bias >= 0`` the last coordinate of w weighs a constant feature of that value (``-B``);
+``regularize_bias=False`` leaves it out of ½wᵀw, of the Hessian's identity part and of the
+preconditioner (LIBLINEAR's ``-R``).
 
 Algorithm: the line-search truncated Newton method of Galli & Lin (2021, "A study on
 truncated Newton methods for linear classification", IEEE TNNLS), which replaced the
-trust-region method TRON (Lin, Weng & Keerthi 2008; Fan et al. 2008, Appendix) in
-LIBLINEAR 2.40 and is its default since; we follow LIBLINEAR's ``newton.cpp``:
+trust-region method TRON (Lin, Weng & Keerthi 2008; Fan et al. 2008, Appendix) in LIBLINEAR
+2.40; we follow LIBLINEAR's ``newton.cpp``: the Newton direction by preconditioned CG
+(:func:`pcg`) with LIBLINEAR's diagonal preconditioner (Hsia, Chiang & Lin 2018) and the
+quadratic-model stopping rule of Galli & Lin (2021, §4); a backtracking line search from
+α = 1 (η = 0.01, at most 20 halvings); stop when ‖∇f(w)‖ ≤ eps'·‖∇f(0)‖ with LIBLINEAR's eps'
+(:func:`stopping_tolerance`, ``train()`` of linear.cpp), when the line search fails or f no
+longer decreases, or after ``max_rounds`` iterations.
 
-1. the Newton direction s ≈ −∇²f(w)⁻¹∇f(w) by preconditioned CG (:func:`pcg`) with
-   LIBLINEAR's diagonal preconditioner M = (1 − a)I + a·diag(∇²f), a = 0.01 (Hsia,
-   Chiang & Lin 2018), stopped by the quadratic-model rule of Galli & Lin (2021, §4):
-   ``k·(Q_k − Q_{k−1}) ≥ tol·Q_k`` with Q the CG model value and
-   tol = min(0.5, ‖∇f‖_{M⁻¹}^{1/2});
-2. a backtracking line search from α = 1, halving, accepting the first α with
-   ``f(w + αs) − f(w) ≤ η·α·∇fᵀs``, η = 0.01, at most 20 trials;
-3. stop when ``‖∇f(w)‖ ≤ eps'·‖∇f(0)‖`` with LIBLINEAR's
-   ``eps' = eps·max(min(#pos, #neg), 1)/l`` (``train()`` of linear.cpp; eps = 0.01 by
-   default for ``-s 0`` and ``-s 2``), or after ``max_rounds`` Newton iterations
-   (LIBLINEAR's 1000) with a :class:`~distsvm.errors.ConvergenceWarning`, or when the
-   line search fails or f no longer decreases (|Δf| ≤ 10⁻¹²|f|), as LIBLINEAR.
+Distributed: the data are touched only through map-reduce passes over the row blocks
+(:mod:`workers.newton`), each returning a vector of n_features[+1]; the workers keep z = Xw and
+the Hessian's weights D, and a direction's pass also evaluates f, ∇f and D at w + s, so an
+iteration with k CG steps reads the data k + 1 times when α = 1 where LIBLINEAR reads it
+k + 2 times, with the same iterates.  Faults (run by :mod:`distsvm.solvers.driver`): REBUILD
+— z and D are functions of w, recomputed on the survivors from the coordinator's w.
 
-Distribution: the data are touched only through map-reduce passes over the row blocks
-(:mod:`workers.newton`), one task per worker — its blocks shared among the worker's threads
-(:func:`workers.blocks.each_block`) — each returning a vector of n_features[+1]:
-
-* one pass per function/gradient evaluation, which also computes the Hessian's
-  diagonal weights D and the preconditioner's diagonal Σᵢ Dᵢxᵢⱼ², and keeps D and
-  z = Xw on the workers;
-* one pass per Hessian-vector product ``v + Xᵀ(D(Xv))``;
-* one pass per direction s (:func:`workers.newton.step`) that keeps t = Xs and z₀ = Xw on
-  the workers, returns the loss at w + s computed as LIBLINEAR's first line-search trial
-  (from z₀ + t), and in the same read of the blocks evaluates f, ∇f and D at w + s, as the
-  evaluation pass would: when the line search takes α = 1 (it mostly does: Newton's
-  step) the next iteration needs no evaluation pass.  Every further trial f(w + αs) uses
-  the kept z₀ and t only, reading no data, and an accepted α < 1 costs an evaluation
-  pass at w + αs.  The workers keep the w of their last evaluation, so a step is sent s
-  alone (w itself only with an evaluation).  Where LIBLINEAR keeps ``wx`` as z + αt,
-  the evaluations compute z = Xw afresh from the block they read anyway (one more
-  product per row, no more data read): an evaluation then depends on w alone, which
-  makes a resumed or recovered run continue exactly as an uninterrupted one.
-
-So a Newton iteration with k CG steps reads the data k + 1 times when α = 1 (k + 2 with
-a shorter step), where LIBLINEAR reads it k + 2 times; the iterates are the same.  The
-coordinator holds O(n_features) vectors: w, ∇f, M, and the CG vectors; its inner
-products are :func:`workers.kernels.newton.dot` (sequential, no BLAS threads).
-
-Checkpoints and worker faults: the state of a run is the coordinator's w, the
-iteration, ‖∇f(0)‖ (the stopping rule's reference) and the history; the workers' z = Xw
-and D are functions of w.  So a checkpoint (:mod:`distsvm.checkpoint`, every k
-iterations) holds those alone, and a resumed run recomputes z and D from w in one
-evaluation pass and goes on exactly as the uninterrupted run.  When a worker leaves the cluster
-(:class:`distsvm.cluster.WorkerLost`), the coordinator waits for the survivors' tasks of
-the interrupted pass to end, gives the departed worker's blocks to the survivors
-(:func:`distsvm.cluster.replan`), starts the per-row state afresh (a new run id) and runs
-the interrupted iteration again from its w, first recomputing z and D of every block in
-one pass (simpler than recomputing the lost blocks only, and one pass among the k + 1 of
-an iteration); the job fails with ClusterError only when no worker of the job is left.
-
-Bias: with ``bias >= 0`` the last coordinate of w weighs a constant feature of that
-value (``-B``); ``regularize_bias=False`` leaves it out of ½wᵀw and out of the
-identity part of the Hessian and of the preconditioner (LIBLINEAR's ``-R``).
+The passes, memory, checkpoints and measurements: docs/solvers/newton.md.
 """
 
 from __future__ import annotations
@@ -133,7 +96,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
     ``warm_start`` an initial w of n_features (+1 with a bias) entries; rows of class index
     ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  With ``checkpoint`` the run
     continues from its latest checkpoint and writes one every ``checkpoint.every``
-    iterations (see "Checkpoints and worker faults" in the module docstring).
+    iterations (docs/solvers/newton.md, "Checkpoints and worker faults").
     """
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
     return driver.drive(_Newton(ctx, loss=loss, C=C, eps=eps, bias=bias,

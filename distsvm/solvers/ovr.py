@@ -24,9 +24,9 @@ one read of each block for all of them (:func:`distsvm.solvers.dcd.solve_ovr`).
 
 Checkpoints and worker faults: each problem's solver checkpoints and resumes itself, in its
 own directory ``RUN/problems/<k>/`` (:meth:`distsvm.checkpoint.Checkpointer.problem`), and
-handles a lost worker as a binary run of that solver does (DCD's parallel modes, Newton and
-SVM-ALM recover).  A resumed run starts every problem from its
-own latest checkpoint (a problem that had finished runs again from its last one: the same
+handles a lost worker as a binary run of that solver does (the recovery policy of its round
+driver, :mod:`distsvm.solvers.driver`).  A resumed run starts every problem from its own
+latest checkpoint (a problem that had finished runs again from its last one: the same
 choices, so the same w).
 """
 

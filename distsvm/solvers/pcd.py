@@ -1,64 +1,25 @@
 """Primal coordinate descent over a store's column blocks (Chang, Hsieh & Lin, JMLR 2008).
 
-Problem: LIBLINEAR's ``min_w ½wᵀw + C Σⱼ ξ(w; xⱼ, yⱼ)`` in the primal, with the
-L2 loss (squared hinge, the problem of LIBLINEAR ``-s 2``) or the logistic loss
-(``-s 0``).  Algorithm 1 with sub-problems solved by Algorithm 2 (Newton step
-(13), line search (12) with the λ̄ shortcut (15)), bⱼ(w) maintained by (17),
-and logistic regression as in §6.2.  Kernel: :mod:`workers.kernels.pcd`; tasks:
-:mod:`workers.pcd`.  Needs the store's column view (``distsvm columnize``).
+Problem: LIBLINEAR's ``min_w ½wᵀw + C Σⱼ ξ(w; xⱼ, yⱼ)`` in the primal, with the L2 loss
+(squared hinge, the problem of LIBLINEAR ``-s 2``) or the logistic loss (``-s 0``).
+Algorithm 1 with sub-problems solved by Algorithm 2 (Newton step (13), line search (12) with
+the λ̄ shortcut (15)), bⱼ(w) maintained by (17), and logistic regression as in §6.2; stopping
+as §5.3: max |D′ᵢ(0)| over an outer iteration ≤ eps · max |∇f(0)ᵢ|.  Kernel:
+:mod:`workers.kernels.pcd`; tasks: :mod:`workers.pcd`.  Needs the store's column view
+(``distsvm columnize``).
 
-Distribution (what differs from the paper):
+Distributed: the residuals b (length l) stay with the worker(s) doing the work.  In
+**exact** mode one worker runs every round, visiting the column blocks in a fresh random
+order and each block's features in a fresh random order — the random permutation of §3.2
+restricted to keep a block's features together, a choice the paper leaves open (any order
+converges, Theorem 3) — one task running rounds for up to ``BATCH_SECONDS``.  In
+**parallel** mode the column blocks are split among the workers, each runs the round's inner
+iterations on its own blocks from the same w and b, and a global line search on the summed
+step (:func:`workers.pcd.combine`) keeps the objective decreasing.  Faults (run by
+:mod:`distsvm.solvers.driver`): REBUILD — b is a function of w, rebuilt on the survivors from
+the w of the last round reported.
 
-* **exact** mode — one worker does each round: it visits every column block
-  in a fresh random order, streaming them from the store (or its block cache),
-  and every feature of a block in a fresh random order, holding ``b`` (length
-  l).  That is Algorithm 1 with a random permutation per outer iteration
-  (§3.2) restricted to permutations that keep each block's features together,
-  a choice the paper leaves open (any order converges, Theorem 3).  The bias
-  feature, if any, is one more item of the block order.
-* **parallel** mode — the column blocks are split among the workers; in a
-  round each worker runs the same inner iterations over its own blocks, all
-  starting from the same ``w`` and ``b``, and returns its Δw block and
-  Δb = b_after − b_before.  These are added and a global line search on the
-  aggregated step (:func:`workers.pcd.combine`) takes the largest t ∈ {1, ½, …}
-  that decreases f, falling back to 1/P, which decreases f by convexity; so the
-  objective decreases monotonically.  With one worker it is the exact mode.
-
-Exact mode batches outer iterations: one task runs rounds for up to
-``BATCH_SECONDS`` (or until it stops) and reports each round, sparing a
-scheduler round trip per outer iteration.  Its state (w, b) stays on the worker
-for the whole run, so a batch is one task, and w comes back with each batch.
-A round's logged time is when the coordinator received the batch less the
-worker time spent on the batch's later rounds (so every latency is charged to
-the round).
-Parallel mode submits round r + 1 before it reads round r's report.
-
-Stopping (§5.3): the largest |D′ᵢ(0)| seen in an outer iteration, relative to
-the largest |∇f(0)ᵢ| at w = 0: max |D′ᵢ(0)| ≤ eps · max |∇f(0)ᵢ|; or
-``max_rounds`` with a :class:`~distsvm.errors.ConvergenceWarning`.  The
-Euclidean norm of the D′ᵢ(0) of the round, relative to ‖∇f(0)‖, is logged too.
-
-Checkpoints and worker faults: the state of a run is w alone.  The residuals
-bⱼ = 1 − yⱼwᵀxⱼ are a function of w, recomputed in one pass over the column blocks
-by (17) applied to every feature with z = wᵢ from w = 0 (:func:`workers.pcd.initial`),
-and the round orders derive from (seed, round), so there is no RNG state to keep.  The
-coordinator holds the w of the last round reported (exact mode: each batch returns it,
-so a batch, at most ``BATCH_SECONDS`` of work, is all a fault can lose; parallel
-mode: each combine's report carries it).  A checkpoint (:mod:`distsvm.checkpoint`,
-both modes, every k rounds; an exact-mode batch stops at a round that is due) holds
-that w, ∇f(0)'s scales g0 and ‖∇f(0)‖ (the stopping rule's reference), f and the
-history; a resumed run rebuilds b from w and goes on as the uninterrupted run (its w
-agrees to rounding, the rebuilt b differing from the updated one in the last bits).
-When a worker the round waits on leaves the cluster
-(:func:`distsvm.cluster.gather` raises :class:`~distsvm.cluster.WorkerLost` within
-seconds, never waiting on a task pinned to the departed one), the coordinator
-waits for the round's other tasks to stop (:func:`distsvm.cluster.settle`), drops
-the departed worker from the plan (:func:`distsvm.cluster.replan`), starts the
-per-run state afresh (a new run id) on the survivors from its w, and runs the
-interrupted round (exact mode: batch) again.  In parallel mode the column blocks
-are then split among the survivors, which changes the rounds' steps but not the
-optimum they converge to.  Only when no worker of the job is left does the job fail,
-with a :class:`~distsvm.errors.ClusterError`.
+The modes, batching, checkpoints, faults and measurements: docs/solvers/pcd.md.
 """
 
 from __future__ import annotations
@@ -94,7 +55,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
 
     With ``checkpoint`` (:mod:`distsvm.checkpoint`), every ``checkpoint.every`` rounds the
     coordinator writes w and the history, and a run continues from its latest checkpoint
-    (see "Checkpoints and worker faults" in the module docstring).
+    (docs/solvers/pcd.md, "Checkpoints and worker faults").
     """
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
     return driver.drive(_PCD(ctx, loss=loss, C=C, eps=eps, bias=bias, max_rounds=max_rounds,
