@@ -48,7 +48,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, ep
           positive: int = 1, class_cost=None) -> Result:
     """Train by primal coordinate descent on the cluster behind ``client``; see the module
     docstring.  ``plan`` supplies the workers and their cache budgets; parameters are
-    checked by :func:`distsvm.jobs.check_params`.  Rows of class index ``positive`` have
+    checked by :func:`distsvm.params.check_params`.  Rows of class index ``positive`` have
     yᵢ = +1, the others −1 (one-vs-rest).  ``class_cost`` (C per class index with its class
     weight; default C) and the store's instance weights give row j its Cⱼ (the worker reads
     the weights from the row blocks once per run, :func:`workers.pcd.initial`).
