@@ -37,6 +37,20 @@ def _plain(value):
     return value
 
 
+def dual_line(row: dict) -> str:
+    """The dual solvers' round line (a round whose primal objective was not measured has no
+    gap)."""
+    measured = "primal" in row
+    rel = row["gap"] / abs(row["primal"]) if measured and row["primal"] else math.nan
+    return (f"round {row['round']:4d}  "
+            + (f"primal {row['primal']:.8e}  " if measured else "")
+            + f"dual {row['dual']:.8e}  "
+            + (f"gap {row['gap']:.2e} ({rel:.1e} rel)  " if measured else "")
+            + f"pg {row['pg_violation']:.2e}  active {100 * row['active']:5.1f}%  "
+            + (f"read {row['bytes_read'] / 2**20:.0f} MiB  " if "bytes_read" in row else "")
+            + f"{row['seconds']:.2f}s")
+
+
 class Progress:
     """Prints one line per solver round and notes of other long work (ingest phases)."""
 
@@ -80,18 +94,7 @@ class Progress:
         if self.json:
             self.event("round", **row)
             return
-        if text is None:  # a round whose primal objective was not measured has no gap
-            measured = "primal" in row
-            rel = row["gap"] / abs(row["primal"]) if measured and row["primal"] else math.nan
-            text = (f"round {row['round']:4d}  "
-                    + (f"primal {row['primal']:.8e}  " if measured else "")
-                    + f"dual {row['dual']:.8e}  "
-                    + (f"gap {row['gap']:.2e} ({rel:.1e} rel)  " if measured else "")
-                    + f"pg {row['pg_violation']:.2e}  active {100 * row['active']:5.1f}%  "
-                    + (f"read {row['bytes_read'] / 2**20:.0f} MiB  "
-                       if "bytes_read" in row else "")
-                    + f"{row['seconds']:.2f}s")
-        self.note(text)
+        self.note(text or dual_line(row))
 
     def bar(self, what: str, total: int) -> Bar:
         """A progress bar on stderr for ``total`` steps of ``what`` (text format only; JSON

@@ -36,18 +36,25 @@ import concurrent.futures
 
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
-from ..progress import Progress
+from ..progress import Progress, dual_line
 
 
 class Tagged(Progress):
-    """A problem's log lines, prefixed with its class label."""
+    """A problem's log through its parent's (its format, its run log, whatever the parent
+    does with a round): lines prefixed with the class label, rows tagged with it."""
 
     def __init__(self, parent: Progress, label: str):
-        super().__init__(quiet=parent.quiet, stream=parent.stream)
-        self.label = label
+        self.parent, self.label = parent, label
 
-    def note(self, text: str) -> None:
-        super().note(f"[class {self.label}] {text}")
+    def __getattr__(self, name):
+        return getattr(self.parent, name)
+
+    def note(self, text: str, event: str = "note", **fields) -> None:
+        self.parent.note(f"[class {self.label}] {text}", event, **fields)
+
+    def round(self, row: dict, text: str | None = None) -> None:
+        self.parent.round({**row, "class": self.label},
+                          f"[class {self.label}] {text or dual_line(row)}")
 
 
 def rotated(plan: WorkerPlan, k: int) -> WorkerPlan:
