@@ -45,6 +45,11 @@ AUTO_PRIMAL_RATIO = 50
 # SVM-ALM, as Nie et al. 2014; LIBLINEAR's 0.01 for its Newton solver (-s 0, -s 2)
 DEFAULT_EPS = {"dcd": 0.1, "pcd": 0.1, "auto": 0.1, "cutting_plane": 1e-3, "alm": 0.01,
                "newton": 0.01, "crammer_singer": 0.1}
+# default round limit per solver: LIBLINEAR's max_iter, 100000 outer iterations for -s 4
+# (Solver_MCSVM_CS; a round over one joined block is one of them, and news20 needs ~21000),
+# 1000 for its dual CD (-s 1/3/7) and its Newton solvers
+DEFAULT_MAX_ROUNDS = {"crammer_singer": 100000}
+ROUND_LIMIT = 1000  # every other solver's
 # solvers that take no class or instance weights (LIBLINEAR has no such solvers)
 UNWEIGHTED = ("cutting_plane", "alm")
 # solvers that start from a given w (train's warm_start: the C search, the pipeline)
@@ -230,7 +235,8 @@ def choose_solver(dataset: Dataset, loss: str) -> tuple[str, str]:
 
 
 def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 1.0,
-          eps: float | None = None, bias: float = -1.0, max_rounds: int = 1000, seed: int = 0,
+          eps: float | None = None, bias: float = -1.0, max_rounds: int | None = None,
+          seed: int = 0,
           inner_passes: int = 1, gap_tol: float = 0.0, objective: str = "classification",
           c_perf: float | None = None, p: float | None = None, method: str = "inexact",
           mu0: float = 0.01, rho: float = 1.02, rtol: float = 1e-6, pcd_mode: str = "exact",
@@ -278,7 +284,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     Dual CD converges slowly when C·‖xᵢ‖² is large (unscaled features: on pendigits, values
     0–100, LIBLINEAR's own dual CD stops at its limit on every class and switches).
 
-    ``eps`` defaults to :data:`DEFAULT_EPS` of the solver.  ``objective`` and ``c_perf``
+    ``eps`` defaults to :data:`DEFAULT_EPS` of the solver, ``max_rounds`` to
+    :data:`DEFAULT_MAX_ROUNDS` (else :data:`ROUND_LIMIT`).  ``objective`` and ``c_perf``
     (SVMperf's C, replacing ``C``) are for the cutting-plane solver; see
     :mod:`distsvm.solvers.cutting_plane` for their meaning.  ``objective="ordinal"`` takes
     a store whose R ≥ 2 labels are ordered ranks and returns a ranking model (its
@@ -293,6 +300,8 @@ def train(data, *, solver: str = "dcd", loss: str = "squared_hinge", C: float = 
     the one made by :func:`distsvm.cluster.plan` (cross-validation plans once for its folds).
     """
     eps = DEFAULT_EPS[solver] if solver in DEFAULT_EPS and eps is None else eps
+    if max_rounds is None:
+        max_rounds = DEFAULT_MAX_ROUNDS.get(solver, ROUND_LIMIT)
     check_params(owner, solver=solver, loss=loss, C=C, eps=eps, bias=bias,
                  max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
                  gap_tol=gap_tol, objective=objective, c_perf=c_perf)

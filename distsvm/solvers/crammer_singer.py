@@ -22,6 +22,16 @@ primal objective
 ½‖W‖² + C Σ ξᵢ, the dual −(½‖W‖² + Σ eᵢᵐαᵢᵐ) (the negated minimum of (15): a
 lower bound of the primal optimum) and their gap.
 
+Where one worker owns every block (the joined store by default), its rounds run on it in
+batches (:func:`workers.crammer_singer.batch`): the same block orders (the generator's
+state goes with the batch and comes back), seeds and decisions, so the same path, with no
+task, no transfer of W and no primal pass per round (the primal is measured on a batch's
+last round, every round with ``gap_tol``).  A round over one block is one LIBLINEAR
+outer iteration over the active set; LIBLINEAR allows 100000 of them for ``-s 4``, the
+default ``max_rounds`` of :func:`distsvm.jobs.train` here (news20 takes ~20,000).  When
+the owner leaves during a batch, its blocks restart from α = 0 on a survivor and the
+batch's rounds run again.
+
 Worker faults and checkpoints, as sequential DCD (sections "Worker faults" and
 "Checkpoints" of :mod:`distsvm.solvers.dcd`, through :mod:`distsvm.solvers.resident`):
 when a worker leaves, the round's tasks are settled, its blocks go to the survivors with
@@ -52,12 +62,13 @@ import workers.crammer_singer
 import workers.resident
 from storage import Dataset
 
+from .. import cluster
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
 from ..progress import Progress
 from . import resident
-from .dcd import Result, _result, _sequential_round
+from .dcd import BATCH_SECONDS, Result, _result, _sequential_round
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
@@ -82,12 +93,14 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
     class_cost = np.full(K, C) if class_cost is None else np.asarray(class_cost, np.float64)
     common = dict(class_cost=class_cost, bias=bias, n_features=meta.n_features,
                   storage_options=dataset.storage_options)
+    restore_kw = dict(n_classes=K, bias=bias, n_features=meta.n_features)
     eps_shrink = max(10.0 * eps, 1.0)
     start_from_all, unshrink = True, True
     history: list[dict] = []
     start = time.perf_counter()
     converged = False
     first = 1
+    stopping = np.inf
     try:
         resumed = resident.resume(client, checkpoint, dataset, plan, "crammer_singer",
                                   workers.resident.load_blocks, {"": run}, rng, progress)
@@ -96,46 +109,63 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
             eps_shrink = resumed.state["eps_shrink"]
             unshrink, start_from_all = resumed.state["unshrink"], resumed.state["start_from_all"]
             start -= resumed.state["seconds"]
-        for r in range(first, max_rounds + 1):
-            order = [int(b) for b in rng.permutation(len(meta.blocks))]
-            plan, W, reports, lost = _sequential_round(
-                client, dataset, plan, W, order, r, seed, run, progress, workers.crammer_singer,
-                segment_kw=dict(unshrink=unshrink, **common), report_kw=common,
-                restore_kw=dict(n_classes=K, bias=bias, n_features=meta.n_features),
-                after_loss={"unshrink": True})
-            if lost:  # restore dropped the shrinking state: the round started from all
-                start_from_all = True
-            ww = reports[0]["ww"]
-            primal = 0.5 * ww + sum(p["loss"] for p in reports)
-            dual = -(0.5 * ww + sum(p["linear"] for p in reports))
-            stopping = max(p["stopping"] for p in reports)
-            row = {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
-                   "pg_violation": max(stopping, 0.0),
-                   "active": sum(p["active"] for p in reports) / max(1, meta.n_rows),
-                   "train_accuracy": sum(p["correct"] for p in reports) / max(1, meta.n_rows),
-                   "bytes_read": sum(p["bytes_read"] for p in reports),
-                   "seconds": time.perf_counter() - start}
-            history.append(row)
-            progress.round(row)
-            unshrink = False
-            if gap_tol > 0 and row["gap"] <= gap_tol * abs(primal):
-                converged = True
-                break
-            if stopping < eps_shrink:  # LIBLINEAR's Solver_MCSVM_CS::Solve
-                if stopping < eps and start_from_all:
-                    converged = True
-                    break
-                unshrink, start_from_all = True, True
-                eps_shrink = max(eps_shrink / 2, eps)
+        r = first
+        while r <= max_rounds:
+            owners = resident.owners(plan)
+            if len(owners) == 1:  # its rounds on its worker, in batches
+                shrink = {"eps_shrink": eps_shrink, "unshrink": unshrink,
+                          "start_from_all": start_from_all}
+                future = client.submit(
+                    workers.crammer_singer.batch, W, dataset.url, list(meta.blocks), run,
+                    first=r, rng_state=rng.bit_generator.state, seed=seed, n_rows=meta.n_rows,
+                    max_rounds=max_rounds, every=checkpoint.every if checkpoint else None,
+                    seconds=BATCH_SECONDS, eps=eps, gap_tol=gap_tol, shrink=shrink,
+                    cache_bytes=plan.cache_bytes[owners[0]], workers=owners, pure=False,
+                    **common)
+                try:
+                    W, out = cluster.gather(client, [future], owners)[0]
+                except cluster.WorkerLost as lost:  # the batch's rounds run again from α = 0
+                    plan, W = resident.recover(client, dataset, plan, lost.gone, [future], r,
+                                               progress, workers.crammer_singer.restore, run,
+                                               **restore_kw)
+                    unshrink, start_from_all = True, True
+                    continue
+                received = time.perf_counter() - start
+                for row in out["rows"]:  # its time: when the task had done it
+                    row["seconds"] = received - (out["rows"][-1]["at"] - row.pop("at"))
+                    history.append(row)
+                    progress.round(row)
+                rng.bit_generator.state = out["rng"]
+                eps_shrink, unshrink, start_from_all = (
+                    out["shrink"][k] for k in ("eps_shrink", "unshrink", "start_from_all"))
+                converged, stopping, r = out["converged"], out["stopping"], history[-1]["round"]
             else:
-                start_from_all = False
+                order = [int(b) for b in rng.permutation(len(meta.blocks))]
+                plan, W, reports, lost = _sequential_round(
+                    client, dataset, plan, W, order, r, seed, run, progress,
+                    workers.crammer_singer, segment_kw=dict(unshrink=unshrink, **common),
+                    report_kw=common, restore_kw=restore_kw, after_loss={"unshrink": True})
+                if lost:  # restore dropped the shrinking state: the round started from all
+                    start_from_all = True
+                row = workers.crammer_singer.round_row(r, reports, meta.n_rows)
+                row["seconds"] = time.perf_counter() - start
+                history.append(row)
+                progress.round(row)
+                stopping = max(p["stopping"] for p in reports)
+                converged, unshrink, start_from_all, eps_shrink = \
+                    workers.crammer_singer.next_round(stopping, row, eps=eps, gap_tol=gap_tol,
+                                                      eps_shrink=eps_shrink,
+                                                      start_from_all=start_from_all)
+            if converged:
+                break
             if checkpoint is not None and checkpoint.due(r) and r < max_rounds:
                 resident.save(client, checkpoint, dataset, plan, r, "crammer_singer",
                               workers.crammer_singer.save_blocks, {"": run}, w=W, rng=rng,
                               history=history, start=start, progress=progress,
                               eps_shrink=eps_shrink, unshrink=unshrink,
                               start_from_all=start_from_all)
-        else:
+            r += 1
+        if not converged:
             warnings.warn(f"crammer_singer reached the round limit ({max_rounds}) before the "
                           f"stopping value {stopping:.3g} fell to eps={eps:g}; increase "
                           "max_rounds or eps", ConvergenceWarning, stacklevel=2)
