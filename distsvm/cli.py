@@ -211,8 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="solver seed, and the draw of the blocks into folds (default 0)")
     p.add_argument("--concurrent-folds", type=int, default=1, metavar="K",
                    help="-v/-C: train K folds at a time (default 1)")
-    p.add_argument("--max-rounds", type=int, default=DEFAULTS.max_rounds,
-                   help="round limit; reaching it warns (default 1000)")
+    p.add_argument("--max-rounds", type=int,
+                   help="round limit; reaching it warns (default 1000; crammer-singer, -s 4: "
+                        "100000, LIBLINEAR's)")
     p.add_argument("--inner-passes", type=int, default=DEFAULTS.inner_passes,
                    help="DCD passes over a block per visit (default 1); with --parallel, "
                         "local passes per round")

@@ -89,7 +89,7 @@ class Params:
     C: float = 1.0
     eps: float | None = None
     bias: float = -1.0
-    max_rounds: int = 1000
+    max_rounds: int | None = None  # None: the solver's (registry)
     seed: int = 0
     inner_passes: int = 1
     gap_tol: float = 0.0
@@ -150,7 +150,8 @@ def check_params(owner: str, p: Params, names: dict | None = None) -> None:
             or not np.isfinite(p.bias):
         raise ValueError(f"The 'bias' parameter of {owner} must be a finite float "
                          f"(< 0 for no bias feature). Got {p.bias!r} instead.")
-    check_int(owner, _named(names, "max_rounds"), p.max_rounds, 1)
+    if p.max_rounds is not None:
+        check_int(owner, _named(names, "max_rounds"), p.max_rounds, 1)
     check_int(owner, _named(names, "seed"), p.seed, 0)
     check_int(owner, "inner_passes", p.inner_passes, 1)
     for option, choices in CHOICES.items():
@@ -202,13 +203,14 @@ def check_solver(owner: str, p: Params, weighted: bool = False,
                  names: dict | None = None) -> Params:
     """The checks of a registered solver (not "auto"): its loss, its options (those it does
     not take refused, :data:`REFUSALS`), SVM-ALM's parameters; ``weighted``: the store has
-    instance weights.  Returns ``p`` with ``eps`` (default: the solver's), SVM-ALM's ``p``
-    and intercept (``bias`` ±1) settled."""
+    instance weights.  Returns ``p`` with ``eps`` and ``max_rounds`` (default: the solver's),
+    SVM-ALM's ``p`` and intercept (``bias`` ±1) settled."""
     spec = registry.get(p.solver, owner)
     if p.loss not in spec.losses:
         raise ValueError(f"The 'loss' parameter of {owner} must be one of {list(spec.losses)} "
                          f"with solver={p.solver!r}. Got {p.loss!r} instead.")
-    p = dataclasses.replace(p, eps=spec.eps if p.eps is None else p.eps)
+    p = dataclasses.replace(p, eps=spec.eps if p.eps is None else p.eps,
+                            max_rounds=p.max_rounds or spec.max_rounds)
     check_real(owner, _named(names, "eps"), p.eps, 0.0)
     for option in REFUSALS:
         if _given(option, p, weighted) and not spec.takes(option, p.loss):

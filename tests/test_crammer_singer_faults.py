@@ -19,10 +19,12 @@ from distsvm.checkpoint import PAUSE_ENV, Checkpointer
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.progress import Progress
+from distsvm.solvers import crammer_singer
 
 from .conftest import Killer, dna_rows
 from .test_checkpoint import EVERY, PARAMS, _kill_and_resume, _spec
 from .test_crammer_singer import cs_primal
+from .test_joined import _KillOwner
 from .test_multiclass import liblinear_model
 
 CS = dict(solver="crammer_singer", loss="crammer_singer")
@@ -76,6 +78,32 @@ def test_a_killed_worker_is_recovered(tmp_path, two, dna600, dna_store):
     assert f"resuming from the checkpoint of round {last}" in resumed_log.stream.getvalue()
     assert resumed.summary["rounds"] == s["rounds"]
     np.testing.assert_allclose(resumed.w, model.w, rtol=0, atol=1e-9)
+
+
+def test_a_killed_owner_of_the_joined_block_is_recovered(two, dna600, dna_store, monkeypatch):
+    """The joined block's rounds run in batches on its worker (one round each here); that
+    worker is killed mid-run: the block restarts from α = 0 on the other, the batch's rounds
+    run again from there, and the run's duality gap certifies it within 1e-6 of LIBLINEAR's
+    optimum (-e 1e-10), W = W(α) kept."""
+    monkeypatch.setattr(crammer_singer, "BATCH_SECONDS", 0.0)
+    two.wait_for_workers(2)
+    two.run(workers.blocks.clear_cache)
+    X, y = dna600
+    killer = _KillOwner(two, 5, 0)
+    model = jobs.train(dna_store, client=two, progress=killer, C=FAULT_C, bias=1.0, eps=1e-12,
+                       gap_tol=1e-6, seed=1, **CS)
+    log = killer.stream.getvalue()
+    assert killer.killed is not None
+    assert f"worker {killer.killed} left the cluster; its 1 blocks restart from alpha = 0 " \
+        "on the other 1 worker(s)" in log, log[-2000:]
+    s = model.summary
+    assert s["converged"] and s["rounds"] > 6
+    p = cs_primal(model.w, X, y, FAULT_C, 1.0)
+    assert p == pytest.approx(s["primal_objective"], rel=1e-9)
+    _, W_ref = liblinear_model(X, y, f"-s 4 -c {FAULT_C} -B 1 -e 1e-10")
+    p_ref = cs_primal(W_ref, X, y, FAULT_C, 1.0)
+    assert s["dual_objective"] <= p_ref * (1 + 1e-12)
+    assert p_ref * (1 - 1e-9) <= p <= p_ref * (1 + 1e-6), (p, p_ref)
 
 
 def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(dna_store):

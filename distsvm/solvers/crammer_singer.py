@@ -22,19 +22,18 @@ primal objective
 ½‖W‖² + C Σ ξᵢ, the dual −(½‖W‖² + Σ eᵢᵐαᵢᵐ) (the negated minimum of (15): a
 lower bound of the primal optimum) and their gap.
 
-Worker faults and checkpoints, as sequential DCD (sections "Worker faults" and
-"Checkpoints" of :mod:`distsvm.solvers.dcd`, through :mod:`distsvm.solvers.resident`):
-when a worker leaves, the round's tasks are settled, its blocks go to the survivors with
-α = 0 — feasible for (15): Σₘ αᵢᵐ = 0 and αᵢᵐ ≤ Cᵢᵐ hold — every surviving block's α goes
-back to the start of the round (:func:`workers.crammer_singer.restore`), W = Σ_b X̂_bᵀα_b
-is summed from the survivors, one task each, and the round runs again from it with the
-same block order and seeds, every row and class active (the rolled-back blocks' shrinking
-state is dropped, so that round counts as one started from all for the stopping rule).
-So W = W(α) holds and the dual and the gap stay exact; only with no worker left does the
-job fail with :class:`~distsvm.errors.ClusterError`.  Every ``checkpoint.every`` rounds
-each owner writes its blocks' α and shrinking state (:func:`workers.crammer_singer.save_blocks`)
-and the coordinator commits W, the RNG state of the block orders, ``eps_shrink``, the
-stopping rule's state and the history; a resumed run goes on as an uninterrupted one.
+Where one worker owns every block (the joined store, by default), its rounds run on it in
+batches (:func:`workers.crammer_singer.batch`): the same block orders, seeds and decisions,
+with no task, no transfer of W and no primal pass per round.  A round over one block is one
+LIBLINEAR outer iteration over the active set; LIBLINEAR allows 100000 of them for ``-s 4``,
+the registry's default ``max_rounds`` here (news20 takes ~20,000).
+
+Worker faults: the round driver's ROLLBACK (:mod:`distsvm.solvers.driver`) — the lost
+blocks restart at α = 0 (feasible for (15)), the others roll back to the round's start
+(:func:`workers.crammer_singer.restore`), W = Σ_b X̂_bᵀα_b is summed from them and the
+round runs again with every row and class active; checkpoints hold each block's α and
+shrinking state, W, the block orders' RNG state and the stopping rule's state.
+docs/solvers/multiclass.md has the details and measurements.
 
 Not done (unlike DCD): skipping blocks whose rows are all shrunk.
 """
@@ -48,10 +47,11 @@ import workers.dcd
 import workers.resident
 from storage import Dataset
 
+from .. import cluster
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..progress import Progress
-from . import driver, resident
+from . import dcd, driver, resident
 from .driver import Result
 
 
@@ -69,7 +69,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, b
     writes one every ``checkpoint.every`` rounds."""
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
     return driver.drive(_CrammerSinger(ctx, C=C, eps=eps, bias=bias, seed=seed, gap_tol=gap_tol,
-                                       class_cost=class_cost), max_rounds=max_rounds)[0]
+                                       class_cost=class_cost, max_rounds=max_rounds),
+                        max_rounds=max_rounds)[0]
 
 
 class _CrammerSinger(driver.Solver):
@@ -80,7 +81,7 @@ class _CrammerSinger(driver.Solver):
     policy = driver.ROLLBACK
     restore = staticmethod(workers.crammer_singer.restore)
 
-    def __init__(self, ctx, *, C, eps, bias, seed, gap_tol, class_cost):
+    def __init__(self, ctx, *, C, eps, bias, seed, gap_tol, class_cost, max_rounds):
         super().__init__(ctx)
         meta = ctx.dataset.meta
         K = len(meta.classes)
@@ -89,41 +90,56 @@ class _CrammerSinger(driver.Solver):
         self.common = dict(class_cost=class_cost, bias=bias, n_features=meta.n_features,
                            storage_options=ctx.dataset.storage_options)
         self.restore_kw = dict(n_classes=K, bias=bias, n_features=meta.n_features)
-        self.eps, self.seed, self.gap_tol = eps, seed, gap_tol
+        self.eps, self.seed, self.gap_tol, self.max_rounds = eps, seed, gap_tol, max_rounds
         self.rng = np.random.default_rng(seed)
         self.order = (0, None)  # (round, its block order): a round run again keeps its order
         self.eps_shrink = max(10.0 * eps, 1.0)
         self.start_from_all, self.unshrink = True, True
 
     def step(self, r):
-        meta = self.ctx.dataset.meta
+        ctx, meta = self.ctx, self.ctx.dataset.meta
+        owners = resident.owners(ctx.plan)
+        if len(owners) == 1:  # its rounds on its worker, in batches
+            return self.batch(r, owners)
         if self.order[0] != r:
             self.order = (r, [int(b) for b in self.rng.permutation(len(meta.blocks))])
         seeds = [workers.dcd.block_seed(self.seed, r, b) for b in range(len(meta.blocks))]
         self.W, reports = resident.chained_round(
-            self.ctx, workers.crammer_singer, self.W, self.order[1], r, seeds,
+            ctx, workers.crammer_singer, self.W, self.order[1], r, seeds,
             segment_kw=dict(unshrink=self.unshrink, **self.common), report_kw=self.common)
-        ww = reports[0]["ww"]
-        primal = 0.5 * ww + sum(p["loss"] for p in reports)
-        dual = -(0.5 * ww + sum(p["linear"] for p in reports))
-        stopping = max(p["stopping"] for p in reports)
-        row = {"round": r, "primal": primal, "dual": dual, "gap": primal - dual,
-               "pg_violation": max(stopping, 0.0),
-               "active": sum(p["active"] for p in reports) / max(1, meta.n_rows),
-               "train_accuracy": sum(p["correct"] for p in reports) / max(1, meta.n_rows),
-               "bytes_read": sum(p["bytes_read"] for p in reports)}
-        self.unshrink = False
-        if self.gap_tol > 0 and row["gap"] <= self.gap_tol * abs(primal):
-            self.done[0] = self.converged[0] = True
-        elif stopping < self.eps_shrink:  # LIBLINEAR's Solver_MCSVM_CS::Solve
-            if stopping < self.eps and self.start_from_all:
-                self.done[0] = self.converged[0] = True
-            else:
-                self.unshrink, self.start_from_all = True, True
-                self.eps_shrink = max(self.eps_shrink / 2, self.eps)
-        else:
-            self.start_from_all = False
+        row = workers.crammer_singer.round_row(r, reports, meta.n_rows)
+        converged, self.unshrink, self.start_from_all, self.eps_shrink = \
+            workers.crammer_singer.next_round(
+                max(p["stopping"] for p in reports), row, eps=self.eps, gap_tol=self.gap_tol,
+                eps_shrink=self.eps_shrink, start_from_all=self.start_from_all)
+        self.done[0] = self.converged[0] = converged
         return [(0, row)]
+
+    def batch(self, r, owners):
+        """Rounds from r on the one owner (:func:`workers.crammer_singer.batch`): the same
+        block orders (the generator's state goes with the batch and comes back), seeds and
+        decisions as the chained rounds, with no task, no transfer of W and no primal pass
+        per round."""
+        ctx, meta = self.ctx, self.ctx.dataset.meta
+        shrink = {"eps_shrink": self.eps_shrink, "unshrink": self.unshrink,
+                  "start_from_all": self.start_from_all}
+        ctx.pending = [ctx.client.submit(
+            workers.crammer_singer.batch, self.W, ctx.dataset.url, list(meta.blocks), ctx.run,
+            first=r, rng_state=self.rng.bit_generator.state, seed=self.seed,
+            n_rows=meta.n_rows, max_rounds=self.max_rounds,
+            every=ctx.checkpoint.every if ctx.checkpoint is not None else None,
+            seconds=dcd.BATCH_SECONDS, eps=self.eps, gap_tol=self.gap_tol, shrink=shrink,
+            cache_bytes=ctx.plan.cache_bytes[owners[0]], workers=owners, pure=False,
+            **self.common)]
+        self.W, out = cluster.gather(ctx.client, ctx.pending, owners)[0]
+        self.rng.bit_generator.state = out["rng"]
+        self.eps_shrink, self.unshrink, self.start_from_all = (
+            out["shrink"][k] for k in ("eps_shrink", "unshrink", "start_from_all"))
+        self.done[0] = self.converged[0] = out["converged"]
+        last = out["rows"][-1]["at"]
+        for row in out["rows"]:  # its time: when the task had done it
+            row["ago"] = last - row.pop("at")
+        return [(0, row) for row in out["rows"]]
 
     def limit(self, k, history):
         return (f"the stopping value {history[-1]['pg_violation']:.3g} fell to "

@@ -47,6 +47,7 @@ class Solver:
     eps: float
     eps_help: str
     solve: Callable
+    max_rounds: int = 1000  # the default round limit, LIBLINEAR's max_iter
     types: Mapping[int, str] = dataclasses.field(default_factory=dict)
     options: Mapping[str, tuple[str, ...] | None] = dataclasses.field(default_factory=dict)
     reads: str = "rows"  # "columns": the store's column view, which a fold (a view) lacks
@@ -183,6 +184,7 @@ SOLVERS = {s.name: s for s in (
            options={"weights": None, "regularize_bias": None, "warm_start": None}),
     Solver("crammer_singer", "Crammer-Singer multi-class SVM by dual CD", ("crammer_singer",),
            0.1, "the projected-gradient violation", _crammer_singer,
+           max_rounds=100000,  # LIBLINEAR's for -s 4: one round is one of its iterations
            types={4: "crammer_singer"},
            options={"weights": None, "seed": None, "gap_tol": None, "join_blocks": None},
            multiclass=True, hold=_joined),

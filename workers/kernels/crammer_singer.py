@@ -43,16 +43,24 @@ def new_state(n_rows: int, n_classes: int, y):
 
 @numba.njit(cache=True, nogil=True)
 def _sub_problem(A, yi, C_yi, active, B, alpha_new, D):
-    """(19) by Appendix E.3: the new α of the row's ``active`` classes into ``alpha_new``."""
+    """(19) by Appendix E.3: the new α of the row's ``active`` classes into ``alpha_new``.
+    D is sorted decreasingly in place by insertion (K is small; no array allocated per row,
+    where ``-np.sort(-D)`` made three)."""
     for r in range(active):
         D[r] = B[r]
     if yi < active:
         D[yi] += A * C_yi
-    Ds = -np.sort(-D[:active])  # decreasing
-    beta = Ds[0] - A * C_yi
+    for r in range(1, active):
+        d = D[r]
+        q = r
+        while q > 0 and D[q - 1] < d:
+            D[q] = D[q - 1]
+            q -= 1
+        D[q] = d
+    beta = D[0] - A * C_yi
     r = 1
-    while r < active and beta < r * Ds[r]:
-        beta += Ds[r]
+    while r < active and beta < r * D[r]:
+        beta += D[r]
         r += 1
     beta /= r
     for r in range(active):
@@ -70,9 +78,11 @@ def _shrinkable(m, yi_pos, alpha_im, g, min_g, C_i):
 
 @numba.njit(cache=True, nogil=True)
 def cs_pass(indptr, indices, data, y, sqnorm, W, bias, n_features, alpha, alpha_index,
-            y_index, active_i, index, state, C, seed):
+            y_index, active_i, index, state, C, seed, ww):
     """One pass of Algorithm 1 (Appendix E.2) over the block's active rows; returns the
-    pass's stopping value max(max G − min G) (−∞ if no row was solved)."""
+    pass's stopping value max(max G − min G) (−∞ if no row was solved).  ``ww[0]`` gains
+    the change of ‖W‖² by the pass (each update's (w + δ)² − w² = δ(2w + δ)), so that a
+    round's dual needs no pass over W."""
     K = W.shape[1]
     G = np.empty(K)
     B = np.empty(K)
@@ -87,6 +97,7 @@ def cs_pass(indptr, indices, data, y, sqnorm, W, bias, n_features, alpha, alpha_
         j = np.random.randint(s, active)
         index[s], index[j] = index[j], index[s]
     stopping = -np.inf
+    dww = 0.0
     s = 0
     while s < active:
         i = index[s]
@@ -153,11 +164,16 @@ def cs_pass(indptr, indices, data, y, sqnorm, W, bias, n_features, alpha, alpha_
         for k in range(indptr[i], indptr[i + 1]):  # (20)
             f, v = indices[k], data[k]
             for m in range(nz):
-                W[f, d_ind[m]] += d_val[m] * v
+                delta = d_val[m] * v
+                dww += delta * (2.0 * W[f, d_ind[m]] + delta)
+                W[f, d_ind[m]] += delta
         if bias >= 0.0:
             for m in range(nz):
-                W[n_features, d_ind[m]] += d_val[m] * bias
+                delta = d_val[m] * bias
+                dww += delta * (2.0 * W[n_features, d_ind[m]] + delta)
+                W[n_features, d_ind[m]] += delta
     state[ACTIVE] = active
+    ww[0] += dww
     return stopping
 
 
