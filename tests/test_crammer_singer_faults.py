@@ -19,7 +19,7 @@ from distsvm.checkpoint import PAUSE_ENV, Checkpointer
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.progress import Progress
-from distsvm.solvers import crammer_singer
+from distsvm.solvers import dcd
 
 from .conftest import Killer, dna_rows
 from .test_checkpoint import EVERY, PARAMS, _kill_and_resume, _spec
@@ -85,7 +85,7 @@ def test_a_killed_owner_of_the_joined_block_is_recovered(two, dna600, dna_store,
     worker is killed mid-run: the block restarts from α = 0 on the other, the batch's rounds
     run again from there, and the run's duality gap certifies it within 1e-6 of LIBLINEAR's
     optimum (-e 1e-10), W = W(α) kept."""
-    monkeypatch.setattr(crammer_singer, "BATCH_SECONDS", 0.0)
+    monkeypatch.setattr(dcd, "BATCH_SECONDS", 0.0)
     two.wait_for_workers(2)
     two.run(workers.blocks.clear_cache)
     X, y = dna600
@@ -94,8 +94,8 @@ def test_a_killed_owner_of_the_joined_block_is_recovered(two, dna600, dna_store,
                        gap_tol=1e-6, seed=1, **CS)
     log = killer.stream.getvalue()
     assert killer.killed is not None
-    assert f"worker {killer.killed} left the cluster; its 1 blocks restart from alpha = 0 " \
-        "on the other 1 worker(s)" in log, log[-2000:]
+    assert f"worker {killer.killed} left the cluster; its 1 blocks go to the other 1 " \
+        "worker(s), with alpha = 0" in log, log[-2000:]
     s = model.summary
     assert s["converged"] and s["rounds"] > 6
     p = cs_primal(model.w, X, y, FAULT_C, 1.0)

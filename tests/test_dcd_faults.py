@@ -28,7 +28,7 @@ def three():
 
 
 @pytest.mark.parametrize("parallel", [None, "add"])
-@pytest.mark.parametrize("n_workers", [3, 2])
+@pytest.mark.parametrize("n_workers", [3])  # 2: tests/test_solvers.py
 def test_a_killed_worker_is_recovered(request, small, small_store, parallel, n_workers):
     """Kill one worker at a random round (seeded by the test case); the job finishes on the
     others and both its run and the no-fault run are certified within FAULT_GAP of the

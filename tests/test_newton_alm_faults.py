@@ -1,10 +1,9 @@
-"""Newton and SVM-ALM: checkpoint and resume (a run stopped and resumed ends where an
-uninterrupted one does), and a worker SIGKILLed mid-run (the job finishes on the others at
-the no-fault optimum)."""
+"""Newton and SVM-ALM beyond the conformance suite (tests/test_solvers.py, which kills a
+worker and resumes a run of each): SVM-ALM without a checkpoint restarts its multipliers,
+losing every worker fails promptly, job specs take Newton with checkpoints."""
 
 from __future__ import annotations
 
-import io
 import time
 import warnings
 
@@ -12,51 +11,11 @@ import numpy as np
 import pytest
 
 from distsvm import jobs
-from distsvm.checkpoint import Checkpointer
 from distsvm.errors import ClusterError, ConvergenceWarning
-from distsvm.progress import Progress
 
-from .conftest import Killer, local_client, primal_objective
+from .conftest import Killer, local_client
 
 NEWTON = dict(solver="newton", loss="logistic", C=1.0, eps=1e-4, max_rounds=50)
-
-
-def test_newton_recovers_a_killed_worker(two, small, small_store):
-    """Kill a worker (a seeded choice) after Newton iteration 2; the other takes its blocks,
-    recomputes z and D from w and reaches the no-fault optimum within 1e-6."""
-    two.wait_for_workers(2)
-    X, y = small
-    ref = jobs.train(small_store, client=two, **NEWTON)
-    killer = Killer(two, 2, int(np.random.default_rng(8).integers(2)))
-    model = jobs.train(small_store, client=two, progress=killer, **NEWTON)
-    log = killer.stream.getvalue()
-    assert f"round 3: worker {killer.killed} left the cluster" in log, log[-2000:]
-    assert model.summary["converged"] and model.summary["rounds"] > 2
-    p = primal_objective(model.w, X, y, "logistic", C=1.0)
-    p_ref = primal_objective(ref.w, X, y, "logistic", C=1.0)
-    assert abs(p - p_ref) <= 1e-6 * p_ref, (p, p_ref)
-    assert p == pytest.approx(model.summary["primal_objective"], rel=1e-9)
-
-
-def test_newton_resumes_where_it_stopped(tmp_path, small_store, client):
-    """A run stopped after iteration 3 and resumed from its iteration-2 checkpoint ends at
-    the uninterrupted run's w (z and D are recomputed from w in every evaluation)."""
-    params = dict(NEWTON, eps=1e-9, max_rounds=6)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        ref = jobs.train(small_store, client=client, **params)
-        ck = Checkpointer(tmp_path, 2, {"case": "newton"})
-        jobs.train(small_store, client=client, checkpoint=ck, **{**params, "max_rounds": 3})
-        assert sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir()) == [2]
-        log = Progress(stream=io.StringIO())
-        resumed = jobs.train(small_store, client=client, checkpoint=ck, progress=log, **params)
-    lines = log.stream.getvalue().splitlines()
-    assert any(x.startswith("resuming from the checkpoint of round 2") for x in lines)
-    assert [int(x.split()[1]) for x in lines if x.startswith("iter ")] == [3, 4, 5, 6]
-    assert resumed.summary["rounds"] == ref.summary["rounds"] == 6
-    np.testing.assert_allclose(resumed.w, ref.w, rtol=0, atol=1e-9)
-    assert resumed.summary["primal_objective"] == pytest.approx(
-        ref.summary["primal_objective"], rel=1e-12)
 
 
 ALM = dict(solver="alm", loss="squared_hinge", C=1.0, eps=1e-9, max_rounds=12)
@@ -68,45 +27,6 @@ def alm_ref(small_store, client):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return jobs.train(small_store, client=client, **ALM)
-
-
-def test_alm_resumes_where_it_stopped(tmp_path, small_store, client, alm_ref):
-    """A run stopped after iteration 5 and resumed from its iteration-4 checkpoint (w, b, µ,
-    and every block's λ and e written by its owner) takes the uninterrupted run's iterates."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        ref = alm_ref
-        ck = Checkpointer(tmp_path, 2, {"case": "alm"})
-        jobs.train(small_store, client=client, checkpoint=ck, **{**ALM, "max_rounds": 5})
-        assert sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir()) == [2, 4]
-        assert len(list((tmp_path / "checkpoints" / "00000004").glob("block-*.npz"))) == 6
-        log = Progress(stream=io.StringIO())
-        resumed = jobs.train(small_store, client=client, checkpoint=ck, progress=log, **ALM)
-    lines = log.stream.getvalue().splitlines()
-    assert any(x.startswith("resuming from the checkpoint of round 4") for x in lines)
-    assert [int(x.split()[1]) for x in lines if x.startswith("iter ")] == list(range(5, 13))
-    np.testing.assert_array_equal(resumed.w, ref.w)
-    assert resumed.summary["primal_objective"] == ref.summary["primal_objective"]
-
-
-def test_alm_recovers_a_killed_worker_from_its_checkpoint(tmp_path, two, small_store,
-                                                          alm_ref):
-    """Kill a worker (a seeded choice) once iteration 5 is logged: the survivor takes its
-    blocks with λ and e of the iteration-4 checkpoint and the run continues from there to the
-    no-fault iterates."""
-    two.wait_for_workers(2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        ref = alm_ref
-        killer = Killer(two, 5, int(np.random.default_rng(9).integers(2)))
-        model = jobs.train(small_store, client=two, progress=killer,
-                           checkpoint=Checkpointer(tmp_path, 2, {"case": "alm"}), **ALM)
-    log = killer.stream.getvalue()
-    assert (f"round 6: worker {killer.killed} left the cluster; its 3 blocks go to the other 1 "
-            "worker(s), every block's lambda and e come from the checkpoint of round 4"
-            in log), log[-2000:]
-    np.testing.assert_allclose(model.w, ref.w, rtol=0, atol=1e-9 * np.abs(ref.w).max())
-    assert model.summary["rounds"] == 12
 
 
 def test_alm_without_a_checkpoint_restarts_the_multipliers_at_the_current_w(two, small_store,

@@ -1,8 +1,6 @@
-"""pcd loses a worker process (SIGKILL) mid-run, in both modes: the state is a function of w,
-so the job rebuilds it on the other worker from the coordinator's w and finishes at the
-no-fault optimum; only with no worker left does it fail, promptly, with ClusterError.
-The cutting-plane solver, which keeps no state on the workers, runs the pass again.
-(DCD: tests/test_dcd_faults.py; SVM-ALM and Newton: tests/test_newton_alm_faults.py.)"""
+"""pcd and the cutting plane beyond the conformance suite (tests/test_solvers.py, which kills
+a worker in each): pcd's state is a function of w (rebuilt exactly), and with no worker left
+the job fails promptly with ClusterError; the ordinal cutting plane runs a lost pass again."""
 
 from __future__ import annotations
 
@@ -16,7 +14,6 @@ from distsvm.columns import columnize
 from distsvm.errors import ClusterError
 from distsvm.ingest import ingest
 from distsvm.jobs import train
-from distsvm.solvers import pcd
 from storage.columns import read_columns_meta
 from workers import losses
 
@@ -42,26 +39,6 @@ def store(tmp_path_factory, small):
     return d
 
 
-@pytest.fixture(scope="module")
-def refs(two, store):
-    """``get(mode)``: the no-fault run of that mode on ``two``, made once."""
-    made = {}
-
-    def get(mode):
-        if mode not in made:
-            made[mode] = train(store, client=two, pcd_mode=mode, **PCD)
-        return made[mode]
-
-    return get
-
-
-@pytest.fixture
-def one_round_batches(monkeypatch):
-    """Exact mode: one round per batch, so that a kill lands between two batches of a run
-    as short as these (the recovery then loses one round at most)."""
-    monkeypatch.setattr(pcd, "BATCH_SECONDS", 0.0)
-
-
 @pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
 def test_state_is_rebuilt_from_w(small, store, loss):
     """b = 1 − y∘(Xw + bias·w_bias), rebuilt by (17) over the column blocks, and f against
@@ -77,39 +54,6 @@ def test_state_is_rebuilt_from_w(small, store, loss):
                                        rel=1e-12)
 
 
-@pytest.mark.parametrize("mode, at, victim", [("exact", 4, 0), ("parallel", 5, 1),
-                                              ("parallel", 3, 0)])
-def test_a_killed_worker_is_recovered(two, small, store, refs, one_round_batches, mode, at,
-                                      victim):
-    """Kill a worker once round ``at`` is logged: in exact mode the one holding the state (the
-    first), in parallel mode either (the first also holds the combined state).  The other
-    rebuilds the state from the coordinator's w and the job reaches the no-fault optimum;
-    exact mode even takes the no-fault run's iterates (the rounds' orders depend on (seed,
-    round) alone)."""
-    two.wait_for_workers(2)  # a worker killed by an earlier case is back
-    X, y = small
-    ref = refs(mode)
-    killer = Killer(two, at, victim)
-    start = time.perf_counter()
-    model = train(store, client=two, progress=killer, pcd_mode=mode, **PCD)
-    log = killer.stream.getvalue()
-    again = {"exact": [at + 1], "parallel": [at + 1, at + 2]}[mode]  # parallel: r + 1 in flight
-    assert any(f"round {r}: worker {killer.killed} left the cluster; its " in log and
-               "blocks go to the other 1 worker(s), which rebuild the solver's state from the "
-               f"coordinator's w; round {r} runs again" in log for r in again), log[-2000:]
-    s = model.summary
-    assert s["converged"] and s["rounds"] > at
-    assert [row["round"] for row in s["history"]] == list(range(1, s["rounds"] + 1))
-    p = primal_objective(model.w, X, y, "squared_hinge", C=PCD["C"])
-    assert p == pytest.approx(s["primal_objective"], rel=1e-9)  # the rebuilt b is the true one
-    p_ref = ref.summary["primal_objective"]
-    assert abs(p - p_ref) <= 1e-6 * p_ref, (p, p_ref)
-    if mode == "exact":
-        assert s["rounds"] == ref.summary["rounds"]
-        np.testing.assert_allclose(model.w, ref.w, rtol=0, atol=1e-9)
-    assert time.perf_counter() - start < 60
-
-
 def test_losing_every_worker_fails_promptly(store):
     """With no worker of the job left the job fails with ClusterError (the nanny's replacement
     worker is not the job's), within seconds.  (Parallel mode, whose rounds in flight span
@@ -122,7 +66,7 @@ def test_losing_every_worker_fails_promptly(store):
         assert time.perf_counter() - start < 30
 
 
-@pytest.mark.parametrize("objective", ["classification", "ordinal"])
+@pytest.mark.parametrize("objective", ["ordinal"])  # classification: tests/test_solvers.py
 def test_cutting_plane_reruns_the_pass_of_a_lost_worker(two, store, objective):
     """The cutting-plane workers keep no state between passes: a worker killed once round 3
     is logged leaves its blocks to the other, the pass runs again, and the run takes the
