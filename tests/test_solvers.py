@@ -206,3 +206,17 @@ class SolverTests:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 class TestSolvers(SolverTests):
     pass
+
+
+# The registry's solver × loss pairs without a case of their own, and why.
+SAME_PATH = {("alm", "hinge"): "alm's exponent p = 1: the alm case's code path",
+             ("alm", "lp"): "alm's exponent p: the alm case's code path (tests/test_alm.py)"}
+
+
+def test_every_solver_and_loss_of_the_registry_has_a_case():
+    from distsvm.solvers import registry
+
+    covered = {(c.params["solver"], c.params["loss"]) for c in CASES}
+    pairs = {(s.name, loss) for s in registry.SOLVERS.values() for loss in s.losses}
+    assert pairs - covered == set(SAME_PATH), pairs - covered
+    assert covered <= pairs
