@@ -254,6 +254,7 @@ class _Batched(driver.Solver):
     checkpoint, or from α = 0."""
 
     name = BATCHED
+    title = "dcd"
     policy = driver.RELOAD
 
     def __init__(self, ctx, *, loss, C, eps, bias, max_rounds, seed, inner_passes, gap_tol,

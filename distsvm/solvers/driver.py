@@ -91,6 +91,7 @@ class Solver:
     """
 
     name = ""  # the key of its checkpoints
+    title = ""  # its name in warnings, if not ``name``
     policy = RERUN
     problems = 1
 
@@ -182,7 +183,7 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
                 saved = r if _save(solver, r, histories, start) else saved
         for k, h in enumerate(histories):  # not a stop of its own (a failed line search)
             if not solver.converged[k] and (not solver.done[k] or _furthest([h]) >= max_rounds):
-                warnings.warn(f"{solver.name} reached the round limit ({max_rounds}) before "
+                warnings.warn(f"{solver.title or solver.name} reached the round limit ({max_rounds}) before "
                               f"{solver.limit(k, histories[k])}; increase max_rounds or eps",
                               ConvergenceWarning, stacklevel=3)
     finally:
