@@ -141,7 +141,9 @@ def _solve(client, p, dataset, plan, class_cost, multiclass: bool, progress, che
 
     classes = dataset.meta.classes
     if multiclass and spec.solve_ovr and p.parallel is None:  # K problems, one read a block
-        results = spec.solve_ovr(client, *(held or (dataset, plan)), p, cost=class_cost,
+        results = spec.solve_ovr(client, *(held or (dataset, plan)), p,
+                                 costs=[params.problem_costs(class_cost, p.C, k)
+                                        for k in range(len(class_cost))],
                                  progress=progress, checkpoint=checkpoint)
     elif multiclass:
         results = ovr.solve(fit, classes, plan, progress, checkpoint)

@@ -144,12 +144,16 @@ def test_factories_call_their_solver_s_solve(name, monkeypatch):
     loss = "lp" if name == "alm" else spec.default_loss
     p = params.check_solver("train", Params(solver=name, loss=loss, p=1.5 if name == "alm"
                                             else None, max_rounds=7))
-    common = dict(cost=np.ones(2), progress=None, checkpoint=None)
-    assert spec.solve("client", "data", "plan", p, positive=1, **common) == "result"
+    common = dict(progress=None, checkpoint=None)
+    assert spec.solve("client", "data", "plan", p, positive=1, cost=np.ones(2),
+                      **common) == "result"
     if spec.solve_ovr is not None:
-        assert spec.solve_ovr("client", "data", "plan", p, **common) == "result"
-    for call in calls:
-        assert call["dataset"] == "data" and call["C"] == 1.0 and call["eps"] == spec.eps
+        assert spec.solve_ovr("client", "data", "plan", p, costs=[np.ones(2)] * 2,
+                              **common) == "result"
+    for call in calls:  # C reaches a solver as C per class index, or an unweighted one's C
+        assert call["dataset"] == "data" and call["eps"] == spec.eps
+        costs = call.get("costs", [call.get("cost", call.get("C"))])
+        assert np.all(np.concatenate([np.ravel(c) for c in costs]) == 1.0)
         assert call.get("max_rounds", call.get("max_iter")) == 7
 
 

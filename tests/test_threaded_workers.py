@@ -37,7 +37,8 @@ def test_ovr_runs_a_group_per_thread_and_follows_the_binary_runs(threaded, clien
     workers: a problem's path depends on neither its slot nor its worker."""
     plan = cluster.plan(threaded, len(store.meta.blocks), None, store)
     assert list(plan.threads.values()) == [2]
-    opts = dict(loss="squared_hinge", C=0.1, eps=0.1, bias=1.0, max_rounds=40, seed=5)
+    opts = dict(loss="squared_hinge", costs=[np.full(3, 0.1)] * 3, eps=0.1, bias=1.0,
+                max_rounds=40, seed=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         on_threads = dcd.solve_ovr(threaded, store, plan, **opts)
@@ -52,8 +53,8 @@ def test_ovr_runs_a_group_per_thread_and_follows_the_binary_runs(threaded, clien
 def test_newton_passes_on_threads_equal_one_thread(threaded, client, store):
     """Newton with the worker's 4 blocks shared by its 2 threads (each summing its own
     vectors) reaches the single-threaded run's iterates up to rounding."""
-    opts = dict(loss="logistic", C=1.0, eps=1e-6, bias=-1.0, max_rounds=30, positive=1,
-                class_cost=np.ones(3))  # class 1 against the other two
+    opts = dict(loss="logistic", cost=np.ones(3), eps=1e-6, bias=-1.0, max_rounds=30,
+                positive=1)  # class 1 against the other two
     a = newton.solve(threaded, store, cluster.plan(threaded, 4, None, store), **opts)
     b = newton.solve(client, store, cluster.plan(client, 4, None, store), **opts)
     assert a.converged and b.converged and a.rounds == b.rounds

@@ -55,21 +55,21 @@ from . import dcd, driver, resident
 from .driver import Result
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
+def solve(client, dataset: Dataset, plan: WorkerPlan, *, cost, eps: float, bias: float,
           max_rounds: int, seed: int, gap_tol: float = 0.0,
-          progress: Progress | None = None, class_cost=None,
+          progress: Progress | None = None,
           checkpoint: Checkpointer | None = None) -> Result:
     """Train W (K × n [+1]) on the cluster behind ``client``; see the module docstring.
-    ``class_cost`` (C per class index with its class weight; default C) and the store's
-    instance weights give row i its bound Cᵢ (:func:`workers.blocks.row_costs`); the primal
+    ``cost`` (C per class index with its class weight, :func:`distsvm.params.class_costs`)
+    and the store's instance weights give row i its bound Cᵢ (:func:`workers.blocks.row_costs`); the primal
     is then ½‖W‖² + Σ Cᵢξᵢ.
     ``gap_tol`` > 0 also stops once the duality gap is ≤ gap_tol·P(W), which bounds
     P(W) − P* by the same amount (LIBLINEAR's rule gives no such bound).
     With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
     writes one every ``checkpoint.every`` rounds."""
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_CrammerSinger(ctx, C=C, eps=eps, bias=bias, seed=seed, gap_tol=gap_tol,
-                                       class_cost=class_cost, max_rounds=max_rounds),
+    return driver.drive(_CrammerSinger(ctx, cost=cost, eps=eps, bias=bias, seed=seed,
+                                       gap_tol=gap_tol, max_rounds=max_rounds),
                         max_rounds=max_rounds)[0]
 
 
@@ -81,12 +81,12 @@ class _CrammerSinger(driver.Solver):
     policy = driver.ROLLBACK
     restore = staticmethod(workers.crammer_singer.restore)
 
-    def __init__(self, ctx, *, C, eps, bias, seed, gap_tol, class_cost, max_rounds):
+    def __init__(self, ctx, *, cost, eps, bias, seed, gap_tol, max_rounds):
         super().__init__(ctx)
         meta = ctx.dataset.meta
         K = len(meta.classes)
         self.W = np.zeros((meta.n_features + (1 if bias >= 0 else 0), K))  # as LIBLINEAR's w
-        class_cost = np.full(K, C) if class_cost is None else np.asarray(class_cost, np.float64)
+        class_cost = np.asarray(cost, np.float64)
         self.common = dict(class_cost=class_cost, bias=bias, n_features=meta.n_features,
                            storage_options=ctx.dataset.storage_options)
         self.restore_kw = dict(n_classes=K, bias=bias, n_features=meta.n_features)

@@ -40,7 +40,7 @@ import workers.dcd
 from storage import Dataset
 from workers import losses
 
-from .. import cluster, params
+from .. import cluster
 from ..checkpoint import Checkpoint, Checkpointer
 from ..cluster import WorkerPlan
 from ..progress import Progress
@@ -58,41 +58,35 @@ def _row(r: int, reports: list[dict], n_rows: int) -> dict:
     return workers.dcd.round_row(r, reports, n_rows)
 
 
-def _problem(loss: str, C: float, bias: float, meta, class_cost=None):
-    """What the coordinators derive from the parameters: the loss code, the dimension of w
-    and C per class index (``class_cost`` if given, with the class weights, else C)."""
-    code = losses.code(loss)
-    dim = meta.n_features + (1 if bias >= 0 else 0)
-    cost = np.full(len(meta.classes), C) if class_cost is None else \
-        np.asarray(class_cost, dtype=np.float64)
-    return code, dim, cost
+def _problem(loss: str, bias: float, meta) -> tuple[int, int]:
+    """The loss code and the dimension of w."""
+    return losses.code(loss), meta.n_features + (1 if bias >= 0 else 0)
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
+def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: float,
           bias: float, max_rounds: int, seed: int, inner_passes: int = 1, gap_tol: float = 0.0,
           parallel: str | None = None, progress: Progress | None = None,
-          checkpoint: Checkpointer | None = None, positive: int = 1,
-          class_cost=None) -> Result:
+          checkpoint: Checkpointer | None = None, positive: int = 1) -> Result:
     """Train by block-wise DCD on the cluster behind ``client`` (chained, or ``parallel``
     ``"average"``/``"add"``; a plan with one owner runs on the batched path, :func:`solve_ovr`).
     ``positive`` is the class index whose rows have yᵢ = +1 (the others −1): the binary
     problem of one class against the rest (one-vs-rest, :mod:`distsvm.solvers.ovr`).
-    ``class_cost`` (C per class index, with the class weights; default C for every class)
+    ``cost`` (C per class index, with the class weights, :func:`distsvm.params.class_costs`)
     and the store's instance weights give each row its Cᵢ (:func:`workers.blocks.row_costs`).
 
     With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
     writes one every ``checkpoint.every`` rounds (docs/solvers/dcd.md, "Checkpoints").
     """
     if parallel is None and len(resident.owners(plan)) == 1:  # its rounds on its worker
-        return solve_ovr(client, dataset, plan, loss=loss, C=C, eps=eps, bias=bias,
+        return solve_ovr(client, dataset, plan, loss=loss, costs=[cost], eps=eps, bias=bias,
                          max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
                          gap_tol=gap_tol, progress=progress, checkpoint=checkpoint,
-                         class_cost=class_cost, positive=positive)[0]
+                         positives=[positive])[0]
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
     kind = _Chained if parallel is None else _Parallel
-    return driver.drive(kind(ctx, loss=loss, C=C, eps=eps, bias=bias, max_rounds=max_rounds,
-                             seed=seed, inner_passes=inner_passes, gap_tol=gap_tol,
-                             parallel=parallel, positive=positive, class_cost=class_cost),
+    return driver.drive(kind(ctx, loss=loss, cost=cost, eps=eps, bias=bias,
+                             max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
+                             gap_tol=gap_tol, parallel=parallel, positive=positive),
                         max_rounds=max_rounds)[0]
 
 
@@ -105,11 +99,12 @@ class _Blocks(driver.Solver):
     policy = driver.ROLLBACK
     restore = staticmethod(workers.dcd.restore)
 
-    def __init__(self, ctx, *, loss, C, eps, bias, max_rounds, seed, inner_passes, gap_tol,
-                 parallel, positive, class_cost):
+    def __init__(self, ctx, *, loss, cost, eps, bias, max_rounds, seed, inner_passes, gap_tol,
+                 parallel, positive):
         super().__init__(ctx)
         meta = ctx.dataset.meta
-        code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
+        code, dim = _problem(loss, bias, meta)
+        class_cost = np.asarray(cost, dtype=np.float64)
         self.common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=positive,
                            class_cost=class_cost, storage_options=ctx.dataset.storage_options)
         self.restore_kw = dict(bias=bias, n_features=meta.n_features, positive=positive)
@@ -220,14 +215,15 @@ class _Parallel(_Blocks):
         self.load(found)
 
 
-def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
-              bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
+def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, costs: list,
+              eps: float, bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
               gap_tol: float = 0.0, progress: Progress | None = None,
-              checkpoint: Checkpointer | None = None, class_cost=None,
-              positive: int | None = None) -> list[Result]:
-    """One-vs-rest for K classes by sequential DCD, or with ``positive`` the one binary
-    problem of that class index against the rest (:func:`solve` on a plan whose blocks one
-    worker holds); returns the results in class order.
+              checkpoint: Checkpointer | None = None,
+              positives: list[int] | None = None) -> list[Result]:
+    """One-vs-rest for K classes by sequential DCD, problem k the rows of class index
+    ``positives[k]`` (default k) against the rest at C per class index ``costs[k]``
+    (:func:`distsvm.params.problem_costs`); or one binary problem (:func:`solve` on a plan
+    whose blocks one worker holds).  Returns the results in problem order.
 
     Problem k goes to slot k mod (number of slots), a slot being one thread of one worker
     (``plan.threads``); the slot's worker keeps its α and shrinking state for every block,
@@ -235,15 +231,14 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float
     store in batches of up to ``BATCH_SECONDS``, sharing each block read among them and
     testing the stopping rule on the worker.  So a round costs no task, no transfer of W and
     no primal pass, and each problem takes the path of its binary run (block orders and
-    seeds are functions of (seed, round)).  With ``class_cost``, problem k's rows of class k
-    cost their weighted C and the others C (:func:`distsvm.params.problem_costs`).
+    seeds are functions of (seed, round)).
     Checkpoints and the RELOAD recovery of a lost worker's problems: docs/solvers/dcd.md
     and docs/solvers/multiclass.md.
     """
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_Batched(ctx, loss=loss, C=C, eps=eps, bias=bias, max_rounds=max_rounds,
-                                 seed=seed, inner_passes=inner_passes, gap_tol=gap_tol,
-                                 class_cost=class_cost, positive=positive),
+    return driver.drive(_Batched(ctx, loss=loss, costs=costs, eps=eps, bias=bias,
+                                 max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
+                                 gap_tol=gap_tol, positives=positives),
                         max_rounds=max_rounds)
 
 
@@ -257,22 +252,21 @@ class _Batched(driver.Solver):
     title = "dcd"
     policy = driver.RELOAD
 
-    def __init__(self, ctx, *, loss, C, eps, bias, max_rounds, seed, inner_passes, gap_tol,
-                 class_cost, positive):
+    def __init__(self, ctx, *, loss, costs, eps, bias, max_rounds, seed, inner_passes, gap_tol,
+                 positives):
         meta = ctx.dataset.meta
-        self.positives = list(range(len(meta.classes))) if positive is None else [positive]
-        self.problems = K = len(self.positives)
+        self.problems = K = len(costs)
+        self.positives = list(range(K)) if positives is None else positives
         super().__init__(ctx)
-        code, dim, class_cost = _problem(loss, C, bias, meta, class_cost)
-        self.costs = [class_cost] if positive is not None else \
-            [params.problem_costs(class_cost, C, k) for k in range(K)]
+        code, dim = _problem(loss, bias, meta)
+        self.costs = [np.asarray(c, dtype=np.float64) for c in costs]
         self.runs = [uuid.uuid4().hex for _ in range(K)]
         ctx.runs.extend(self.runs)  # every run id, to drop at the end
         self.prefixes = [f"class{k}-" for k in range(K)]  # of the problems' checkpoint files
         self.where = [self.slots()[k % len(self.slots())] for k in range(K)]  # problem k's slot
         self.W = np.zeros((K, dim))
         self.shrink = [None] * K
-        self.tagged = [ctx.progress] if positive is not None else \
+        self.tagged = [ctx.progress] if positives is not None else \
             [Tagged(ctx.progress, f"{c:g}") for c in meta.classes]
         self.infos = list(meta.blocks)
         self.eps = eps

@@ -86,21 +86,21 @@ def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | 
     return s, max(n, 5), "reaching maximal number of CG steps"
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
-          bias: float, max_rounds: int, class_cost=None, regularize_bias: bool = True,
+def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: float,
+          bias: float, max_rounds: int, regularize_bias: bool = True,
           warm_start: np.ndarray | None = None, progress: Progress | None = None,
           positive: int = 1, checkpoint: Checkpointer | None = None) -> Result:
     """Train by line-search Newton on the cluster behind ``client``; see the module docstring.
 
-    ``class_cost`` is each class index's cost Cᵢ (C times its weight; default C for all);
+    ``cost`` is each class index's cost Cᵢ (C times its weight, :func:`distsvm.params.class_costs`);
     ``warm_start`` an initial w of n_features (+1 with a bias) entries; rows of class index
     ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  With ``checkpoint`` the run
     continues from its latest checkpoint and writes one every ``checkpoint.every``
     iterations (docs/solvers/newton.md, "Checkpoints and worker faults").
     """
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_Newton(ctx, loss=loss, C=C, eps=eps, bias=bias,
-                                regularize_bias=regularize_bias, class_cost=class_cost,
+    return driver.drive(_Newton(ctx, loss=loss, cost=cost, eps=eps, bias=bias,
+                                regularize_bias=regularize_bias,
                                 warm_start=warm_start, positive=positive),
                         max_rounds=max_rounds)[0]
 
@@ -112,7 +112,7 @@ class _Newton(driver.Solver):
     name = "newton"
     policy = driver.REBUILD
 
-    def __init__(self, ctx, *, loss, C, eps, bias, regularize_bias, class_cost, warm_start,
+    def __init__(self, ctx, *, loss, cost, eps, bias, regularize_bias, warm_start,
                  positive):
         super().__init__(ctx)
         meta = ctx.dataset.meta
@@ -120,8 +120,7 @@ class _Newton(driver.Solver):
         self.reg = np.ones(d + (1 if bias >= 0 else 0))
         if bias >= 0 and not regularize_bias:
             self.reg[d] = 0.0
-        self.class_cost = np.full(2, C) if class_cost is None else \
-            np.asarray(class_cost, np.float64)
+        self.class_cost = np.asarray(cost, np.float64)
         self.passes = driver.Passes(ctx, bias)
         self.kw = dict(loss=losses.code(loss), positive=positive)
         n_pos = meta.class_counts[positive]  # one-vs-rest: this class against the rest

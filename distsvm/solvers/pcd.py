@@ -42,24 +42,25 @@ from .driver import Result
 BATCH_SECONDS = 0.5  # exact mode: outer iterations one task may run before it reports
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, C: float, eps: float,
+def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: float,
           bias: float, max_rounds: int, seed: int, mode: str = "exact",
           progress: Progress | None = None, checkpoint: Checkpointer | None = None,
-          positive: int = 1, class_cost=None) -> Result:
+          positive: int = 1) -> Result:
     """Train by primal coordinate descent on the cluster behind ``client``; see the module
     docstring.  ``plan`` supplies the workers and their cache budgets; parameters are
     checked by :func:`distsvm.params.check_params`.  Rows of class index ``positive`` have
-    yᵢ = +1, the others −1 (one-vs-rest).  ``class_cost`` (C per class index with its class
-    weight; default C) and the store's instance weights give row j its Cⱼ (the worker reads
-    the weights from the row blocks once per run, :func:`workers.pcd.initial`).
+    yᵢ = +1, the others −1 (one-vs-rest).  ``cost`` (C per class index with its class
+    weight, :func:`distsvm.params.class_costs`) and the store's instance weights give row j
+    its Cⱼ (the worker reads the weights from the row blocks once per run,
+    :func:`workers.pcd.initial`).
 
     With ``checkpoint`` (:mod:`distsvm.checkpoint`), every ``checkpoint.every`` rounds the
     coordinator writes w and the history, and a run continues from its latest checkpoint
     (docs/solvers/pcd.md, "Checkpoints and worker faults").
     """
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_PCD(ctx, loss=loss, C=C, eps=eps, bias=bias, max_rounds=max_rounds,
-                             seed=seed, mode=mode, positive=positive, class_cost=class_cost),
+    return driver.drive(_PCD(ctx, loss=loss, cost=cost, eps=eps, bias=bias,
+                             max_rounds=max_rounds, seed=seed, mode=mode, positive=positive),
                         max_rounds=max_rounds)[0]
 
 
@@ -71,16 +72,14 @@ class _PCD(driver.Solver):
     name = "pcd"
     policy = driver.REBUILD
 
-    def __init__(self, ctx, *, loss, C, eps, bias, max_rounds, seed, mode, positive,
-                 class_cost):
+    def __init__(self, ctx, *, loss, cost, eps, bias, max_rounds, seed, mode, positive):
         super().__init__(ctx)
         meta = ctx.dataset.meta
         self.code = losses.code(loss)
         self.cmeta = read_columns_meta(ctx.dataset)
         self.dim = meta.n_features + (1 if bias >= 0 else 0)
         self.n_items = len(self.cmeta.blocks) + (1 if bias >= 0 else 0)  # the bias: the last
-        self.class_cost = np.full(len(meta.classes), C) if class_cost is None else \
-            np.asarray(class_cost, dtype=np.float64)
+        self.class_cost = np.asarray(cost, dtype=np.float64)
         self.row_infos = list(meta.blocks) if meta.weighted else None
         self.common = dict(bias=bias, n_features=meta.n_features, loss=self.code,
                            class_cost=self.class_cost, row_infos=self.row_infos,

@@ -35,10 +35,12 @@ class Solver:
     with (None: every loss); "weights" stands for class and instance weights, "alm" for
     SVM-ALM's p, method, mu0, rho and rtol.  ``solve(client, dataset, plan, params, *,
     positive, cost, progress, checkpoint)`` runs one problem: rows of class index
-    ``positive`` are +1, ``cost`` is C per class index.  ``hold(dataset, plan, params)``, if
-    set, gives the rows and plan every problem trains on instead (dual CD's joined blocks);
-    ``solve_ovr(client, dataset, plan, params, *, cost, progress, checkpoint)``, if set, runs
-    the K one-vs-rest problems of a sequential run in one job; ``recorded(params, meta)`` the
+    ``positive`` are +1, ``cost`` is C per class index (:func:`distsvm.params.class_costs`,
+    the only place C becomes costs; a solver without weights takes its one value).
+    ``hold(dataset, plan, params)``, if set, gives the rows and plan every problem trains on
+    instead (dual CD's joined blocks); ``solve_ovr(client, dataset, plan, params, *, costs,
+    progress, checkpoint)``, if set, runs the K one-vs-rest problems of a sequential run in
+    one job, problem k at ``costs[k]``; ``recorded(params, meta)`` the
     solver's own entries of the model's params."""
 
     name: str
@@ -77,20 +79,20 @@ class Solver:
 def _dcd(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
     from . import dcd
 
-    return dcd.solve(client, dataset, plan, loss=p.loss, C=float(p.C), eps=float(p.eps),
+    return dcd.solve(client, dataset, plan, loss=p.loss, cost=cost, eps=float(p.eps),
                      bias=float(p.bias), max_rounds=p.primal_switch or p.max_rounds,
                      seed=p.seed, inner_passes=p.inner_passes, gap_tol=float(p.gap_tol),
                      parallel=p.parallel, progress=progress, checkpoint=checkpoint,
-                     positive=positive, class_cost=cost)
+                     positive=positive)
 
 
-def _dcd_ovr(client, dataset, plan, p, *, cost, progress, checkpoint):
+def _dcd_ovr(client, dataset, plan, p, *, costs, progress, checkpoint):
     from . import dcd
 
-    return dcd.solve_ovr(client, dataset, plan, loss=p.loss, C=float(p.C), eps=float(p.eps),
+    return dcd.solve_ovr(client, dataset, plan, loss=p.loss, costs=costs, eps=float(p.eps),
                          bias=float(p.bias), max_rounds=p.primal_switch or p.max_rounds,
                          seed=p.seed, inner_passes=p.inner_passes, gap_tol=float(p.gap_tol),
-                         progress=progress, checkpoint=checkpoint, class_cost=cost)
+                         progress=progress, checkpoint=checkpoint)
 
 
 def _joined(dataset, plan, p):
@@ -106,26 +108,25 @@ def _joined(dataset, plan, p):
 def _pcd(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
     from . import pcd
 
-    return pcd.solve(client, dataset, plan, loss=p.loss, C=float(p.C), eps=float(p.eps),
+    return pcd.solve(client, dataset, plan, loss=p.loss, cost=cost, eps=float(p.eps),
                      bias=float(p.bias), max_rounds=p.max_rounds, seed=p.seed, mode=p.pcd_mode,
-                     progress=progress, checkpoint=checkpoint, positive=positive,
-                     class_cost=cost)
+                     progress=progress, checkpoint=checkpoint, positive=positive)
 
 
 def _newton(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
     from . import newton
 
-    return newton.solve(client, dataset, plan, loss=p.loss, C=float(p.C), eps=float(p.eps),
+    return newton.solve(client, dataset, plan, loss=p.loss, cost=cost, eps=float(p.eps),
                         bias=float(p.bias), max_rounds=p.max_rounds,
                         regularize_bias=bool(p.regularize_bias), warm_start=p.warm_start,
-                        class_cost=cost, progress=progress, positive=positive,
+                        progress=progress, positive=positive,
                         checkpoint=checkpoint)
 
 
 def _cutting_plane(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
     from . import cutting_plane
 
-    return cutting_plane.solve(client, dataset, plan, C=float(p.C), eps=float(p.eps),
+    return cutting_plane.solve(client, dataset, plan, C=float(cost[0]), eps=float(p.eps),
                                bias=float(p.bias), max_rounds=p.max_rounds,
                                objective=p.objective, progress=progress,
                                checkpoint=checkpoint, positive=positive)
@@ -142,7 +143,7 @@ def _cutting_plane_recorded(p, meta) -> dict:
 def _alm(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
     from . import alm
 
-    return alm.solve(client, dataset, plan, p=p.p, C=float(p.C), eps=float(p.eps),
+    return alm.solve(client, dataset, plan, p=p.p, C=float(cost[0]), eps=float(p.eps),
                      bias=p.bias >= 0, max_iter=p.max_rounds, progress=progress,
                      positive=positive, checkpoint=checkpoint, method=p.method, mu0=p.mu0,
                      rho=p.rho, rtol=p.rtol)
@@ -151,10 +152,10 @@ def _alm(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
 def _crammer_singer(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
     from . import crammer_singer
 
-    return crammer_singer.solve(client, dataset, plan, C=float(p.C), eps=float(p.eps),
+    return crammer_singer.solve(client, dataset, plan, cost=cost, eps=float(p.eps),
                                 bias=float(p.bias), max_rounds=p.max_rounds, seed=p.seed,
                                 gap_tol=float(p.gap_tol), progress=progress,
-                                class_cost=cost, checkpoint=checkpoint)
+                                checkpoint=checkpoint)
 
 
 # In the CLI's order; "auto" (AUTO) follows them.  Default eps: LIBLINEAR's for dcd, pcd,
