@@ -110,17 +110,9 @@ def round_row(r: int, reports: list[dict], n_rows: int) -> dict:
     """A round's log row from its owners' :func:`report`: the dual −(½‖W‖² + Σ eᵢᵐαᵢᵐ),
     the stopping value, the active rows and bytes read, and where the loss was measured
     the primal ½‖W‖² + Σ Cᵢξᵢ, the gap and the training accuracy."""
-    ww = reports[0]["ww"]
-    dual = -(0.5 * ww + sum(p["linear"] for p in reports))
-    row = {"round": r, "dual": dual,
-           "pg_violation": max(0.0, max(p["stopping"] for p in reports)),
-           "active": sum(p["active"] for p in reports) / max(1, n_rows),
-           "bytes_read": sum(p["bytes_read"] for p in reports)}
-    if all("loss" in p for p in reports):
-        primal = 0.5 * ww + sum(p["loss"] for p in reports)
-        row.update(primal=primal, gap=primal - dual,
-                   train_accuracy=sum(p["correct"] for p in reports) / max(1, n_rows))
-    return row
+    dual = -(0.5 * reports[0]["ww"] + sum(p["linear"] for p in reports))
+    return resident.round_row(r, reports, n_rows, dual,
+                              max(0.0, max(p["stopping"] for p in reports)))
 
 
 def next_round(stopping: float, row: dict, *, eps: float, eps_shrink: float,

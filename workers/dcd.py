@@ -328,15 +328,8 @@ def round_row(r: int, reports: list[dict], n_rows: int) -> dict:
     ww = reports[0]["ww"]
     dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
         - 0.5 * sum(p["sum_dsq"] for p in reports)
-    row = {"round": r, "dual": dual,
-           "pg_violation": max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports),
-           "active": sum(p["active"] for p in reports) / max(1, n_rows),
-           "bytes_read": sum(p["bytes_read"] for p in reports)}
-    if all("loss" in p for p in reports):
-        primal = 0.5 * ww + sum(p["loss"] for p in reports)
-        row.update(primal=primal, gap=primal - dual,
-                   train_accuracy=sum(p["correct"] for p in reports) / max(1, n_rows))
-    return row
+    pg = max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports)
+    return resident.round_row(r, reports, n_rows, dual, pg)
 
 
 def certified(row: dict, gap_tol: float) -> bool:

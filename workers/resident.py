@@ -102,3 +102,18 @@ def load_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
             s.update({k: json.loads(v.tobytes()) if k in json_keys else v.copy()
                       for k, v in a.items()})
     return len(infos) * len(held)
+
+
+def round_row(r: int, reports: list[dict], n_rows: int, dual: float, pg: float) -> dict:
+    """A dual block solver's log row of round r from its blocks' owners' reports: the
+    ``dual`` objective and the stopping value ``pg`` it computed, the active rows and the
+    bytes read, and where every report has its loss (the primal was measured) the primal
+    ½‖w‖² + Σ Cᵢξᵢ, the gap and the training accuracy."""
+    row = {"round": r, "dual": dual, "pg_violation": pg,
+           "active": sum(p["active"] for p in reports) / max(1, n_rows),
+           "bytes_read": sum(p["bytes_read"] for p in reports)}
+    if all("loss" in p for p in reports):
+        primal = 0.5 * reports[0]["ww"] + sum(p["loss"] for p in reports)
+        row.update(primal=primal, gap=primal - dual,
+                   train_accuracy=sum(p["correct"] for p in reports) / max(1, n_rows))
+    return row
