@@ -186,8 +186,11 @@ def main():
     ap.add_argument("--inlined", action="store_true",
                     help="compile afresh and list the calls to losses functions left in the kernels")
     a = ap.parse_args()
-    if a.inlined:  # before Numba is imported: an empty cache, so inspect_llvm has the IR
-        os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_datafit_")
+    # before Numba is imported: a cache of its own — the trees' workers are imported under
+    # other names, and their compiled kernels must not land in the trees' own caches (a
+    # later import as ``workers`` would load them and fail) — and an empty one with
+    # --inlined, so that inspect_llvm has the IR
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_datafit_")
     trees = {"this": a.tree} | ({"against": a.against} if a.against else {})
     X, y = load_a9a()
     runs = {label: cases(load_workers(pathlib.Path(tree), f"workers_{label}"), X, y)

@@ -45,14 +45,29 @@ def _sigma_neg(m, e):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _logistic(m):
+    """log(1 + e^{−m}) as max(−m, 0) + log1p(e^{−|m|}): no exponential overflows."""
+    return max(-m, 0.0) + math.log1p(math.exp(-abs(m)))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def xi(m, loss):
-    """ξ(m): max(0, 1 − m), max(0, 1 − m)², or log(1 + e^{−m}) computed as
-    max(−m, 0) + log1p(e^{−|m|}) so that no exponential overflows (Fan et al. 2008, A.2-A.3)."""
+    """ξ(m): max(0, 1 − m), max(0, 1 − m)², or log(1 + e^{−m}) (Fan et al. 2008, A.2-A.3)."""
     if loss == LOGISTIC:
-        return max(-m, 0.0) + math.log1p(math.exp(-abs(m)))
-    if m < 1.0:
-        return 1.0 - m if loss == HINGE else (1.0 - m) * (1.0 - m)
-    return 0.0
+        return _logistic(m)
+    return xi_slack(1.0 - m, loss)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def xi_slack(s, loss):
+    """ξ(1 − s), of the slack s = 1 − m that primal CD keeps per row (its b): max(0, s),
+    max(0, s)², or log(1 + e^{s−1}); the hinges take s as it is, with no round trip
+    through m."""
+    if loss == SQUARED_HINGE:
+        return s * s if s > 0.0 else 0.0
+    if loss == HINGE:
+        return s if s > 0.0 else 0.0
+    return _logistic(1.0 - s)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

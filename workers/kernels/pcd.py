@@ -37,7 +37,7 @@ Kernels update ``w`` and ``b`` in place, never write to the data, and return sca
 import numba
 import numpy as np
 
-from ..losses import d2xi, d2xi_max, dxi, xi
+from ..losses import d2xi, d2xi_max, dxi, xi_slack
 
 SIGMA = 0.01  # (12)
 BETA = 0.5  # Algorithm 2
@@ -84,7 +84,7 @@ def delta(lo, hi, indices, data, dense, dval, y, positive, b, wi, z, loss, cost)
     for k in range(lo, hi):
         j, x = _entry(k, indices, data, dense, dval)
         yx = x if y[j] == positive else -x
-        s += cost[j] * (xi(1.0 - (b[j] - z * yx), loss) - xi(1.0 - b[j], loss))
+        s += cost[j] * (xi_slack(b[j] - z * yx, loss) - xi_slack(b[j], loss))
     return 0.5 * (wi + z) * (wi + z) - 0.5 * wi * wi + s
 
 
@@ -180,8 +180,8 @@ def loss_sum(b, db, t, loss, cost):
     s = 0.0
     if len(db) == 0:
         for j in range(len(b)):
-            s += cost[j] * xi(1.0 - b[j], loss)
+            s += cost[j] * xi_slack(b[j], loss)
     else:
         for j in range(len(b)):
-            s += cost[j] * xi(1.0 - (b[j] + t * db[j]), loss)
+            s += cost[j] * xi_slack(b[j] + t * db[j], loss)
     return s
