@@ -29,6 +29,18 @@ def test_derivatives_match_finite_differences(loss, m):
     assert losses.d2xi(m, loss) == pytest.approx(d2, abs=1e-7)
 
 
+@pytest.mark.parametrize("loss", CODES)
+@pytest.mark.parametrize("m", MARGINS)
+def test_xi_of_the_slack_is_xi_of_the_margin(loss, m):
+    """Primal CD's ξ(1 − s) of a slack s = 1 − m is ξ(m); a hinge's, to the last bit."""
+    expected = losses.xi(m, loss)
+    got = losses.xi_slack(1.0 - m, loss)
+    if loss == losses.LOGISTIC:
+        assert got == pytest.approx(expected, rel=1e-14, abs=1e-300)
+    else:
+        assert got == expected
+
+
 def test_values():
     for m in MARGINS:
         assert losses.xi(m, losses.HINGE) == max(0.0, 1.0 - m)
