@@ -103,9 +103,8 @@ class _CrammerSinger(driver.Solver):
             return self.batch(r, owners)
         if self.order[0] != r:
             self.order = (r, [int(b) for b in self.rng.permutation(len(meta.blocks))])
-        seeds = [workers.dcd.block_seed(self.seed, r, b) for b in range(len(meta.blocks))]
         self.W, reports = resident.chained_round(
-            ctx, workers.crammer_singer, self.W, self.order[1], r, seeds,
+            ctx, workers.crammer_singer, self.W, self.order[1], r, self.seed,
             segment_kw=dict(unshrink=self.unshrink, **self.common), report_kw=self.common)
         row = workers.crammer_singer.round_row(r, reports, meta.n_rows)
         converged, self.unshrink, self.start_from_all, self.eps_shrink = \

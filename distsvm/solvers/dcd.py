@@ -53,11 +53,6 @@ PARALLEL_GAP = 1e-3  # the parallel modes' default stop: duality gap / primal ob
 BATCHED = "dcd-batched"  # the checkpoints of solve_ovr (its state differs from solve's)
 
 
-def _row(r: int, reports: list[dict], n_rows: int) -> dict:
-    """A round's log row (:func:`workers.dcd.round_row`)."""
-    return workers.dcd.round_row(r, reports, n_rows)
-
-
 def _problem(loss: str, bias: float, meta) -> tuple[int, int]:
     """The loss code and the dimension of w."""
     return losses.code(loss), meta.n_features + (1 if bias >= 0 else 0)
@@ -112,10 +107,6 @@ class _Blocks(driver.Solver):
         self.inner_passes, self.parallel = inner_passes, parallel
         self.x = np.zeros(dim)
 
-    def seeds(self, r: int) -> list[int]:
-        return [workers.dcd.block_seed(self.seed, r, b)
-                for b in range(len(self.ctx.dataset.meta.blocks))]
-
     def limit(self, k, history):
         return (f"the projected-gradient violation {history[-1]['pg_violation']:.3g} fell to "
                 f"eps={self.eps:g}")
@@ -127,7 +118,10 @@ class _Blocks(driver.Solver):
         return resident.write(self.ctx, workers.dcd.save_blocks,
                               resident.held(self.ctx, {"": self.ctx.run}), directory)
 
-    def load(self, found):
+    def state(self):
+        return {"w": self.x}, {}
+
+    def resume(self, found):
         resident.load(self.ctx, workers.dcd.load_blocks,
                       resident.held(self.ctx, {"": self.ctx.run}), found)
         self.x = found.arrays["w"]
@@ -150,10 +144,10 @@ class _Chained(_Blocks):
         # the next round starts from the gathered w, not from a future: a worker lost
         # between rounds then cannot make Dask re-run an old segment
         self.x, reports = resident.chained_round(
-            self.ctx, workers.dcd, self.x, order, r, self.seeds(r),
+            self.ctx, workers.dcd, self.x, order, r, self.seed,
             segment_kw=dict(eps=self.eps, n_passes=self.inner_passes, shrink=self.shrink,
                             **self.common), report_kw=self.common)
-        row = _row(r, reports, meta.n_rows)
+        row = workers.dcd.round_row(r, reports, meta.n_rows)
         row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
         self.converged[0], self.shrink = workers.dcd.stopping(
             row, reports, self.eps,
@@ -165,7 +159,7 @@ class _Chained(_Blocks):
         return {"w": self.x}, {"shrink": self.shrink}
 
     def resume(self, found):
-        self.load(found)
+        super().resume(found)
         self.shrink = found.state["shrink"]
 
     def rolled_back(self, w):
@@ -191,28 +185,21 @@ class _Parallel(_Blocks):
         owners = resident.owners(plan)
         K = len(owners)  # γ and σ′ for the workers left
         gamma, sigma = (1.0 / K, 1.0) if self.parallel == "average" else (1.0, float(K))
-        seeds = self.seeds(r)
         ctx.pending = []
         for a in owners:
             mine = [b for b in order if plan.owners[b] == a]
             ctx.pending.append(ctx.client.submit(
                 workers.dcd.local_round, self.x, ctx.dataset.url, [meta.blocks[b] for b in mine],
-                [seeds[b] for b in mine], ctx.run, gamma=gamma, sigma=sigma,
+                [workers.dcd.block_seed(self.seed, r, b) for b in mine], ctx.run, gamma=gamma, sigma=sigma,
                 cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False, **self.common))
         results = cluster.gather(ctx.client, ctx.pending, owners)
-        row = _row(r, [rep for _, rep in results], meta.n_rows)
+        row = workers.dcd.round_row(r, [rep for _, rep in results], meta.n_rows)
         # (17) at the broadcast w, or certified by the gap: keep that w
         self.done[0] = self.converged[0] = row["pg_violation"] <= self.eps or \
             workers.dcd.certified(row, self.gap_tol)
         if not self.done[0] and r < self.max_rounds:  # else the w whose objectives were measured
             self.x = self.x + gamma * np.sum([dw for dw, _ in results], axis=0)
         return [(0, row)]
-
-    def state(self):
-        return {"w": self.x}, {}
-
-    def resume(self, found):
-        self.load(found)
 
 
 def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, costs: list,

@@ -1,8 +1,8 @@
-"""Worker-resident dual state (each block's α on the worker that owns it,
+"""Worker-resident state (each block's α, or SVM-ALM's λ and e, on the worker that owns it,
 :mod:`workers.resident`): what the dual block solvers — DCD (:mod:`distsvm.solvers.dcd`) and
 Crammer–Singer (:mod:`distsvm.solvers.crammer_singer`) — share: where the blocks are visited
-(joined blocks), the chained sequential round, and writing and loading the blocks' state for
-checkpoints.  Rolling it back after a worker loss is the round driver's ROLLBACK policy
+(joined blocks) and the chained sequential round; and, with SVM-ALM too, writing and loading
+the blocks' state for checkpoints.  Rolling it back after a worker loss is the round driver's ROLLBACK policy
 (:mod:`distsvm.solvers.driver`).
 
 The functions that submit tasks take the solver's per-block task (``save_blocks``,
@@ -16,6 +16,7 @@ import dataclasses
 
 import numpy as np
 
+import workers.dcd
 from storage import Dataset
 from storage.dataset import join_infos
 
@@ -104,14 +105,14 @@ def segments(order: list[int], owners: tuple[str, ...]) -> list[tuple[str, list[
     return out
 
 
-def chained_round(ctx, tasks, w, order: list[int], r: int, seeds: list[int], *,
+def chained_round(ctx, tasks, w, order: list[int], r: int, seed: int, *,
                   segment_kw: dict, report_kw: dict) -> tuple[np.ndarray, list[dict]]:
     """Round r of sequential block minimization over the blocks in ``order`` from ``w``
     (dual CD, Crammer–Singer): one ``tasks.segment`` per run of consecutive blocks with the
     same owner (:func:`segments`), chained so that w goes from task to task and never
     through the coordinator, the last one reporting on its owner's blocks and
-    ``tasks.report`` on every other owner's, all at the round's final w.  ``seeds[b]``:
-    block b's seed this round.  Returns (w, the owners' reports)."""
+    ``tasks.report`` on every other owner's, all at the round's final w; block b's seed is
+    :func:`workers.dcd.block_seed` of (``seed``, r, b).  Returns (w, the owners' reports)."""
     meta, plan, client = ctx.dataset.meta, ctx.plan, ctx.client
     parts, prev, futures = segments(order, plan.owners), w, []
     ctx.pending = futures
@@ -119,7 +120,7 @@ def chained_round(ctx, tasks, w, order: list[int], r: int, seeds: list[int], *,
         last = k == len(parts) - 1
         prev = client.submit(
             tasks.segment, prev, ctx.dataset.url, [meta.blocks[b] for b in blocks],
-            [seeds[b] for b in blocks], ctx.run,
+            [workers.dcd.block_seed(seed, r, b) for b in blocks], ctx.run,
             report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
             cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False, **segment_kw)
         futures.append(prev)
