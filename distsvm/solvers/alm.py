@@ -43,7 +43,7 @@ from storage import Dataset
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..progress import Progress
-from . import driver
+from . import driver, resident
 from .driver import Result
 
 MU_MAX = 1e5  # the paper's upper limit of µ (§3)
@@ -150,9 +150,8 @@ class _ALM(driver.Solver):
         return {"grad_norm": self.histories[0][-1]["grad_norm"], "passes": self.passes.count}
 
     def save_workers(self, directory):
-        written = self.passes.per_owner(workers.alm.save_blocks, directory,
-                                        self.ctx.checkpoint.storage_options)
-        return {name: digest for part in written for name, digest in part.items()}
+        return resident.write(self.ctx, workers.alm.save_blocks,
+                              resident.held(self.ctx, self.ctx.run), directory)
 
     def state(self):
         return {"x": self.x}, {"mu": self.mu, "mu_prev": self.mu_prev,
@@ -161,8 +160,8 @@ class _ALM(driver.Solver):
     def resume(self, found):
         """Everything as checkpoint ``found`` has it; λ and e of every block loaded by its
         (present) owner."""
-        self.passes.per_owner(workers.alm.load_blocks, found.directory, found.files,
-                              self.ctx.checkpoint.storage_options)
+        resident.load(self.ctx, workers.alm.load_blocks, resident.held(self.ctx, self.ctx.run),
+                      found)
         self.x, self.mu, self.mu_prev = found.arrays["x"], found.state["mu"], found.state["mu_prev"]
         self.passes.count = found.state["passes"]
 

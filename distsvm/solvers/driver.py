@@ -76,11 +76,10 @@ class Context:
     runs: list = dataclasses.field(default_factory=list)  # every id used, dropped at the end
     pending: list = dataclasses.field(default_factory=list)  # futures in flight
 
-    def renew(self) -> str:
+    def renew(self) -> None:
         """A new run id (the old state is dropped at the end with the rest)."""
         self.runs.append(self.run)
         self.run = uuid.uuid4().hex
-        return self.run
 
 
 class Solver:
@@ -329,12 +328,4 @@ class Passes:
                               **self.common, **kw,
                               **({"threads": ctx.plan.threads.get(a, 1)} if threaded else {}))
             for j, (a, infos) in enumerate(owned)]
-        return cluster.gather(ctx.client, futures, [a for a, _ in owned])
-
-    def per_owner(self, fn, *args) -> list:
-        """``fn(run, infos, *args)`` on each worker that owns blocks (checkpoint files: not a
-        pass over the data), replies in worker order."""
-        ctx, owned = self.ctx, self.owned()
-        self.ctx.pending = futures = [ctx.client.submit(fn, ctx.run, infos, *args, workers=[a],
-                                                        pure=False) for a, infos in owned]
         return cluster.gather(ctx.client, futures, [a for a, _ in owned])
