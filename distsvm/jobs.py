@@ -132,18 +132,17 @@ def _solve(client, p, dataset, plan, class_cost, multiclass: bool, progress, che
     solver where ``primal_switch`` says so (:func:`_switch_to_primal`)."""
     spec = registry.SOLVERS[p.solver]
     held = spec.hold(dataset, plan, p) if spec.hold else None
+    classes = dataset.meta.classes
+    positives = range(len(classes)) if multiclass else [1]  # problem k: index k (+1) vs rest
+    costs = {k: params.problem_costs(class_cost, p.C, k) if multiclass else class_cost
+             for k in positives}
 
     def fit(k, plan_k, progress_k, checkpoint_k=checkpoint):
-        """Problem ``k``: class index k (+1) against the rest."""
-        cost = params.problem_costs(class_cost, p.C, k) if multiclass else class_cost
-        return spec.solve(client, *(held or (dataset, plan_k)), p, positive=k, cost=cost,
+        return spec.solve(client, *(held or (dataset, plan_k)), p, positive=k, cost=costs[k],
                           progress=progress_k, checkpoint=checkpoint_k)
 
-    classes = dataset.meta.classes
     if multiclass and spec.solve_ovr and p.parallel is None:  # K problems, one read a block
-        results = spec.solve_ovr(client, *(held or (dataset, plan)), p,
-                                 costs=[params.problem_costs(class_cost, p.C, k)
-                                        for k in range(len(class_cost))],
+        results = spec.solve_ovr(client, *(held or (dataset, plan)), p, costs=list(costs.values()),
                                  progress=progress, checkpoint=checkpoint)
     elif multiclass:
         results = ovr.solve(fit, classes, plan, progress, checkpoint)
@@ -151,12 +150,10 @@ def _solve(client, p, dataset, plan, class_cost, multiclass: bool, progress, che
         results = [fit(1, plan, progress)]
     if p.primal_switch is None:
         return results
-    if not multiclass:
-        return [r if r.converged else _switch_to_primal(client, dataset, plan, r, 1, class_cost,
-                                                        p, progress) for r in results]
     return [r if r.converged else _switch_to_primal(
-        client, dataset, plan, r, k, params.problem_costs(class_cost, p.C, k), p,
-        ovr.Tagged(progress, f"{classes[k]:g}")) for k, r in enumerate(results)]
+        client, dataset, plan, r, k, costs[k], p,
+        ovr.Tagged(progress, f"{classes[k]:g}") if multiclass else progress)
+        for k, r in zip(positives, results)]
 
 
 def _switch_to_primal(client, dataset, plan, dual, positive: int, cost, p, progress):
