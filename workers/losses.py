@@ -55,7 +55,9 @@ def xi(m, loss):
     """ξ(m): max(0, 1 − m), max(0, 1 − m)², or log(1 + e^{−m}) (Fan et al. 2008, A.2-A.3)."""
     if loss == LOGISTIC:
         return _logistic(m)
-    return xi_slack(1.0 - m, loss)
+    if m >= 1.0:
+        return 0.0
+    return 1.0 - m if loss == HINGE else (1.0 - m) * (1.0 - m)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
