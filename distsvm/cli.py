@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instance weights, one per line in the rows' order (LIBLINEAR's -W "
                         "file), kept in the store")
     p.add_argument("--serial", action="store_true", help="parse in this process, no cluster")
+    p.add_argument("--regression", action="store_true",
+                   help="the labels are real-valued targets (a regression store, for -s 11, "
+                        "12, 13), not classes, even where they are integers")
     p.add_argument("--columns", action="store_true",
                    help="also build the column view (as `distsvm columnize` does)")
     _columnize_options(p)
@@ -193,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-e", dest="eps", type=float,
                    help="stopping tolerance: " + "; ".join(
                        f"{s.cli_name}, {s.eps_help} (default {s.eps:g})" for s in SOLVERS.values()))
+    p.add_argument("-p", dest="epsilon", type=float, default=DEFAULTS.epsilon,
+                   help="epsilon of the epsilon-insensitive loss of SVR (-s 11, 12, 13; "
+                        f"default {DEFAULTS.epsilon:g}), LIBLINEAR's -p")
     p.add_argument("-B", dest="bias", type=float, default=DEFAULTS.bias,
                    help="bias feature value; < 0 means none (default -1)")
     p.add_argument("-R", dest="unregularized_bias", action="store_true",
@@ -305,7 +311,7 @@ def _ingest(a, progress):
                   seed=a.seed, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
                   n_features=a.n_features, overwrite=a.overwrite, storage_options=_so(a),
-                  progress=progress, sample_weight=a.weights)
+                  progress=progress, sample_weight=a.weights, regression=a.regression)
     if a.serial:
         d = ingest(a.source, a.store, **kwargs)
         if a.columns:
@@ -317,7 +323,8 @@ def _ingest(a, progress):
                 _build_columns(d, a, c, progress)
     m = d.meta
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
-            "n_blocks": len(m.blocks), "classes": list(m.classes)}
+            "n_blocks": len(m.blocks), "classes": list(m.classes), "task": m.task,
+            **({"targets": m.targets} if m.regression else {})}
 
 
 def _generate(a, progress):
@@ -365,12 +372,19 @@ def _info(a):
         d.verify()
     meta = d.meta.to_json()
     meta["verified"] = not a.no_verify
+    meta["task"] = d.meta.task
     if a.json:
         print(json.dumps(meta))
         return None
     blocks = meta.pop("blocks")
+    targets = meta.pop("targets", None)
     for k, v in meta.items():
         print(f"{k:16s} {v}")
+    if targets is None:
+        print(f"{'labels':16s} classes {list(d.meta.classes)}")
+    else:
+        print(f"{'labels':16s} targets (regression): {d.meta.n_rows}, min {targets['min']:g}, "
+              f"max {targets['max']:g}, mean {targets['mean']:g}")
     sizes = [b["n_rows"] for b in blocks]
     print(f"{'blocks':16s} {len(blocks)} (rows per block: min {min(sizes)}, max {max(sizes)})")
     return None
@@ -405,7 +419,8 @@ def _train(a, progress):
                    join_blocks=a.join_blocks,
                    regularize_bias=not a.unregularized_bias, class_weight=a.class_weight,
                    p=a.p, method=a.method, mu0=a.mu0, rho=a.rho, rtol=a.rtol,
-                   scheduler=a.scheduler, n_workers=_workers(a, store), owner="distsvm train")
+                   epsilon=a.epsilon, scheduler=a.scheduler, n_workers=_workers(a, store),
+                   owner="distsvm train")
     if a.liblinear_type is not None and spec.takes("primal_switch", loss):
         options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS  # LIBLINEAR's -s 1, -s 7; in -v too
     if a.find_c or a.n_folds is not None:

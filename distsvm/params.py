@@ -82,6 +82,8 @@ class Params:
     * ``objective`` ("ordinal": a ranking model) and ``c_perf`` (SVMperf's C, replacing C):
       the cutting plane's; ``pcd_mode``: primal CD's; ``p``, ``method``, ``mu0``, ``rho``,
       ``rtol``: SVM-ALM's (:mod:`distsvm.solvers.alm`).
+    * ``epsilon`` (the SVR losses, :data:`~distsvm.solvers.registry.REGRESSION_LOSSES`): the
+      half-width of the ε-insensitive tube, LIBLINEAR's ``-p`` (default 0.1).
     """
 
     solver: str = "dcd"
@@ -107,6 +109,7 @@ class Params:
     warm_start: object = None
     class_weight: object = None
     primal_switch: int | None = None
+    epsilon: float = 0.1  # the ε of the SVR losses (LIBLINEAR's -p, scikit-learn's epsilon)
 
 
 DEFAULTS = Params()
@@ -160,6 +163,7 @@ def check_params(owner: str, p: Params, names: dict | None = None) -> None:
         check_int(owner, "primal_switch", p.primal_switch, 1)
     if p.c_perf is not None:
         check_real(owner, "c_perf", p.c_perf, 0.0)
+    check_real(owner, "epsilon", p.epsilon, 0.0, low_open=False)
 
 
 def _named(names: dict | None, key: str) -> str:
@@ -172,6 +176,8 @@ def _takers(option: str) -> list[registry.Solver]:
 
 def _phrase(words: list[str]) -> str:
     """'a', 'a and b', 'a, b and c'."""
+    if not words:
+        return "none"
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
@@ -248,7 +254,12 @@ def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool
         raise ValueError(f"The 'solver' parameter of {owner} cannot be {p.solver!r} on a view "
                          "of some row blocks (a cross-validation fold): it reads the store's "
                          "column view, which covers every row")
-    if len(meta.classes) < 2:
+    check_task(p, dataset)
+    if meta.regression:
+        if p.class_weight is not None:
+            raise ValueError(f"The 'class_weight' parameter of {owner} needs classes; "
+                             f"{dataset.url} is a regression store (instance weights apply)")
+    elif len(meta.classes) < 2:
         raise ValueError(f"{dataset.url}: {len(meta.classes)} class; a classifier needs labels "
                          "of at least two values")
     multiclass = len(meta.classes) > 2 and p.objective != "ordinal" and not spec.multiclass
@@ -270,9 +281,27 @@ def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool
     return p, class_costs(owner, p.class_weight, float(p.C), meta), multiclass
 
 
+def check_task(p: Params, dataset) -> None:
+    """A regression loss needs a regression store and any other loss a store of classes:
+    one clear ``ValueError`` otherwise (a classifier must never threshold real targets)."""
+    regression = p.loss in registry.REGRESSION_LOSSES
+    if regression == dataset.meta.regression:
+        return
+    code = registry.liblinear_type(p.solver, p.loss)
+    what = f"-s {code}" if code is not None else f"solver {p.solver!r} with loss {p.loss!r}"
+    if regression:
+        raise ValueError(f"{what} needs a regression store (ingest --regression); "
+                         f"{dataset.url} has class labels {list(dataset.meta.classes)}")
+    raise ValueError(f"{what} needs a store of class labels; {dataset.url} is a regression "
+                     f"store (real-valued targets): train an SVR loss "
+                     f"({', '.join(registry.REGRESSION_LOSSES)}) on it")
+
+
 def class_costs(owner: str, class_weight, C: float, meta) -> np.ndarray:
     """C times each class's weight (:class:`Params`' ``class_weight``), in the store's class
-    order."""
+    order; a regression store's rows all have class index 0: ``[C]``."""
+    if meta.regression:
+        return np.array([C])
     n = np.asarray(meta.class_counts, dtype=np.float64)
     if class_weight is None:
         return np.full(len(n), C)

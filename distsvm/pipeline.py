@@ -94,7 +94,8 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress):
                   block_rows=opts.get("block_rows"),
                   block_mb=None if opts.get("block_rows") else opts.get("block_mb",
                                                                          DEFAULT_BLOCK_MB),
-                  n_features=opts.get("n_features"), client=client, progress=progress)
+                  n_features=opts.get("n_features"), client=client, progress=progress,
+                  regression=bool(opts.get("regression", False)))
     try:
         dataset = open_dataset(url, so)
     except StoreNotFoundError:

@@ -21,7 +21,11 @@ from collections.abc import Callable, Mapping
 # Every loss a solver trains, and what it is (the CLI's --loss help).
 LOSSES = {"hinge": "L1-loss SVM", "squared_hinge": "L2-loss SVM",
           "logistic": "logistic regression", "lp": "max(0, 1 - m)^p",
-          "crammer_singer": "Crammer-Singer multi-class SVM"}
+          "crammer_singer": "Crammer-Singer multi-class SVM",
+          "epsilon_insensitive": "L1-loss SVR", "squared_epsilon_insensitive": "L2-loss SVR"}
+# The losses of support vector regression: they train on a regression store (real-valued
+# targets), every other loss on a store of classes (distsvm.params.check_data).
+REGRESSION_LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 AUTO = "auto"  # train's solver="auto": jobs.choose_solver picks one per store
 # LIBLINEAR 2.40+'s -s 1 and -s 7 (train_one in linear.cpp): a problem whose dual CD has
 # not converged after this many iterations continues with the primal Newton solver of the
