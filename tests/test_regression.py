@@ -340,3 +340,55 @@ def test_s11_on_cpusmall(tmp_path, client):
     _, (_, mse, _), _ = predict(y, X.astype(np.float64), m, "-q")
     assert jobs.predict(store, model, client=client)["mean_squared_error"] == \
         pytest.approx(mse, rel=1e-4)
+
+
+# ---------------------------------------------------------------- job specs and the pipeline
+
+
+def test_job_spec_trains_svr(tmp_path, stores, client):
+    """A job spec's solver takes the SVR loss and epsilon; its test metrics are the MSE and
+    squared correlation."""
+    from distsvm import spec
+
+    _, many, _, _ = stores
+    path = tmp_path / "job.yaml"
+    path.write_text(f"""
+name: abalone
+data: {{train: {many.url}, test: {many.url}}}
+solver: {{solver: newton, loss: squared_epsilon_insensitive, epsilon: 0.2, C: 2}}
+output: {{model: {tmp_path / 'm.model'}}}
+""")
+    result = spec.run(spec.load_spec(path), run_id="r1", client=client)
+    assert result["loss"] == "squared_epsilon_insensitive"
+    assert 4.5 < result["test_mean_squared_error"] < 6.0 and "test_accuracy" not in result
+
+
+@pytest.mark.slow
+def test_pipeline_trains_svr(tmp_path, client):
+    """The pipeline ingests regression partitions (ingest.regression) and promotes by the
+    holdout's mean squared error."""
+    import lzma
+
+    from distsvm import pipeline, spec
+    from distsvm.progress import Progress
+
+    with lzma.open(ABALONE, "rt") as f:
+        rows = f.readlines()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "p1.svm").write_text("".join(rows[:2000]))
+    (tmp_path / "hold.svm").write_text("".join(rows[3000:]))
+    ingest(str(tmp_path / "hold.svm"), str(tmp_path / "hold.zarr"), regression=True)
+    pspec = {"name": "ab", "dataset": str(tmp_path / "data.zarr"),
+             "partitions": str(tmp_path / "in" / "*.svm"), "holdout": str(tmp_path / "hold.zarr"),
+             "registry": str(tmp_path / "registry"),
+             "ingest": {"block_rows": 500, "n_features": 8, "regression": True},
+             "solver": {"solver": "newton", "loss": "squared_epsilon_insensitive"},
+             "source": str(tmp_path / "pipeline.yaml")}
+    spec.validate({k: v for k, v in pspec.items() if k != "source"}, "pipeline", "p.yaml")
+    code, out = pipeline.run(pspec, Progress(quiet=True), client=client)
+    assert (code, out["version"], out["promoted"]) == (0, 1, True)
+    assert open_dataset(pspec["dataset"]).meta.task == "regression"
+    (tmp_path / "in" / "p2.svm").write_text("".join(rows[2000:3000]))
+    code, out = pipeline.run(pspec, Progress(quiet=True), client=client)
+    assert out["version"] == 2 and "holdout mean squared error" in out["reason"]
+    assert 3 < out["holdout_mean_squared_error"] < 8
