@@ -105,8 +105,12 @@ def test_in_memory_ingest_and_append_keep_the_task(tmp_path, abalone):
     assert open_dataset(base.url).meta == d.meta
 
 
-def test_cli_ingest_and_info(tmp_path, capsys):
+def test_cli_ingest_and_info(tmp_path, capsys, stores):
     from distsvm.cli import main
+
+    assert main(["info", stores[3].url, "--no-verify"]) == 0
+    text = capsys.readouterr().out
+    assert "labels           classes [1.0, 2.0, 3.0]" in text and "targets" not in text
 
     store = tmp_path / "ab.zarr"
     assert main(["ingest", str(ABALONE), str(store), "--regression", "--serial", "-q",
