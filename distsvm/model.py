@@ -13,6 +13,10 @@ Conventions (LIBLINEAR's, with scikit-learn's label order):
   is one vector (n_features [+1],) whatever R, and a row with score s = wᵀx gets the rank
   ``classes[#{k : s > θ_k}]``.  Its file is format version 2 (classifiers stay version 1),
   so a reader that predates ranking models refuses it instead of misreading it.
+* A *one-class* model (LIBLINEAR's ``-s 21``) has ``rho`` ρ: its decision value is wᵀx − ρ,
+  a row is ``classes[1]`` = +1 (an inlier) if it is > 0, else −1 (LIBLINEAR's ``predict``);
+  ``classes`` are (−1, +1) whatever the training store's labels.  Its file is format version
+  3, so that an older reader refuses it rather than predict without ρ.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ from .solvers.registry import SOLVERS
 FORMAT_NAME = "distsvm-model"
 FORMAT_VERSION = 1
 RANKING_FORMAT_VERSION = 2  # a ranking model's file: version 1's fields plus "thresholds"
-SUPPORTED_VERSIONS = (1, 2)
+ONECLASS_FORMAT_VERSION = 3  # a one-class model's file: version 1's fields plus "rho"
+SUPPORTED_VERSIONS = (1, 2, 3)
+ONECLASS_CLASSES = (-1.0, 1.0)
 
 # (solver, loss) -> LIBLINEAR solver_type name, and back.
 _LIBLINEAR_NAMES = {
@@ -46,6 +52,7 @@ _LIBLINEAR_NAMES = {
     ("newton", "squared_hinge"): "L2R_L2LOSS_SVC",
     ("newton", "logistic"): "L2R_LR",
     ("crammer_singer", "crammer_singer"): "MCSVM_CS",
+    ("oneclass", "oneclass"): "ONECLASS_SVM",
 }
 _FROM_LIBLINEAR = {v: k for k, v in _LIBLINEAR_NAMES.items()}
 
@@ -67,6 +74,7 @@ class Model:
     summary: dict
     n_features: int
     thresholds: tuple[float, ...] | None = None
+    rho: float | None = None  # a one-class model's ρ (decision value wᵀx − ρ)
 
     @property
     def is_ranking(self) -> bool:
@@ -78,6 +86,8 @@ class Model:
 
     @property
     def intercept_(self):
+        if self.rho is not None:
+            return -self.rho
         if self.bias < 0:
             return 0.0 if self.w.ndim == 1 else np.zeros(self.w.shape[0])
         return self.w[..., self.n_features] * self.bias
@@ -137,6 +147,11 @@ class Model:
                 raise ModelFormatError(f"{where}: a ranking model with {n} ranks needs {n - 1} "
                                        f"finite nondecreasing thresholds, got "
                                        f"{list(self.thresholds)}")
+        if self.rho is not None and (not np.isfinite(self.rho) or self.bias >= 0
+                                     or tuple(self.classes) != ONECLASS_CLASSES):
+            raise ModelFormatError(f"{where}: a one-class model needs a finite rho, no bias "
+                                   f"and classes {list(ONECLASS_CLASSES)}, got rho {self.rho!r}, "
+                                   f"bias {self.bias:g}, classes {list(self.classes)}")
 
 
 def probabilities(dv) -> np.ndarray:
@@ -172,6 +187,9 @@ def save_model(model: Model, path, storage_options: dict | None = None) -> None:
     if model.is_ranking:
         header.update(format_version=RANKING_FORMAT_VERSION, kind="ranking",
                       thresholds=[float(t) for t in model.thresholds])
+    if model.rho is not None:
+        header.update(format_version=ONECLASS_FORMAT_VERSION, kind="oneclass",
+                      rho=float(model.rho))
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(model.w, dtype="<f8"), allow_pickle=False)
 
@@ -218,7 +236,9 @@ def load_model(path, storage_options: dict | None = None) -> Model:
                       n_features=int(header["n_features"]),
                       thresholds=(tuple(float(t) for t in header["thresholds"])
                                   if header["format_version"] == RANKING_FORMAT_VERSION
-                                  else None))
+                                  else None),
+                      rho=(float(header["rho"])
+                           if header["format_version"] == ONECLASS_FORMAT_VERSION else None))
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFormatError(f"{path}: malformed model header: {exc!r}") from exc
     model.check(path)
@@ -248,8 +268,12 @@ def export_liblinear(model: Model, path, storage_options: dict | None = None) ->
     def write(f):
         out = io.StringIO()
         out.write(f"solver_type {name}\nnr_class {len(model.classes)}\n")
-        out.write("label " + " ".join(f"{c:.17g}" for c in labels) + "\n")
-        out.write(f"nr_feature {model.n_features}\nbias {model.bias:.17g}\nw\n")
+        if model.rho is None:  # a one-class model has no labels, and a rho line
+            out.write("label " + " ".join(f"{c:.17g}" for c in labels) + "\n")
+        out.write(f"nr_feature {model.n_features}\nbias {model.bias:.17g}\n")
+        if model.rho is not None:
+            out.write(f"rho {model.rho:.17g}\n")
+        out.write("w\n")
         for row in cols:
             out.write("".join(f"{v:.17g} " for v in row) + "\n")
         f.write(out.getvalue().encode())
@@ -279,14 +303,16 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
     try:
         name = header["solver_type"][0]
         n_class = int(header["nr_class"][0])
-        labels = [float(v) for v in header["label"]]
+        oneclass = header["solver_type"][0] == "ONECLASS_SVM"  # no labels; a rho line
+        labels = list(ONECLASS_CLASSES[::-1]) if oneclass else [float(v) for v in header["label"]]
+        rho = float(header["rho"][0]) if oneclass else None
         n_features = int(header["nr_feature"][0])
         bias = float(header["bias"][0])
     except (KeyError, IndexError, ValueError) as exc:
         raise ModelFormatError(f"{path}: malformed LIBLINEAR header: {exc!r}") from exc
     if name not in _FROM_LIBLINEAR:
-        raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (regression, one-class "
-                               "or L1-regularized) is not a classifier distsvm can use")
+        raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (regression "
+                               "or L1-regularized) is not a model distsvm can use")
     solver, loss = _FROM_LIBLINEAR[name]
     if len(labels) != n_class or n_class < 2:
         raise ModelFormatError(f"{path}: nr_class {n_class} does not match labels {labels}")
@@ -307,6 +333,6 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
         w = W.T[order]
     model = Model(w=np.ascontiguousarray(w), bias=bias, classes=classes, solver=solver,
                   loss=loss, params={"liblinear_solver_type": name},
-                  summary={"imported_from": path}, n_features=n_features)
+                  summary={"imported_from": path}, n_features=n_features, rho=rho)
     model.check(path)
     return model

@@ -52,6 +52,8 @@ REFUSALS = {
     "weights": "Class and instance weights of {owner} are not taken by solver {solver!r} "
                "(LIBLINEAR has no such solver; {takers} take them). Got class_weight={value!r} "
                "on a store {stored} instance weights.",
+    "nu": "The 'nu' parameter of {owner} belongs to solver {takers} (LIBLINEAR's -n of "
+          "-s 21). Got solver {solver!r}.",
 }
 
 
@@ -107,6 +109,7 @@ class Params:
     warm_start: object = None
     class_weight: object = None
     primal_switch: int | None = None
+    nu: float = 0.5  # one-class SVM's ν (LIBLINEAR's -n): 0 < ν ≤ 1
 
 
 DEFAULTS = Params()
@@ -160,6 +163,7 @@ def check_params(owner: str, p: Params, names: dict | None = None) -> None:
         check_int(owner, "primal_switch", p.primal_switch, 1)
     if p.c_perf is not None:
         check_real(owner, "c_perf", p.c_perf, 0.0)
+    check_real(owner, "nu", p.nu, 0.0, 1.0)
 
 
 def _named(names: dict | None, key: str) -> str:
@@ -217,6 +221,10 @@ def check_solver(owner: str, p: Params, weighted: bool = False,
             _refuse(owner, option, p, weighted)
     if not p.regularize_bias and p.bias < 0:
         _refuse(owner, "regularize_bias", p)
+    if p.bias >= 0 and not spec.bias_feature:  # LIBLINEAR's check_parameter for -s 21
+        raise ValueError(f"The 'bias' parameter of {owner} must be < 0 (no bias feature) "
+                         f"with solver {p.solver!r}, as LIBLINEAR's -s 21. Got {p.bias!r} "
+                         "instead.")
     if spec.takes("alm"):
         p = dataclasses.replace(p, p=check_alm(owner, p),
                                 bias=1.0 if p.bias >= 0 else -1.0)  # an intercept, or none
@@ -248,10 +256,11 @@ def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool
         raise ValueError(f"The 'solver' parameter of {owner} cannot be {p.solver!r} on a view "
                          "of some row blocks (a cross-validation fold): it reads the store's "
                          "column view, which covers every row")
-    if len(meta.classes) < 2:
+    if len(meta.classes) < 2 and spec.labels:
         raise ValueError(f"{dataset.url}: {len(meta.classes)} class; a classifier needs labels "
                          "of at least two values")
-    multiclass = len(meta.classes) > 2 and p.objective != "ordinal" and not spec.multiclass
+    multiclass = (len(meta.classes) > 2 and p.objective != "ordinal" and not spec.multiclass
+                  and spec.labels)
     if p.warm_start is not None:
         warm = np.asarray(p.warm_start, dtype=np.float64)
         dim = meta.n_features + (p.bias >= 0)

@@ -1,0 +1,308 @@
+"""The per-block tasks of the one-class SVM solver (:mod:`workers.kernels.oneclass`).
+
+LIBLINEAR's iteration needs the whole problem at two points: the maximal violation (m, M)
+over every active row decides the stop and the shrinking, and the k pairs are the k most
+violating rows of the whole active set.  So an iteration here is: :func:`gradients` on
+every block (G at the current w, after applying the previous iteration's α changes), the
+global (m, M), :func:`select` on every block (shrinking, and its k best candidates of each
+side with their rows), then :func:`merge` of the candidates — the global k best by (−G,
+row id), whatever the blocks — and the pair updates on those rows, which give the changed α
+and w.  Each block's α, gradient and shrinking state stay in the memory of the worker that
+owns the block (:func:`blocks.run_state`), with the α of the round's start kept
+(:func:`resident.mark`) for a rollback after a worker loss (:func:`restore`) and written
+into checkpoints (:func:`save_blocks`).
+
+:func:`iterate` runs one iteration through ``call(task, *args, **kw)`` — one task per
+worker on the cluster, or the tasks in this process — and :func:`batch` runs iterations on
+the worker that owns every block, without a task or a transfer per iteration.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from storage import BlockInfo
+
+from . import blocks, resident
+from .kernels import oneclass as kernel
+
+STATE = ("alpha", "index", "state")  # a block's state in a checkpoint
+
+
+def masses(n_rows: list[int], nu_l: float, start: int = 0) -> list[tuple[int, float]]:
+    """LIBLINEAR's start spread over blocks of ``n_rows`` rows: ``νl`` − ``start`` of α filled
+    from the first row on, 1 per row and the fraction νl − ⌊νl⌋ after; per block (whole rows
+    at 1, the fraction on the next row or 0)."""
+    whole, frac = int(nu_l) - start, nu_l - int(nu_l)
+    out = []
+    for n in n_rows:
+        k = max(0, min(n, whole))
+        out.append((k, frac if 0 <= whole < n else 0.0))
+        whole -= n
+    return out
+
+
+def _state(run: str, info: BlockInfo, n_rows: int) -> dict:
+    s = blocks.run_state(run, info.name, dict)
+    if "index" not in s:  # a fresh block, or one rolled back: every row active
+        s.update(index=np.arange(n_rows, dtype=np.int64), state=np.array([n_rows], np.int64))
+    if "G" not in s:
+        s["G"] = np.zeros(n_rows)
+    return s
+
+
+def setup(url: str, infos: list[BlockInfo], run: str, fill: dict, *, n_features: int,
+          cache_bytes: int, storage_options: dict | None = None, **_) -> np.ndarray:
+    """Give the blocks of ``fill`` ({name: (whole, fraction)}) α = 1 on their first ``whole``
+    rows, the fraction on the next and 0 after (every row active); returns Σ αᵢxᵢ of them."""
+    w = np.zeros(n_features)
+    for info in infos:
+        if info.name not in fill:
+            continue
+        whole, frac = fill[info.name]
+        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+        alpha = np.zeros(block.n_rows)
+        alpha[:whole] = 1.0
+        if whole < block.n_rows:
+            alpha[whole] = frac
+        s = blocks.run_state(run, info.name, dict)
+        s.clear()
+        s["alpha"] = alpha
+        kernel.add_xt(block.indptr, block.indices, block.data, alpha, w)
+    return w
+
+
+def _apply(s: dict, offset: int, updates) -> None:
+    ids, values = updates
+    mine = (ids >= offset) & (ids < offset + len(s["alpha"]))
+    s["alpha"][ids[mine] - offset] = values[mine]
+
+
+def gradients(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, updates, *,
+              offsets: dict, unshrink: bool, tag: int, cache_bytes: int,
+              storage_options: dict | None = None, **_) -> dict:
+    """Apply ``updates`` (global row ids, their new α) to the blocks' α (first keeping the α
+    of round ``tag``'s start), reactivate every row with ``unshrink``, and compute Gᵢ = wᵀxᵢ
+    of the active rows; returns their (m, M) and count, and the bytes read."""
+    up, low, active = -np.inf, np.inf, 0
+    for info in infos:
+        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+        s = _state(run, info, block.n_rows)
+        resident.mark(s, tag)
+        if updates is not None and len(updates[0]):
+            _apply(s, offsets[info.name], updates)
+        if unshrink:
+            s["state"][0] = block.n_rows
+        u, lo = kernel.gradients(block.indptr, block.indices, block.data, w, s["alpha"], s["G"],
+                                 s["index"], int(s["state"][0]))
+        up, low, active = max(up, u), min(low, lo), active + int(s["state"][0])
+    return {"up": up, "low": low, "active": active, "bytes_read": blocks.take_bytes_read()}
+
+
+def select(url: str, infos: list[BlockInfo], run: str, up: float, low: float, k: int, *,
+           offsets: dict, cache_bytes: int, storage_options: dict | None = None,
+           **_) -> dict:
+    """Shrink the blocks' active rows with the global (m, M) and return their active count,
+    |I_up|, |I_low| and the k best candidates of each side over the blocks (global ids and
+    keys: G for I_up, −G for I_low, both increasing), with the candidates' rows, α and
+    squared norms."""
+    out = {"active": 0, "n_up": 0, "n_low": 0}
+    ups, lows, rows = [], [], []
+    for info in infos:
+        block, sqnorm = blocks.load(url, info, cache_bytes, storage_options)
+        s = _state(run, info, block.n_rows)
+        off = offsets[info.name]
+        active = kernel.shrink(s["alpha"], s["G"], s["index"], int(s["state"][0]), up, low)
+        s["state"][0] = active
+        u, lo, n_up, n_low = kernel.candidates(s["alpha"], s["G"], s["index"], active, k, off)
+        out["active"] += active
+        out["n_up"] += n_up
+        out["n_low"] += n_low
+        ups.append((u + off, s["G"][u]))
+        lows.append((lo + off, -s["G"][lo]))
+        local = np.union1d(u, lo)
+        rows.append((local + off, s["alpha"][local], np.asarray(sqnorm, np.float64)[local],
+                     blocks_take(block, local)))
+    out["up_ids"], out["up_keys"] = _cat(ups)
+    out["low_ids"], out["low_keys"] = _cat(lows)
+    ids, alpha, qd = (np.concatenate([r[m] for r in rows]) if rows else np.zeros(0)
+                      for m in range(3))
+    out.update(ids=ids.astype(np.int64), alpha=alpha, qd=qd, rows=_join([r[3] for r in rows]))
+    return out
+
+
+def blocks_take(block, rows: np.ndarray):
+    """The CSR (indptr, indices, data) of ``rows`` of a block."""
+    return kernel.take(block.indptr, block.indices, block.data, rows.astype(np.int64))
+
+
+def _cat(parts):
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0)
+    return (np.concatenate([p[0] for p in parts]).astype(np.int64),
+            np.concatenate([p[1] for p in parts]))
+
+
+def _join(csrs):
+    if not csrs:
+        return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)
+    indptr = [np.zeros(1, np.int64)]
+    base = 0
+    for p, _, _ in csrs:
+        indptr.append(p[1:] + base)
+        base += p[-1]
+    return (np.concatenate(indptr), np.concatenate([c[1] for c in csrs]),
+            np.concatenate([c[2] for c in csrs]))
+
+
+def merge(w: np.ndarray, parts: list[dict]):
+    """The pair updates of one iteration from the blocks' :func:`select`: k = max(active/10,
+    1) bounded by |I_up| and |I_low| (LIBLINEAR's ``max_inner_iter``), the k first of each
+    side by (key, row id), paired in order and updated (:func:`kernel.pair_updates`) on w in
+    place.  Returns ((ids, α) of the candidate rows, the active count, pairs updated)."""
+    active = sum(p["active"] for p in parts)
+    k = min(max(active // 10, 1), sum(p["n_up"] for p in parts), sum(p["n_low"] for p in parts))
+    up_ids, up_keys = _cat([(p["up_ids"], p["up_keys"]) for p in parts])
+    low_ids, low_keys = _cat([(p["low_ids"], p["low_keys"]) for p in parts])
+    pi = up_ids[np.lexsort((up_ids, up_keys))[:k]]
+    pj = low_ids[np.lexsort((low_ids, low_keys))[:k]]
+    ids = np.concatenate([p["ids"] for p in parts])
+    order = np.argsort(ids)
+    ids = ids[order]
+    alpha = np.concatenate([p["alpha"] for p in parts])[order]
+    qd = np.concatenate([p["qd"] for p in parts])[order]
+    indptr, indices, data = _join([p["rows"] for p in parts])
+    if len(parts) > 1 or not np.all(order == np.arange(len(order))):
+        indptr, indices, data = _reorder(indptr, indices, data, order)
+    done = kernel.pair_updates(np.searchsorted(ids, pi), np.searchsorted(ids, pj), indptr,
+                               indices, data, qd, alpha, w)
+    return (ids, alpha), active, done
+
+
+def _reorder(indptr, indices, data, order):
+    return kernel.take(indptr, indices, data, order.astype(np.int64))
+
+
+def iterate(call, w: np.ndarray, updates, *, r: int, tag: int, n_rows: int, eps: float):
+    """Iteration r of LIBLINEAR's loop (``solve_oneclass_svm``) through ``call`` (the tasks
+    on every worker, their replies as a list): G and (m, M); if m − M < eps, the stop when
+    every row is active, else every row reactivated and the test again; then shrinking, the
+    candidates and the pair updates.  Returns (w, updates, log row, converged, bytes read)."""
+    kw = dict(tag=tag)
+    res = call(gradients, w, updates, unshrink=False, **kw)
+    read = sum(p["bytes_read"] for p in res)
+    up, low, active = max(p["up"] for p in res), min(p["low"] for p in res), \
+        sum(p["active"] for p in res)
+    if up - low < eps and active < n_rows:  # LIBLINEAR's `continue` with every row active
+        res = call(gradients, w, None, unshrink=True, **kw)
+        read += sum(p["bytes_read"] for p in res)
+        up, low, active = max(p["up"] for p in res), min(p["low"] for p in res), n_rows
+    row = {"round": r, "pg_violation": max(0.0, up - low)}
+    if up - low < eps:
+        row.update(active=active / max(1, n_rows), dual=-0.5 * float(w @ w), bytes_read=read)
+        return w, None, row, True
+    parts = call(select, up, low, max(active // 10, 1))
+    w = np.array(w, dtype=np.float64)
+    updates, active, _ = merge(w, parts)
+    row.update(active=active / max(1, n_rows), dual=-0.5 * float(w @ w), bytes_read=read)
+    return w, updates, row, False
+
+
+def finish(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, updates, *,
+           offsets: dict, cache_bytes: int, storage_options: dict | None = None,
+           **_) -> dict:
+    """At the final w (``updates`` applied): every row's G and LIBLINEAR's ρ statistics
+    (:func:`kernel.final_stats`) summed over the blocks: lb, ub, free rows and Σ G over them,
+    Σα, min α, max α, rows with α > 0."""
+    out = dict(lb=-np.inf, ub=np.inf, n_free=0, sum_free=0.0, alpha_sum=0.0, alpha_min=np.inf,
+               alpha_max=-np.inf, n_sv=0)
+    for info in infos:
+        block, _ = blocks.load(url, info, cache_bytes, storage_options)
+        s = _state(run, info, block.n_rows)
+        if updates is not None and len(updates[0]):
+            _apply(s, offsets[info.name], updates)
+        lb, ub, n_free, sum_free, total, lo, hi, n_sv = kernel.final_stats(
+            block.indptr, block.indices, block.data, w, s["alpha"], s["G"])
+        out.update(lb=max(out["lb"], lb), ub=min(out["ub"], ub), n_free=out["n_free"] + n_free,
+                   sum_free=out["sum_free"] + sum_free, alpha_sum=out["alpha_sum"] + total,
+                   alpha_min=min(out["alpha_min"], lo), alpha_max=max(out["alpha_max"], hi),
+                   n_sv=out["n_sv"] + n_sv)
+    return out
+
+
+def losses(url: str, infos: list[BlockInfo], run: str, rho: float, **_) -> tuple[float, int]:
+    """After :func:`finish`: Σᵢ max(0, ρ − Gᵢ) and the rows with Gᵢ > ρ, over the blocks."""
+    loss, inside = 0.0, 0
+    for info in infos:
+        lo, n = kernel.hinge_sum(blocks.run_state(run, info.name, dict)["G"], rho)
+        loss, inside = loss + lo, inside + n
+    return loss, inside
+
+
+def combine(parts: list[dict]) -> dict:
+    """The :func:`finish` statistics of every worker, and ρ from them as LIBLINEAR's: the
+    mean G over the free rows, else the middle of [max G over α = 1, min G over α = 0]."""
+    out = dict(lb=max(p["lb"] for p in parts), ub=min(p["ub"] for p in parts),
+               n_free=sum(p["n_free"] for p in parts),
+               sum_free=sum(p["sum_free"] for p in parts),
+               alpha_sum=sum(p["alpha_sum"] for p in parts),
+               alpha_min=min(p["alpha_min"] for p in parts),
+               alpha_max=max(p["alpha_max"] for p in parts), n_sv=sum(p["n_sv"] for p in parts))
+    out["rho"] = (out["sum_free"] / out["n_free"] if out["n_free"] > 0
+                  else (out["ub"] + out["lb"]) / 2)
+    return out
+
+
+def local(url: str, infos: list[BlockInfo], run: str, common: dict):
+    """``call`` for :func:`iterate` in this process, on the blocks ``infos``."""
+    def call(task, *args, **kw):
+        return [task(url, infos, run, *args, **common, **kw)]
+    return call
+
+
+def batch(w, url: str, infos: list[BlockInfo], run: str, updates, *, first: int,
+          max_rounds: int, every: int | None, seconds: float, eps: float, n_rows: int,
+          common: dict):
+    """Iterations ``first``, ``first`` + 1, … on the worker that owns every block ``infos``
+    (:func:`iterate` with the tasks in this process; the α of round ``first``'s start kept for
+    a rollback), until the run stops (converged, or ``max_rounds``), or after an iteration
+    that ends once ``seconds`` have passed or that is a multiple of ``every`` (a checkpoint
+    is due).  Returns ``(w, pending updates, {"rows": their log rows with "at": seconds
+    into the task, "converged"})``."""
+    start = time.perf_counter()
+    call = local(url, infos, run, common)
+    w = np.array(w, dtype=np.float64)
+    rows, r = [], first
+    while True:
+        w, updates, row, converged = iterate(call, w, updates, r=r, tag=first, n_rows=n_rows,
+                                             eps=eps)
+        row["at"] = time.perf_counter() - start
+        rows.append(row)
+        if converged or r >= max_rounds or row["at"] > seconds or (every and r % every == 0):
+            break
+        r += 1
+    return w, updates, {"rows": rows, "converged": converged}
+
+
+def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, n_features: int,
+            cache_bytes: int, storage_options: dict | None = None) -> np.ndarray:
+    """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
+    round ``tag`` (:func:`resident.roll_back`); returns their Σ αᵢxᵢ with Σ αᵢ appended (the
+    coordinator gives the lost blocks the rest of νl)."""
+    out = np.zeros(n_features + 1)
+    for info in infos:
+        alpha = resident.roll_back(run, info, tag)
+        if alpha is not None:
+            block, _ = blocks.load(url, info, cache_bytes, storage_options)
+            kernel.add_xt(block.indptr, block.indices, block.data, alpha, out)
+            out[-1] += alpha.sum()
+    return out
+
+
+def save_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
+                storage_options: dict | None = None) -> dict[str, str]:
+    """Checkpoint: α and the shrinking state of blocks ``infos`` (:func:`resident.save_blocks`);
+    they load back with :func:`resident.load_blocks`."""
+    return resident.save_blocks(runs, infos, directory, STATE, storage_options)
