@@ -195,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
                        f"{s.cli_name}, {s.eps_help} (default {s.eps:g})" for s in SOLVERS.values()))
     p.add_argument("-B", dest="bias", type=float, default=DEFAULTS.bias,
                    help="bias feature value; < 0 means none (default -1)")
+    p.add_argument("-n", dest="nu", type=float, default=DEFAULTS.nu,
+                   help="one-class SVM (-s 21): nu, 0 < nu <= 1 (default 0.5), LIBLINEAR's")
     p.add_argument("-R", dest="unregularized_bias", action="store_true",
                    help="newton: leave the bias feature's weight out of the regularization "
                         "(LIBLINEAR's -R; needs -B >= 0)")
@@ -404,7 +406,7 @@ def _train(a, progress):
                    gap_tol=a.gap_tol, pcd_mode=a.pcd_mode, parallel=a.parallel,
                    join_blocks=a.join_blocks,
                    regularize_bias=not a.unregularized_bias, class_weight=a.class_weight,
-                   p=a.p, method=a.method, mu0=a.mu0, rho=a.rho, rtol=a.rtol,
+                   p=a.p, method=a.method, mu0=a.mu0, rho=a.rho, rtol=a.rtol, nu=a.nu,
                    scheduler=a.scheduler, n_workers=_workers(a, store), owner="distsvm train")
     if a.liblinear_type is not None and spec.takes("primal_switch", loss):
         options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS  # LIBLINEAR's -s 1, -s 7; in -v too

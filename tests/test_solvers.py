@@ -85,6 +85,9 @@ CASES = [
     Case("dcd-ovr", dict(solver="dcd", loss="squared_hinge", C=0.001, eps=1e-9, gap_tol=5e-7,
                          max_rounds=1000, seed=1, join_blocks=False), data="dna",
          liblinear="-s 1", exact=True),
+    Case("oneclass", dict(solver="oneclass", loss="oneclass", nu=0.5, eps=1e-6,
+                          max_rounds=1000, join_blocks=False), liblinear="-s 21",
+         rtol=1e-6, blocks_rtol=1e-9),  # a loss restarts the lost blocks' alpha: not exact
 ]
 
 
@@ -151,6 +154,16 @@ class SolverTests:
             pytest.skip(f"{case.id}: LIBLINEAR has no solver of this problem")
         X, y = data[case.data]
         p = case.params
+        if p["loss"] == "oneclass":  # (w, rho): its primal, negative (tests/test_oneclass.py)
+            from .test_oneclass import liblinear_oneclass, oneclass_primal
+
+            w_star, rho_star = liblinear_oneclass(X, p["nu"], 1e-8)
+            f_star = oneclass_primal(w_star, rho_star, X, p["nu"])
+            model = refs(case)
+            f = oneclass_primal(model.w, model.rho, X, p["nu"])
+            assert f == pytest.approx(model.summary["primal_objective"], rel=1e-9)
+            assert f == pytest.approx(f_star, rel=case.opt_rtol)
+            return
         if len(np.unique(y)) > 2 or p["loss"] == "crammer_singer":
             _, W = liblinear_model(X, y, f"{case.liblinear} -c {p['C']} -e 1e-10")
             f_star = _objective(case, W, X, y)
