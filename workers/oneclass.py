@@ -116,21 +116,33 @@ def select(url: str, infos: list[BlockInfo], run: str, up: float, low: float, k:
         off = offsets[info.name]
         active = kernel.shrink(s["alpha"], s["G"], s["index"], int(s["state"][0]), up, low)
         s["state"][0] = active
-        u, lo, n_up, n_low = kernel.candidates(s["alpha"], s["G"], s["index"], active, k, off)
+        u, lo, n_up, n_low, local = kernel.candidates(s["alpha"], s["G"], s["index"], active, k)
         out["active"] += active
         out["n_up"] += n_up
         out["n_low"] += n_low
         ups.append((u + off, s["G"][u]))
         lows.append((lo + off, -s["G"][lo]))
-        local = np.union1d(u, lo)
         rows.append((local + off, s["alpha"][local], np.asarray(sqnorm, np.float64)[local],
                      blocks_take(block, local)))
-    out["up_ids"], out["up_keys"] = _cat(ups)
-    out["low_ids"], out["low_keys"] = _cat(lows)
+    up_ids, up_keys = _cat(ups)
+    low_ids, low_keys = _cat(lows)
     ids, alpha, qd = (np.concatenate([r[m] for r in rows]) if rows else np.zeros(0)
                       for m in range(3))
-    out.update(ids=ids.astype(np.int64), alpha=alpha, qd=qd, rows=_join([r[3] for r in rows]))
-    return out
+    out.update(up_ids=up_ids, up_keys=up_keys, low_ids=low_ids, low_keys=low_keys,
+               ids=ids.astype(np.int64), alpha=alpha, qd=qd, rows=_join([r[3] for r in rows]))
+    return out if len(infos) == 1 else _ordered(out)
+
+
+def _ordered(part: dict) -> dict:
+    """Candidates gathered from several blocks put in order: each side by (key, row id),
+    the rows by id (one block's are in order already)."""
+    up = np.lexsort((part["up_ids"], part["up_keys"]))
+    low = np.lexsort((part["low_ids"], part["low_keys"]))
+    order = np.argsort(part["ids"], kind="stable")
+    return {**part, "up_ids": part["up_ids"][up], "up_keys": part["up_keys"][up],
+            "low_ids": part["low_ids"][low], "low_keys": part["low_keys"][low],
+            "ids": part["ids"][order], "alpha": part["alpha"][order], "qd": part["qd"][order],
+            "rows": _reorder(*part["rows"], order)}
 
 
 def blocks_take(block, rows: np.ndarray):
@@ -164,18 +176,15 @@ def merge(w: np.ndarray, parts: list[dict]):
     place.  Returns ((ids, α) of the candidate rows, the active count, pairs updated)."""
     active = sum(p["active"] for p in parts)
     k = min(max(active // 10, 1), sum(p["n_up"] for p in parts), sum(p["n_low"] for p in parts))
-    up_ids, up_keys = _cat([(p["up_ids"], p["up_keys"]) for p in parts])
-    low_ids, low_keys = _cat([(p["low_ids"], p["low_keys"]) for p in parts])
-    pi = up_ids[np.lexsort((up_ids, up_keys))[:k]]
-    pj = low_ids[np.lexsort((low_ids, low_keys))[:k]]
-    ids = np.concatenate([p["ids"] for p in parts])
-    order = np.argsort(ids)
-    ids = ids[order]
-    alpha = np.concatenate([p["alpha"] for p in parts])[order]
-    qd = np.concatenate([p["qd"] for p in parts])[order]
-    indptr, indices, data = _join([p["rows"] for p in parts])
-    if len(parts) > 1 or not np.all(order == np.arange(len(order))):
-        indptr, indices, data = _reorder(indptr, indices, data, order)
+    if len(parts) == 1:  # in order already (:func:`select`)
+        part = parts[0]
+    else:
+        part = _ordered({**{key: np.concatenate([p[key] for p in parts]) for key in (
+            "up_ids", "up_keys", "low_ids", "low_keys", "ids", "alpha", "qd")},
+            "rows": _join([p["rows"] for p in parts])})
+    pi, pj = part["up_ids"][:k], part["low_ids"][:k]
+    ids, alpha, qd = part["ids"], part["alpha"].copy(), part["qd"]
+    indptr, indices, data = part["rows"]
     done = kernel.pair_updates(np.searchsorted(ids, pi), np.searchsorted(ids, pj), indptr,
                                indices, data, qd, alpha, w)
     return (ids, alpha), active, done

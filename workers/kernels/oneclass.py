@@ -80,10 +80,33 @@ def shrink(alpha, G, index, active, up, low):
 
 
 @numba.njit(cache=True, nogil=True)
-def candidates(alpha, G, index, active, k, offset):
-    """The block's k best candidates of each side among its active rows, by (−G, row id):
+def _smallest(keys, rows, k):
+    """``rows`` of the k smallest ``keys`` by (key, position): ``keys`` are in row order, so
+    ties go to the lower row.  A partition finds the k-th key; only the k are sorted."""
+    n = len(keys)
+    if k >= n:
+        return rows[np.argsort(keys, kind="mergesort")]
+    if k <= 0:
+        return rows[:0]
+    thr = np.partition(keys.copy(), k - 1)[k - 1]
+    sel = np.empty(k, np.int64)
+    c = 0
+    for t in range(n):
+        if keys[t] < thr:
+            sel[c] = t
+            c += 1
+    for t in range(n):
+        if c < k and keys[t] == thr:
+            sel[c] = t
+            c += 1
+    return rows[sel[np.argsort(keys[sel], kind="mergesort")]]
+
+
+@numba.njit(cache=True, nogil=True)
+def candidates(alpha, G, index, active, k):
+    """The block's k best candidates of each side among its active rows, by (−G, row):
     I_up (αᵢ < 1) by −G decreasing, I_low (αᵢ > 0) by −G increasing.  Returns
-    (up rows, low rows, |I_up|, |I_low|), rows local."""
+    (up rows, low rows, |I_up|, |I_low|, the rows of both, increasing), rows local."""
     n = len(alpha)
     mark = np.zeros(n, np.bool_)
     for s in range(active):
@@ -100,7 +123,7 @@ def candidates(alpha, G, index, active, k, offset):
     low_rows = np.empty(n_low, np.int64)
     low_key = np.empty(n_low)
     a = b = 0
-    for i in range(n):  # in row order: the stable sorts below break ties by row id
+    for i in range(n):  # in row order: ties go to the lower row
         if mark[i]:
             if alpha[i] < 1.0:
                 up_rows[a] = i
@@ -110,9 +133,20 @@ def candidates(alpha, G, index, active, k, offset):
                 low_rows[b] = i
                 low_key[b] = -G[i]
                 b += 1
-    up = up_rows[np.argsort(up_key, kind="mergesort")[:min(k, n_up)]]
-    low = low_rows[np.argsort(low_key, kind="mergesort")[:min(k, n_low)]]
-    return up, low, n_up, n_low
+    up = _smallest(up_key, up_rows, min(k, n_up))
+    low = _smallest(low_key, low_rows, min(k, n_low))
+    mark[:] = False
+    for t in range(len(up)):
+        mark[up[t]] = True
+    for t in range(len(low)):
+        mark[low[t]] = True
+    both = np.empty(len(up) + len(low), np.int64)
+    c = 0
+    for i in range(n):
+        if mark[i]:
+            both[c] = i
+            c += 1
+    return up, low, n_up, n_low, both[:c]
 
 
 @numba.njit(cache=True, nogil=True)
