@@ -143,3 +143,65 @@ def test_estimator(rows, tight):
         LinearOneClassSVM(nu=2).fit(X)
     with pytest.raises(ValueError, match="The 'tol' parameter of LinearOneClassSVM"):
         LinearOneClassSVM(tol=0).fit(X)
+
+
+def _holds_state() -> bool:
+    import workers.blocks
+
+    return any(workers.blocks._runs.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim,join_blocks", [("owner", True), (0, False), (1, False)])
+def test_a_killed_worker_keeps_e_alpha_at_nu_l(store, tight, victim, join_blocks, monkeypatch):
+    """Whichever worker dies (the one owner of the joined block, or one of two owners), the
+    lost blocks restart with the rest of νl: eᵀα = νl at the end, and the same optimum."""
+    from distsvm.solvers import dcd
+
+    from .conftest import Killer, local_client
+
+    monkeypatch.setattr(dcd, "BATCH_SECONDS", 0.0)  # a kill lands between batches
+    with local_client(2) as c:
+        if victim == "owner":  # the worker the joined block went to (the one with state)
+            killer = Killer(c, 2, 0)
+            original = killer.round
+
+            def round_(row, text=None):
+                if row["round"] == killer.at and killer.killed is None:
+                    holds = c.run(_holds_state)
+                    killer.victim = sorted(holds).index(next(a for a in sorted(holds)
+                                                             if holds[a]))
+                original(row, text)
+            killer.round = round_
+        else:
+            killer = Killer(c, 2, victim)
+        m = jobs.train(store, client=c, solver="oneclass", loss="oneclass", eps=1e-6,
+                       join_blocks=join_blocks, progress=killer)
+    assert f"worker {killer.killed} left the cluster" in killer.stream.getvalue()
+    assert m.summary["alpha_sum"] == pytest.approx(0.5 * N, rel=1e-12)
+    assert 0.0 <= m.summary["alpha_min"] and m.summary["alpha_max"] <= 1.0
+    assert m.summary["primal_objective"] == pytest.approx(tight.summary["primal_objective"],
+                                                          rel=1e-6)
+
+
+@pytest.mark.slow
+def test_cli_train_predict_and_cross_validation(tmp_path, rows):
+    from liblinear.liblinearutil import load_model as ll_load
+    from liblinear.liblinearutil import predict as ll_predict
+
+    from .test_cli import run
+
+    (X, y), (Xt, yt) = rows
+    tr, te = ingest((X, y), str(tmp_path / "tr.zarr")), ingest((Xt, yt), str(tmp_path / "te.zarr"),
+                                                               shuffle=False)
+    out = run("train", tr.url, tmp_path / "m", "-s", "21", "-n", "0.3", "--json", "-q").stdout
+    assert '"solver": "oneclass"' in out
+    run("export", tmp_path / "m", tmp_path / "m.txt")
+    printed = run("predict", te.url, tmp_path / "m", "--output", tmp_path / "out").stdout
+    _, (acc, _, _), _ = ll_predict(yt, Xt.astype(np.float64), ll_load(str(tmp_path / "m.txt")),
+                                   "-q")
+    assert printed.startswith(f"Accuracy = {acc:.4f}%")
+    cv = run("train", tr.url, "-s", "21", "-v", "3", "-q").stdout
+    assert cv.startswith("Cross Validation Accuracy = ")
+    bad = run("train", tr.url, tmp_path / "m2", "-s", "21", "-B", "1", ok=False)
+    assert bad.returncode != 0 and "The 'bias' parameter" in bad.stderr

@@ -273,16 +273,20 @@ def local(url: str, infos: list[BlockInfo], run: str, common: dict):
 
 def batch(w, url: str, infos: list[BlockInfo], run: str, updates, *, first: int,
           max_rounds: int, every: int | None, seconds: float, eps: float, n_rows: int,
-          common: dict):
+          common: dict, fill: dict | None = None):
     """Iterations ``first``, ``first`` + 1, … on the worker that owns every block ``infos``
     (:func:`iterate` with the tasks in this process; the α of round ``first``'s start kept for
     a rollback), until the run stops (converged, or ``max_rounds``), or after an iteration
     that ends once ``seconds`` have passed or that is a multiple of ``every`` (a checkpoint
-    is due).  Returns ``(w, pending updates, {"rows": their log rows with "at": seconds
-    into the task, "converged"})``."""
+    is due).  With ``fill``, the blocks first start as :func:`setup` (w is then theirs).
+    Returns ``(w, pending updates, {"rows": their log rows with "at": seconds into the task,
+    "converged", and at the run's end "final": :func:`combine` of :func:`finish` with the
+    "loss" and "inside" of :func:`losses`})``: one task, no transfer per iteration."""
     start = time.perf_counter()
     call = local(url, infos, run, common)
     w = np.array(w, dtype=np.float64)
+    if fill is not None:
+        w = setup(url, infos, run, fill, n_features=len(w), **common)
     rows, r = [], first
     while True:
         w, updates, row, converged = iterate(call, w, updates, r=r, tag=first, n_rows=n_rows,
@@ -292,7 +296,12 @@ def batch(w, url: str, infos: list[BlockInfo], run: str, updates, *, first: int,
         if converged or r >= max_rounds or row["at"] > seconds or (every and r % every == 0):
             break
         r += 1
-    return w, updates, {"rows": rows, "converged": converged}
+    out = {"rows": rows, "converged": converged}
+    if converged or r >= max_rounds:
+        out["final"] = combine(call(finish, w, updates))
+        out["final"]["loss"], out["final"]["inside"] = call(losses, out["final"]["rho"])[0]
+        updates = None
+    return w, updates, out
 
 
 def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, n_features: int,

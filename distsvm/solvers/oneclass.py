@@ -75,6 +75,7 @@ class _OneClass(driver.Solver):
         self.passes = driver.Passes(ctx, -1.0)
         self.owners_before = ctx.plan.owners
         self.final: dict = {}
+        self.out: dict = {}  # the last batch's reply
 
     def call(self, task, *args, **kw):
         return self.passes.each(task, self.ctx.run, *args, offsets=self.offsets, **kw)
@@ -82,15 +83,19 @@ class _OneClass(driver.Solver):
     def step(self, r):
         ctx, meta = self.ctx, self.ctx.dataset.meta
         self.owners_before = ctx.plan.owners
-        if not self.started:
-            fill = tasks.masses([b.n_rows for b in meta.blocks], self.nu_l)
-            self.w_ = np.sum(self.call(tasks.setup, {b.name: m for b, m in
-                                                     zip(meta.blocks, fill)}), axis=0)
-            self.started = True
+        fill = None if self.started else {b.name: m for b, m in zip(
+            meta.blocks, tasks.masses([b.n_rows for b in meta.blocks], self.nu_l))}
         owners = resident.owners(ctx.plan)
         if len(owners) == 1:
-            rows = self.batch(r, owners)
+            rows = self.batch(r, owners, fill)
+            self.started = True
+            if "final" in self.out:
+                rows[-1].update(self.finish(self.out["final"]))
+                return [(0, row) for row in rows]
         else:
+            if fill is not None:
+                self.w_ = np.sum(self.call(tasks.setup, fill), axis=0)
+                self.started = True
             self.w_, self.updates, row, converged = tasks.iterate(
                 self.call, self.w_, self.updates, r=r, tag=r, n_rows=meta.n_rows, eps=self.eps)
             self.done[0] = self.converged[0] = converged
@@ -99,8 +104,9 @@ class _OneClass(driver.Solver):
             rows[-1].update(self.finish())
         return [(0, row) for row in rows]
 
-    def batch(self, r, owners):
-        """Iterations from r on the one owner (:func:`workers.oneclass.batch`)."""
+    def batch(self, r, owners, fill):
+        """Iterations from r on the one owner (:func:`workers.oneclass.batch`), the blocks'
+        start (``fill``) and the run's end (:meth:`finish`) in the same task."""
         ctx, meta = self.ctx, self.ctx.dataset.meta
         common = dict(offsets=self.offsets, cache_bytes=ctx.plan.cache_bytes[owners[0]],
                       storage_options=ctx.dataset.storage_options)
@@ -109,22 +115,24 @@ class _OneClass(driver.Solver):
             first=r, max_rounds=self.max_rounds,
             every=ctx.checkpoint.every if ctx.checkpoint is not None else None,
             seconds=dcd.BATCH_SECONDS, eps=self.eps, n_rows=meta.n_rows, common=common,
-            workers=owners, pure=False)]
+            fill=fill, workers=owners, pure=False)]
         self.w_, self.updates, out = cluster.gather(ctx.client, ctx.pending, owners)[0]
+        self.out = out
         self.done[0] = self.converged[0] = out["converged"]
         last = out["rows"][-1]["at"]
         for row in out["rows"]:
             row["ago"] = last - row.pop("at")
         return out["rows"]
 
-    def finish(self) -> dict:
+    def finish(self, stats: dict | None = None) -> dict:
         """ρ (LIBLINEAR's), the primal ½‖w‖² − νlρ + Σ max(0, ρ − wᵀxᵢ) and the gap at the
-        final w, with the pending α changes applied."""
-        stats = tasks.combine(self.call(tasks.finish, self.w_, self.updates))
+        final w, with the pending α changes applied (``stats``: a batch's, with its loss)."""
+        if stats is None:
+            stats = tasks.combine(self.call(tasks.finish, self.w_, self.updates))
+            parts = self.call(tasks.losses, stats["rho"])
+            stats.update(loss=sum(p[0] for p in parts), inside=sum(p[1] for p in parts))
         self.updates = None
-        rho = stats["rho"]
-        parts = self.call(tasks.losses, rho)
-        loss, inside = sum(p[0] for p in parts), sum(p[1] for p in parts)
+        rho, loss, inside = stats["rho"], stats["loss"], stats["inside"]
         ww = float(self.w_ @ self.w_)
         primal = 0.5 * ww - self.nu_l * rho + loss
         self.final = {"rho": rho, "alpha_sum": stats["alpha_sum"],
