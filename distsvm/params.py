@@ -84,6 +84,8 @@ class Params:
     * ``objective`` ("ordinal": a ranking model) and ``c_perf`` (SVMperf's C, replacing C):
       the cutting plane's; ``pcd_mode``: primal CD's; ``p``, ``method``, ``mu0``, ``rho``,
       ``rtol``: SVM-ALM's (:mod:`distsvm.solvers.alm`).
+    * ``nu`` (oneclass, LIBLINEAR's ``-n`` of ``-s 21``): the one-class SVM's ν in (0, 1]
+      (:mod:`distsvm.solvers.oneclass`).
     """
 
     solver: str = "dcd"
