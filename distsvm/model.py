@@ -147,9 +147,10 @@ class Model:
                 raise ModelFormatError(f"{where}: a ranking model with {n} ranks needs {n - 1} "
                                        f"finite nondecreasing thresholds, got "
                                        f"{list(self.thresholds)}")
-        if self.rho is not None and (not np.isfinite(self.rho) or self.bias >= 0
+        # ρ = +inf is LIBLINEAR's at ν = 1 (every α at 1, no row at 0): every row −1
+        if self.rho is not None and (np.isnan(self.rho) or self.bias >= 0
                                      or tuple(self.classes) != ONECLASS_CLASSES):
-            raise ModelFormatError(f"{where}: a one-class model needs a finite rho, no bias "
+            raise ModelFormatError(f"{where}: a one-class model needs a rho (not NaN), no bias "
                                    f"and classes {list(ONECLASS_CLASSES)}, got rho {self.rho!r}, "
                                    f"bias {self.bias:g}, classes {list(self.classes)}")
 

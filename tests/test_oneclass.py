@@ -205,3 +205,22 @@ def test_cli_train_predict_and_cross_validation(tmp_path, rows):
     assert cv.startswith("Cross Validation Accuracy = ")
     bad = run("train", tr.url, tmp_path / "m2", "-s", "21", "-B", "1", ok=False)
     assert bad.returncode != 0 and "The 'bias' parameter" in bad.stderr
+
+
+def test_nu_one_gives_liblinear_s_infinite_rho(store, client, rows, tmp_path):
+    """ν = 1: every α at 1, no row at 0; LIBLINEAR's ρ is then +inf (every row −1), and the
+    model saves, exports and loads with it."""
+    from liblinear.liblinearutil import load_model as ll_load
+    from liblinear.liblinearutil import predict as ll_predict
+
+    (X, _), (Xt, yt) = rows
+    w_ll, rho_ll = liblinear_oneclass(X, 1.0, 0.01)
+    m = jobs.train(store, client=client, solver="oneclass", loss="oneclass", nu=1.0)
+    assert rho_ll == m.rho == np.inf and m.summary["alpha_min"] == 1.0
+    # the primal's infimum over ρ, at any ρ ≥ max G: ½‖w‖² − Σ wᵀxᵢ = −½‖w‖²
+    assert m.summary["primal_objective"] == pytest.approx(-0.5 * float(m.w @ m.w), rel=1e-9)
+    np.testing.assert_allclose(m.w, w_ll, rtol=1e-9)
+    save_model(m, tmp_path / "m")
+    export_liblinear(load_model(tmp_path / "m"), tmp_path / "m.txt")
+    labels, _, _ = ll_predict(yt, Xt.astype(np.float64), ll_load(str(tmp_path / "m.txt")), "-q")
+    assert set(labels) == {-1.0} and np.all(import_liblinear(tmp_path / "m.txt").predict(Xt) == -1)

@@ -261,6 +261,10 @@ def combine(parts: list[dict]) -> dict:
                alpha_max=max(p["alpha_max"] for p in parts), n_sv=sum(p["n_sv"] for p in parts))
     out["rho"] = (out["sum_free"] / out["n_free"] if out["n_free"] > 0
                   else (out["ub"] + out["lb"]) / 2)
+    # where the primal is measured: ρ, or for ρ = ±inf (ν = 1: no row at 0) the finite end
+    # of the interval, where the primal in ρ is already flat
+    out["rho_primal"] = out["rho"] if np.isfinite(out["rho"]) else (
+        out["lb"] if out["rho"] > 0 else out["ub"])
     return out
 
 
@@ -299,7 +303,8 @@ def batch(w, url: str, infos: list[BlockInfo], run: str, updates, *, first: int,
     out = {"rows": rows, "converged": converged}
     if converged or r >= max_rounds:
         out["final"] = combine(call(finish, w, updates))
-        out["final"]["loss"], out["final"]["inside"] = call(losses, out["final"]["rho"])[0]
+        out["final"]["loss"], out["final"]["inside"] = call(losses,
+                                                            out["final"]["rho_primal"])[0]
         updates = None
     return w, updates, out
 

@@ -129,12 +129,12 @@ class _OneClass(driver.Solver):
         final w, with the pending α changes applied (``stats``: a batch's, with its loss)."""
         if stats is None:
             stats = tasks.combine(self.call(tasks.finish, self.w_, self.updates))
-            parts = self.call(tasks.losses, stats["rho"])
+            parts = self.call(tasks.losses, stats["rho_primal"])
             stats.update(loss=sum(p[0] for p in parts), inside=sum(p[1] for p in parts))
         self.updates = None
         rho, loss, inside = stats["rho"], stats["loss"], stats["inside"]
         ww = float(self.w_ @ self.w_)
-        primal = 0.5 * ww - self.nu_l * rho + loss
+        primal = 0.5 * ww - self.nu_l * stats["rho_primal"] + loss
         self.final = {"rho": rho, "alpha_sum": stats["alpha_sum"],
                       "alpha_min": stats["alpha_min"], "alpha_max": stats["alpha_max"],
                       "n_sv": stats["n_sv"]}
