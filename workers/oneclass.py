@@ -123,7 +123,7 @@ def select(url: str, infos: list[BlockInfo], run: str, up: float, low: float, k:
         ups.append((u + off, s["G"][u]))
         lows.append((lo + off, -s["G"][lo]))
         rows.append((local + off, s["alpha"][local], np.asarray(sqnorm, np.float64)[local],
-                     blocks_take(block, local)))
+                     _rows_of(block, local)))
     up_ids, up_keys = _cat(ups)
     low_ids, low_keys = _cat(lows)
     ids, alpha, qd = (np.concatenate([r[m] for r in rows]) if rows else np.zeros(0)
@@ -145,7 +145,7 @@ def _ordered(part: dict) -> dict:
             "rows": _reorder(*part["rows"], order)}
 
 
-def blocks_take(block, rows: np.ndarray):
+def _rows_of(block, rows: np.ndarray):
     """The CSR (indptr, indices, data) of ``rows`` of a block."""
     return kernel.take(block.indptr, block.indices, block.data, rows.astype(np.int64))
 

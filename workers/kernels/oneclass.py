@@ -151,12 +151,11 @@ def candidates(alpha, G, index, active, k):
 
 @numba.njit(cache=True, nogil=True)
 def pair_updates(pi, pj, indptr, indices, data, qd, alpha, w):
-    """LIBLINEAR's inner loop over the pairs (pi[s], pj[s]) of rows of a CSR set (its
-    rows, squared norms ``qd`` and α, updated in place with w): skip a pair both at the
-    same bound or not violating by more than 1e-12; else δ = (Gᵢ − Gⱼ)/(Qᵢᵢ + Qⱼⱼ − 2Qᵢⱼ),
-    αᵢ −= δ, αⱼ += δ, clipped to the box along αᵢ + αⱼ = const.  Returns the pairs updated."""
-    n_features = len(w)
-    dense = np.zeros(n_features)
+    """LIBLINEAR's inner loop over the pairs (pi[s], pj[s]) of rows of a CSR set (its rows,
+    with increasing indices, squared norms ``qd`` and α, updated in place with w): skip a
+    pair both at the same bound or not violating by more than 1e-12; else δ = (Gᵢ − Gⱼ)/(Qᵢᵢ
+    + Qⱼⱼ − 2Qᵢⱼ), αᵢ −= δ, αⱼ += δ, clipped to the box along αᵢ + αⱼ = const.  Returns the
+    pairs updated."""
     done = 0
     for s in range(len(pi)):
         i, j = pi[s], pj[s]
@@ -171,13 +170,17 @@ def pair_updates(pi, pj, indptr, indices, data, qd, alpha, w):
         if not ((alpha[i] < 1.0 and alpha[j] > 0.0 and -gj + 1e-12 < -gi)
                 or (alpha[i] > 0.0 and alpha[j] < 1.0 and -gi + 1e-12 < -gj)):
             continue
-        for p in range(indptr[i], indptr[i + 1]):
-            dense[indices[p]] = data[p]
-        qij = 0.0
-        for p in range(indptr[j], indptr[j + 1]):
-            qij += dense[indices[p]] * data[p]
-        for p in range(indptr[i], indptr[i + 1]):
-            dense[indices[p]] = 0.0
+        qij = 0.0  # xᵢᵀxⱼ by merging the rows' indices (a store's are increasing)
+        p, q = indptr[i], indptr[j]
+        while p < indptr[i + 1] and q < indptr[j + 1]:
+            if indices[p] == indices[q]:
+                qij += np.float64(data[p]) * data[q]
+                p += 1
+                q += 1
+            elif indices[p] < indices[q]:
+                p += 1
+            else:
+                q += 1
         quad = qd[i] + qd[j] - 2.0 * qij
         if quad <= 0.0:
             quad = 1e-12
