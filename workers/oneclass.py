@@ -31,11 +31,11 @@ from .kernels import oneclass as kernel
 STATE = ("alpha", "index", "state")  # a block's state in a checkpoint
 
 
-def masses(n_rows: list[int], nu_l: float, start: int = 0) -> list[tuple[int, float]]:
-    """LIBLINEAR's start spread over blocks of ``n_rows`` rows: ``νl`` − ``start`` of α filled
-    from the first row on, 1 per row and the fraction νl − ⌊νl⌋ after; per block (whole rows
-    at 1, the fraction on the next row or 0)."""
-    whole, frac = int(nu_l) - start, nu_l - int(nu_l)
+def masses(n_rows: list[int], mass: float) -> list[tuple[int, float]]:
+    """``mass`` of α spread over blocks of ``n_rows`` rows as LIBLINEAR's start (``mass`` =
+    νl): 1 on each row from the first on, the fraction mass − ⌊mass⌋ on the next; per block
+    (its rows at 1, the fraction on its next row or 0)."""
+    whole, frac = int(mass), mass - int(mass)
     out = []
     for n in n_rows:
         k = max(0, min(n, whole))

@@ -175,12 +175,7 @@ class _OneClass(driver.Solver):
         lost = [b for b, a in enumerate(self.owners_before) if a not in plan.workers]
         if not self.started:
             return
-        need = self.nu_l - mass
-        fill, left = {}, need
-        for b in lost:
-            n = meta.blocks[b].n_rows
-            whole = int(min(n, max(0.0, np.floor(left + 1e-9))))
-            frac = min(1.0, max(0.0, left - whole)) if whole < n else 0.0
-            fill[meta.blocks[b].name] = (whole, frac)
-            left -= whole + frac
-        self.w_ = self.w_ + np.sum(self.call(tasks.setup, fill), axis=0)
+        need = max(0.0, self.nu_l - mass)  # ≤ the lost rows: they held it, at most 1 each
+        fill = tasks.masses([meta.blocks[b].n_rows for b in lost], need)
+        self.w_ = self.w_ + np.sum(self.call(tasks.setup, {
+            meta.blocks[b].name: m for b, m in zip(lost, fill)}), axis=0)

@@ -24,21 +24,6 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def init_alpha(n_rows, offset, nu_l):
-    """LIBLINEAR's start: α = 1 on the first ⌊νl⌋ rows (global order), νl − ⌊νl⌋ on the
-    next, 0 after; ``offset`` is the block's first global row."""
-    n = int(nu_l)
-    alpha = np.zeros(n_rows)
-    for t in range(n_rows):
-        g = offset + t
-        if g < n:
-            alpha[t] = 1.0
-        elif g == n:
-            alpha[t] = nu_l - n
-    return alpha
-
-
-@numba.njit(cache=True, nogil=True)
 def add_xt(indptr, indices, data, coef, w):
     """w += Σᵢ coefᵢ xᵢ."""
     for i in range(len(indptr) - 1):
