@@ -103,11 +103,12 @@ def gradients(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, updates
 
 def select(url: str, infos: list[BlockInfo], run: str, up: float, low: float, k: int, *,
            offsets: dict, cache_bytes: int, storage_options: dict | None = None,
-           **_) -> dict:
+           direct: bool = False, **_) -> dict:
     """Shrink the blocks' active rows with the global (m, M) and return their active count,
     |I_up|, |I_low| and the k best candidates of each side over the blocks (global ids and
     keys: G for I_up, −G for I_low, both increasing), with the candidates' rows, α and
-    squared norms."""
+    squared norms — or, ``direct`` (in the process that holds the one block), the block's
+    own rows, α and norms, for :func:`merge` to update in place."""
     out = {"active": 0, "n_up": 0, "n_low": 0}
     ups, lows, rows = [], [], []
     for info in infos:
@@ -122,6 +123,12 @@ def select(url: str, infos: list[BlockInfo], run: str, up: float, low: float, k:
         out["n_low"] += n_low
         ups.append((u + off, s["G"][u]))
         lows.append((lo + off, -s["G"][lo]))
+        if direct and len(infos) == 1:
+            out.update(up_ids=ups[0][0], up_keys=ups[0][1], low_ids=lows[0][0],
+                       low_keys=lows[0][1], direct=dict(
+                           offset=off, alpha=s["alpha"], qd=np.asarray(sqnorm, np.float64),
+                           rows=(block.indptr, block.indices, block.data)))
+            return out
         rows.append((local + off, s["alpha"][local], np.asarray(sqnorm, np.float64)[local],
                      _rows_of(block, local)))
     up_ids, up_keys = _cat(ups)
@@ -183,6 +190,12 @@ def merge(w: np.ndarray, parts: list[dict]):
             "up_ids", "up_keys", "low_ids", "low_keys", "ids", "alpha", "qd")},
             "rows": _join([p["rows"] for p in parts])})
     pi, pj = part["up_ids"][:k], part["low_ids"][:k]
+    if "direct" in part:  # the block itself: α updated in place (marked for a rollback)
+        d = part["direct"]
+        alpha, off = d["alpha"], d["offset"]
+        done = kernel.pair_updates(pi - off, pj - off, *d["rows"], d["qd"], alpha, w)
+        ids = np.unique(np.concatenate((pi, pj)))
+        return (ids, alpha[ids - off]), active, done
     ids, alpha, qd = part["ids"], part["alpha"].copy(), part["qd"]
     indptr, indices, data = part["rows"]
     done = kernel.pair_updates(np.searchsorted(ids, pi), np.searchsorted(ids, pj), indptr,
@@ -287,7 +300,7 @@ def batch(w, url: str, infos: list[BlockInfo], run: str, updates, *, first: int,
     "converged", and at the run's end "final": :func:`combine` of :func:`finish` with the
     "loss" and "inside" of :func:`losses`})``: one task, no transfer per iteration."""
     start = time.perf_counter()
-    call = local(url, infos, run, common)
+    call = local(url, infos, run, {**common, "direct": True})
     w = np.array(w, dtype=np.float64)
     if fill is not None:
         w = setup(url, infos, run, fill, n_features=len(w), **common)

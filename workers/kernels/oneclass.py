@@ -92,46 +92,35 @@ def candidates(alpha, G, index, active, k):
     """The block's k best candidates of each side among its active rows, by (−G, row):
     I_up (αᵢ < 1) by −G decreasing, I_low (αᵢ > 0) by −G increasing.  Returns
     (up rows, low rows, |I_up|, |I_low|, the rows of both, increasing), rows local."""
-    n = len(alpha)
-    mark = np.zeros(n, np.bool_)
-    for s in range(active):
-        mark[index[s]] = True
+    if 8 * active > len(alpha):  # the active rows in row order (ties go to the lower row)
+        mark = np.zeros(len(alpha), np.bool_)
+        mark[index[:active]] = True
+        rows = np.nonzero(mark)[0]
+    else:
+        rows = np.sort(index[:active])
     n_up = n_low = 0
-    for i in range(n):
-        if mark[i]:
-            if alpha[i] < 1.0:
-                n_up += 1
-            if alpha[i] > 0.0:
-                n_low += 1
+    for i in rows:
+        if alpha[i] < 1.0:
+            n_up += 1
+        if alpha[i] > 0.0:
+            n_low += 1
     up_rows = np.empty(n_up, np.int64)
     up_key = np.empty(n_up)
     low_rows = np.empty(n_low, np.int64)
     low_key = np.empty(n_low)
     a = b = 0
-    for i in range(n):  # in row order: ties go to the lower row
-        if mark[i]:
-            if alpha[i] < 1.0:
-                up_rows[a] = i
-                up_key[a] = G[i]  # −G decreasing = G increasing
-                a += 1
-            if alpha[i] > 0.0:
-                low_rows[b] = i
-                low_key[b] = -G[i]
-                b += 1
+    for i in rows:
+        if alpha[i] < 1.0:
+            up_rows[a] = i
+            up_key[a] = G[i]  # −G decreasing = G increasing
+            a += 1
+        if alpha[i] > 0.0:
+            low_rows[b] = i
+            low_key[b] = -G[i]
+            b += 1
     up = _smallest(up_key, up_rows, min(k, n_up))
     low = _smallest(low_key, low_rows, min(k, n_low))
-    mark[:] = False
-    for t in range(len(up)):
-        mark[up[t]] = True
-    for t in range(len(low)):
-        mark[low[t]] = True
-    both = np.empty(len(up) + len(low), np.int64)
-    c = 0
-    for i in range(n):
-        if mark[i]:
-            both[c] = i
-            c += 1
-    return up, low, n_up, n_low, both[:c]
+    return up, low, n_up, n_low, np.unique(np.concatenate((up, low)))
 
 
 @numba.njit(cache=True, nogil=True)
