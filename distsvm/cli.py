@@ -428,7 +428,7 @@ def _train(a, progress):
     progress.note(f"train: {s['rounds']} rounds, primal {s['primal_objective']:.8g}, "
                   f"{detail}{s['train_seconds']:.2f}s; model written to {a.model}")
     keys = ("rounds", "converged", "primal_objective", "dual_objective", "duality_gap",
-            *(k for k in ("grad_norm", "passes") if k in s), "train_seconds", "n_rows",
+            *(k for k in ("grad_norm", "passes", "rho") if k in s), "train_seconds", "n_rows",
             "n_features")
     options = {k: model.params[k] for k in ("p",) if k in model.params}
     ranking = ({"ranks": list(model.classes), "thresholds": list(model.thresholds),
