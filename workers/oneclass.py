@@ -74,6 +74,11 @@ def setup(url: str, infos: list[BlockInfo], run: str, fill: dict, *, n_features:
     return w
 
 
+def stateless(url: str, infos: list[BlockInfo], run: str, **_) -> list[str]:
+    """The blocks of ``infos`` without α in run ``run`` on this worker (lost with a worker)."""
+    return [info.name for info in infos if "alpha" not in blocks.run_state(run, info.name, dict)]
+
+
 def _apply(s: dict, offset: int, updates) -> None:
     ids, values = updates
     mine = (ids >= offset) & (ids < offset + len(s["alpha"]))

@@ -56,6 +56,10 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, nu: float, eps: float,
 
 
 class _OneClass(driver.Solver):
+    """One step: one iteration on every worker (:func:`workers.oneclass.iterate`), or a
+    batch of them on the one owner of every block.  Policy ROLLBACK: α resident on the
+    blocks' owners; the lost blocks refilled to eᵀα = νl (:meth:`rolled_back`)."""
+
     name = "oneclass"
     title = "one-class SVM"
     policy = driver.ROLLBACK
@@ -73,7 +77,6 @@ class _OneClass(driver.Solver):
         self.offsets = {b.name: int(o) for b, o in zip(meta.blocks, np.cumsum([0] + sizes))}
         self.restore_kw = dict(n_features=meta.n_features)
         self.passes = driver.Passes(ctx, -1.0)
-        self.owners_before = ctx.plan.owners
         self.final: dict = {}
         self.out: dict = {}  # the last batch's reply
 
@@ -82,7 +85,6 @@ class _OneClass(driver.Solver):
 
     def step(self, r):
         ctx, meta = self.ctx, self.ctx.dataset.meta
-        self.owners_before = ctx.plan.owners
         fill = None if self.started else {b.name: m for b, m in zip(
             meta.blocks, tasks.masses([b.n_rows for b in meta.blocks], self.nu_l))}
         owners = resident.owners(ctx.plan)
@@ -168,13 +170,16 @@ class _OneClass(driver.Solver):
         self.started = True
 
     def rolled_back(self, v):
-        """w and Σα of the rolled-back blocks; the lost blocks (their owner gone) restart
-        with the rest of νl on their first rows, so that eᵀα = νl holds again."""
-        meta, plan = self.ctx.dataset.meta, self.ctx.plan
+        """w and Σα of the rolled-back blocks; the blocks without α (lost with their worker)
+        restart with the rest of νl on their first rows, so that eᵀα = νl holds again.  A
+        loss during this refill recovers again: the blocks refilled on a survivor count in
+        its Σα then, and only those still without α are refilled."""
+        meta = self.ctx.dataset.meta
         self.w_, mass, self.updates = v[:-1], float(v[-1]), None
-        lost = [b for b, a in enumerate(self.owners_before) if a not in plan.workers]
-        if not self.started:
+        if not self.started:  # the start was cut short: the next step makes it again
             return
+        empty = {name for names in self.call(tasks.stateless) for name in names}
+        lost = [b for b, info in enumerate(meta.blocks) if info.name in empty]
         need = max(0.0, self.nu_l - mass)  # ≤ the lost rows: they held it, at most 1 each
         fill = tasks.masses([meta.blocks[b].n_rows for b in lost], need)
         self.w_ = self.w_ + np.sum(self.call(tasks.setup, {
