@@ -100,6 +100,7 @@ def gradients(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, updates
             _apply(s, offsets[info.name], updates)
         if unshrink:
             s["state"][0] = block.n_rows
+            s["index"][:] = np.arange(block.n_rows)
         u, lo = kernel.gradients(block.indptr, block.indices, block.data, w, s["alpha"], s["G"],
                                  s["index"], int(s["state"][0]))
         up, low, active = max(up, u), min(low, lo), active + int(s["state"][0])

@@ -15,7 +15,7 @@ along αᵢ − δ, αⱼ + δ clipped to the box, which keeps eᵀα.  Where LI
 leaves ties to chance, the candidates here are ordered by (−G, global row id), so that one
 block and many blocks pick the same pairs.
 
-Layout: ``alpha``, ``G`` float64 per row; ``index`` permutes the rows, the active ones first;
+Layout: ``alpha``, ``G`` float64 per row; ``index[:active]`` the active rows, increasing;
 ``w`` float64 (n_features,); data float32 with float64 accumulation.  In place throughout.
 """
 
@@ -52,16 +52,17 @@ def gradients(indptr, indices, data, w, alpha, G, index, active):
 
 @numba.njit(cache=True, nogil=True)
 def shrink(alpha, G, index, active, up, low):
-    """LIBLINEAR's shrinking with the global (m, M); returns the new active count."""
-    s = 0
-    while s < active:
+    """LIBLINEAR's shrinking with the global (m, M); returns the new active count.  The
+    active rows stay in increasing order (LIBLINEAR swaps the shrunk ones to the end; the
+    order changes nothing here, where ties go by row, and rows in order read the block's
+    memory in order: a pass in swapped order took 10x as long on pypi-summaries)."""
+    kept = 0
+    for s in range(active):
         i = index[s]
-        if (alpha[i] == 1.0 and -G[i] > up) or (alpha[i] == 0.0 and -G[i] < low):
-            active -= 1
-            index[s], index[active] = index[active], index[s]
-        else:
-            s += 1
-    return active
+        if not ((alpha[i] == 1.0 and -G[i] > up) or (alpha[i] == 0.0 and -G[i] < low)):
+            index[kept] = i
+            kept += 1
+    return kept
 
 
 @numba.njit(cache=True, nogil=True)
@@ -92,12 +93,7 @@ def candidates(alpha, G, index, active, k):
     """The block's k best candidates of each side among its active rows, by (−G, row):
     I_up (αᵢ < 1) by −G decreasing, I_low (αᵢ > 0) by −G increasing.  Returns
     (up rows, low rows, |I_up|, |I_low|, the rows of both, increasing), rows local."""
-    if 8 * active > len(alpha):  # the active rows in row order (ties go to the lower row)
-        mark = np.zeros(len(alpha), np.bool_)
-        mark[index[:active]] = True
-        rows = np.nonzero(mark)[0]
-    else:
-        rows = np.sort(index[:active])
+    rows = index[:active]  # in row order (:func:`shrink`): ties go to the lower row
     n_up = n_low = 0
     for i in rows:
         if alpha[i] < 1.0:
