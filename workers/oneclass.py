@@ -200,7 +200,7 @@ def merge(w: np.ndarray, parts: list[dict]):
         d = part["direct"]
         alpha, off = d["alpha"], d["offset"]
         done = kernel.pair_updates(pi - off, pj - off, *d["rows"], d["qd"], alpha, w)
-        ids = np.unique(np.concatenate((pi, pj)))
+        ids = np.concatenate((pi, pj))  # a row twice sets the same α twice
         return (ids, alpha[ids - off]), active, done
     ids, alpha, qd = part["ids"], part["alpha"].copy(), part["qd"]
     indptr, indices, data = part["rows"]
@@ -229,12 +229,12 @@ def iterate(call, w: np.ndarray, updates, *, r: int, tag: int, n_rows: int, eps:
         up, low, active = max(p["up"] for p in res), min(p["low"] for p in res), n_rows
     row = {"round": r, "pg_violation": max(0.0, up - low)}
     if up - low < eps:
-        row.update(active=active / max(1, n_rows), dual=-0.5 * float(w @ w), bytes_read=read)
+        row.update(active=active / max(1, n_rows), dual=-0.5 * kernel.sqnorm(w), bytes_read=read)
         return w, None, row, True
     parts = call(select, up, low, max(active // 10, 1))
     w = np.array(w, dtype=np.float64)
     updates, active, _ = merge(w, parts)
-    row.update(active=active / max(1, n_rows), dual=-0.5 * float(w @ w), bytes_read=read)
+    row.update(active=active / max(1, n_rows), dual=-0.5 * kernel.sqnorm(w), bytes_read=read)
     return w, updates, row, False
 
 

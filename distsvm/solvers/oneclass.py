@@ -135,7 +135,7 @@ class _OneClass(driver.Solver):
             stats.update(loss=sum(p[0] for p in parts), inside=sum(p[1] for p in parts))
         self.updates = None
         rho, loss, inside = stats["rho"], stats["loss"], stats["inside"]
-        ww = float(self.w_ @ self.w_)
+        ww = float(self.w_ @ self.w_)  # once a run
         primal = 0.5 * ww - self.nu_l * stats["rho_primal"] + loss
         self.final = {"rho": rho, "alpha_sum": stats["alpha_sum"],
                       "alpha_min": stats["alpha_min"], "alpha_max": stats["alpha_max"],
