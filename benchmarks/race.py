@@ -274,6 +274,8 @@ def objective(model: Lin, X, y, s, C=1.0, norm_sq=None, dv=None) -> float:
     if s in REGRESSION_TYPES:  # SVR: ξ(wᵀx − y) = max(0, |r| − p), squared but for -s 13
         xi = np.maximum(0.0, np.abs(dv - y) - SVR_P)
         return 0.5 * nsq + C * float(np.sum(xi if s == 13 else xi * xi))
+    if s == 21:  # one-class, ν = 0.5 (the default): ½‖w‖² − νlρ + Σ max(0, ρ − wᵀx), b = −ρ
+        return 0.5 * nsq + 0.5 * len(y) * float(model.b) + float(np.sum(np.maximum(0.0, -dv)))
     if dv.ndim == 1:
         yy = np.where(y == model.classes[1], 1.0, -1.0)
         return 0.5 * nsq + C * float(np.sum(binary_loss(yy * dv, s)))
@@ -385,6 +387,8 @@ def supports(tool: str, d: Data, s: int) -> str | None:
     """None if the tool runs this cell, else why not."""
     if s in REGRESSION_TYPES and tool not in ("liblinear", "distsvm", "distsvm-1w"):
         return "regression: liblinear and distsvm here"
+    if s == 21 and not (tool == "liblinear" or tool.startswith("distsvm")):
+        return "one-class (-s 21): LIBLINEAR and distsvm only"
     if tool == "multicore" and s == 4:
         return "liblinear-multicore: no -m for -s 4"
     if tool == "daskml" and (s != 0 or d.name not in ("a9a", "w8a")):
@@ -513,7 +517,7 @@ def race(a):
     for name in a.data:
         d = Data(name, a)
         solvers = [s for s in (a.s or d.solvers) if s in DATASETS[name][2] or (
-            s == 4 and name == "news20")]
+            s == 4 and name == "news20") or s == 21]
         tools = [t for t in a.tools]
         print(f"\n{name}: {d.X.shape[0]} rows x {d.n} features, {d.X.nnz} nnz; test "
               f"{'training accuracy (no test file)' if not d.test_file else d.test_file.name}; "

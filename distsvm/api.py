@@ -466,3 +466,81 @@ def _check_target(y, n_rows: int, owner: str) -> np.ndarray:
         raise ValueError("Input y contains NaN or infinity.")
     return y
 
+class LinearOneClassSVM(_Params):
+    """Linear one-class SVM (LIBLINEAR ``-s 21``, :mod:`distsvm.solvers.oneclass`):
+    w = Σαᵢxᵢ and ρ of ``min ½αᵀQα s.t. 0 ≤ αᵢ ≤ 1, eᵀα = νl``; ``predict`` is +1 where
+    wᵀx − ρ > 0, else −1.  scikit-learn's ``OneClassSVM`` is kernel-based (libsvm); this is
+    its linear case, with its names (``nu``, ``tol``, ``max_iter``; ``offset_`` = ρ,
+    ``decision_function`` = ``score_samples`` − ``offset_``).  ``fit`` takes an in-memory
+    matrix (``y`` ignored) or a dataset store (its labels are ignored); no bias feature, as
+    LIBLINEAR's ``-s 21``."""
+
+    _estimator_type = "outlier_detector"
+
+    def __init__(self, nu=0.5, tol=0.01, max_iter=1000, random_state=None, verbose=False,
+                 scheduler=None, n_workers=None):
+        self.nu, self.tol, self.max_iter, self.random_state = nu, tol, max_iter, random_state
+        self.verbose, self.scheduler, self.n_workers = verbose, scheduler, n_workers
+
+    def _train_kwargs(self) -> dict:
+        owner = type(self).__name__
+        training = dict(solver="oneclass", loss="oneclass", nu=self.nu, eps=self.tol,
+                        max_rounds=self.max_iter,
+                        seed=0 if self.random_state is None else self.random_state)
+        checked = params.Params(**training)
+        params.check_params(owner, checked, SKLEARN_NAMES)
+        params.check_solver(owner, checked, names=SKLEARN_NAMES)
+        return dict(training, scheduler=self.scheduler, n_workers=self.n_workers,
+                    progress=Progress(quiet=not self.verbose), owner=owner)
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit on an in-memory matrix or a dataset store; ``y`` is ignored."""
+        owner = type(self).__name__
+        if sample_weight is not None:
+            raise ValueError(f"{owner} takes no sample_weight (LIBLINEAR's -s 21 has none)")
+        if _is_store(X):
+            model = jobs.train(jobs.as_dataset(X), **self._train_kwargs())
+        else:
+            X = _check_X(X, owner)
+            kwargs = self._train_kwargs()
+            if X.shape[0] < 2:
+                raise ValueError(f"{owner} needs at least 2 samples, got {X.shape[0]}")
+            labels = (np.arange(X.shape[0]) > 0).astype(np.float64)  # unused; a store has two
+            with tempfile.TemporaryDirectory(prefix="distsvm-fit-") as tmp:
+                store = ingest((X, labels), os.path.join(tmp, "train.zarr"),
+                               seed=kwargs["seed"])
+                model = jobs.train(store, **kwargs)
+        self.model_ = model
+        self.coef_ = np.atleast_2d(model.coef_)
+        self.offset_ = float(model.rho)
+        self.intercept_ = np.array([-self.offset_])
+        self.n_features_in_ = model.n_features
+        self.n_iter_ = model.summary["rounds"]
+        self.objective_ = model.summary["primal_objective"]
+        return self
+
+    def _check_fitted(self):
+        if not hasattr(self, "model_"):
+            error = _sklearn_class("exceptions", "NotFittedError", NotFittedError)
+            raise error(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
+                        "with appropriate arguments before using this estimator.")
+
+    def decision_function(self, X):
+        """wᵀx − ρ for every row of an in-memory matrix (> 0: an inlier)."""
+        self._check_fitted()
+        if _is_store(X):
+            raise ValueError("decision_function takes an in-memory matrix; use "
+                             "distsvm.jobs.predict for a dataset store")
+        return self.model_.decision_function(_check_X(X, type(self).__name__,
+                                                      self.n_features_in_))
+
+    def score_samples(self, X):
+        """wᵀx for every row."""
+        return self.decision_function(X) + self.offset_
+
+    def predict(self, X):
+        """+1 (inlier) where wᵀx − ρ > 0, else −1, as LIBLINEAR's predict."""
+        return np.where(self.decision_function(X) > 0, 1, -1)
+
+    def fit_predict(self, X, y=None):
+        return self.fit(X).predict(X)

@@ -201,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
                         f"default {DEFAULTS.epsilon:g}), LIBLINEAR's -p")
     p.add_argument("-B", dest="bias", type=float, default=DEFAULTS.bias,
                    help="bias feature value; < 0 means none (default -1)")
+    p.add_argument("-n", dest="nu", type=float, default=DEFAULTS.nu,
+                   help="one-class SVM (-s 21): nu, 0 < nu <= 1 (default 0.5), LIBLINEAR's")
     p.add_argument("-R", dest="unregularized_bias", action="store_true",
                    help="newton: leave the bias feature's weight out of the regularization "
                         "(LIBLINEAR's -R; needs -B >= 0)")
@@ -418,7 +420,7 @@ def _train(a, progress):
                    gap_tol=a.gap_tol, pcd_mode=a.pcd_mode, parallel=a.parallel,
                    join_blocks=a.join_blocks,
                    regularize_bias=not a.unregularized_bias, class_weight=a.class_weight,
-                   p=a.p, method=a.method, mu0=a.mu0, rho=a.rho, rtol=a.rtol,
+                   p=a.p, method=a.method, mu0=a.mu0, rho=a.rho, rtol=a.rtol, nu=a.nu,
                    epsilon=a.epsilon, scheduler=a.scheduler, n_workers=_workers(a, store),
                    owner="distsvm train")
     if a.liblinear_type is not None and spec.takes("primal_switch", loss):
@@ -441,7 +443,7 @@ def _train(a, progress):
     progress.note(f"train: {s['rounds']} rounds, primal {s['primal_objective']:.8g}, "
                   f"{detail}{s['train_seconds']:.2f}s; model written to {a.model}")
     keys = ("rounds", "converged", "primal_objective", "dual_objective", "duality_gap",
-            *(k for k in ("grad_norm", "passes") if k in s), "train_seconds", "n_rows",
+            *(k for k in ("grad_norm", "passes", "rho") if k in s), "train_seconds", "n_rows",
             "n_features")
     options = {k: model.params[k] for k in ("p",) if k in model.params}
     ranking = ({"ranks": list(model.classes), "thresholds": list(model.thresholds),

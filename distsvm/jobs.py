@@ -20,7 +20,7 @@ import workers.blocks
 from storage import Dataset, open_dataset
 
 from . import cluster, params
-from .model import Model, liblinear_label_order, probabilities
+from .model import ONECLASS_CLASSES, Model, liblinear_label_order, probabilities
 from .progress import Progress
 from .solvers import cutting_plane, ovr, registry
 
@@ -209,9 +209,12 @@ def _model(p, dataset, class_cost, results: list, seconds: float, ranks, why) ->
     summary.update(n_rows=meta.n_rows, n_features=meta.n_features, dataset=dataset.url)
     if ranks is not None:
         summary.update({f"train_{k}": v for k, v in ranks[1].items()})
-    return Model(w=w, bias=float(p.bias), classes=meta.classes, solver=p.solver, loss=p.loss,
-                 params=recorded, summary=summary, n_features=meta.n_features,
-                 thresholds=None if ranks is None else tuple(float(t) for t in ranks[0]))
+    oneclass = not registry.SOLVERS[p.solver].labels  # (w, ρ), classes ±1 (model.py)
+    return Model(w=w, bias=float(p.bias), classes=ONECLASS_CLASSES if oneclass else meta.classes,
+                 solver=p.solver, loss=p.loss, params=recorded, summary=summary,
+                 n_features=meta.n_features,
+                 thresholds=None if ranks is None else tuple(float(t) for t in ranks[0]),
+                 rho=summary["rho"] if oneclass else None)
 
 
 def _summary(result) -> dict:
@@ -329,6 +332,8 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
             for f in futures:  # in block order; each block's result is released once used
                 [(dv, y)] = cluster.gather(c, [f], plan.workers)
                 f.release()
+                if model.rho is not None:  # one-class: wᵀx − ρ > 0 is +1, as LIBLINEAR's
+                    dv = dv - model.rho
                 if model.is_regression:  # y: the targets
                     pred = dv
                     sums += regression_sums(dv, y)

@@ -16,6 +16,10 @@ Conventions (LIBLINEAR's, with scikit-learn's label order):
 * A *regression* model (an SVR loss, :data:`~distsvm.solvers.registry.REGRESSION_LOSSES`)
   has no classes (``classes == ()``) and one vector w; it predicts the real value wᵀx + b.
   LIBLINEAR writes it with ``nr_class 2`` and no ``label`` line (linear.cpp ``train``).
+* A *one-class* model (LIBLINEAR's ``-s 21``) has ``rho`` ρ: its decision value is wᵀx − ρ,
+  a row is ``classes[1]`` = +1 (an inlier) if it is > 0, else −1 (LIBLINEAR's ``predict``);
+  ``classes`` are (−1, +1) whatever the training store's labels.  Its file is format version
+  3, so that an older reader refuses it rather than predict without ρ.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ from .solvers.registry import LIBLINEAR_TYPES, REGRESSION_LOSSES, SOLVERS, libli
 FORMAT_NAME = "distsvm-model"
 FORMAT_VERSION = 1
 RANKING_FORMAT_VERSION = 2  # a ranking model's file: version 1's fields plus "thresholds"
-SUPPORTED_VERSIONS = (1, 2)
+ONECLASS_FORMAT_VERSION = 3  # a one-class model's file: version 1's fields plus "rho"
+SUPPORTED_VERSIONS = (1, 2, 3)
+ONECLASS_CLASSES = (-1.0, 1.0)
 
 # (solver, loss) -> LIBLINEAR solver_type name, and back.
 _LIBLINEAR_NAMES = {
@@ -49,6 +55,7 @@ _LIBLINEAR_NAMES = {
     ("newton", "squared_hinge"): "L2R_L2LOSS_SVC",
     ("newton", "logistic"): "L2R_LR",
     ("crammer_singer", "crammer_singer"): "MCSVM_CS",
+    ("oneclass", "oneclass"): "ONECLASS_SVM",
 }
 _FROM_LIBLINEAR = {v: k for k, v in _LIBLINEAR_NAMES.items()}
 # LIBLINEAR's solver_type names by -s code (linear.cpp's solver_type_table) for the types the
@@ -88,6 +95,7 @@ class Model:
     summary: dict
     n_features: int
     thresholds: tuple[float, ...] | None = None
+    rho: float | None = None  # a one-class model's ρ (decision value wᵀx − ρ)
 
     @property
     def is_ranking(self) -> bool:
@@ -104,6 +112,8 @@ class Model:
 
     @property
     def intercept_(self):
+        if self.rho is not None:
+            return -self.rho
         if self.bias < 0:
             return 0.0 if self.w.ndim == 1 else np.zeros(self.w.shape[0])
         return self.w[..., self.n_features] * self.bias
@@ -169,6 +179,12 @@ class Model:
                 raise ModelFormatError(f"{where}: a ranking model with {n} ranks needs {n - 1} "
                                        f"finite nondecreasing thresholds, got "
                                        f"{list(self.thresholds)}")
+        # ρ = +inf is LIBLINEAR's at ν = 1 (every α at 1, no row at 0): every row −1
+        if self.rho is not None and (np.isnan(self.rho) or self.bias >= 0
+                                     or tuple(self.classes) != ONECLASS_CLASSES):
+            raise ModelFormatError(f"{where}: a one-class model needs a rho (not NaN), no bias "
+                                   f"and classes {list(ONECLASS_CLASSES)}, got rho {self.rho!r}, "
+                                   f"bias {self.bias:g}, classes {list(self.classes)}")
 
 
 def probabilities(dv) -> np.ndarray:
@@ -204,6 +220,9 @@ def save_model(model: Model, path, storage_options: dict | None = None) -> None:
     if model.is_ranking:
         header.update(format_version=RANKING_FORMAT_VERSION, kind="ranking",
                       thresholds=[float(t) for t in model.thresholds])
+    if model.rho is not None:
+        header.update(format_version=ONECLASS_FORMAT_VERSION, kind="oneclass",
+                      rho=float(model.rho))
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(model.w, dtype="<f8"), allow_pickle=False)
 
@@ -250,7 +269,9 @@ def load_model(path, storage_options: dict | None = None) -> Model:
                       n_features=int(header["n_features"]),
                       thresholds=(tuple(float(t) for t in header["thresholds"])
                                   if header["format_version"] == RANKING_FORMAT_VERSION
-                                  else None))
+                                  else None),
+                      rho=(float(header["rho"])
+                           if header["format_version"] == ONECLASS_FORMAT_VERSION else None))
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFormatError(f"{path}: malformed model header: {exc!r}") from exc
     model.check(path)
@@ -280,12 +301,13 @@ def export_liblinear(model: Model, path, storage_options: dict | None = None) ->
 
     def write(f):
         out = io.StringIO()
-        if model.is_regression:  # LIBLINEAR: nr_class 2 and no labels (model_->label NULL)
-            out.write(f"solver_type {name}\nnr_class 2\n")
-        else:
-            out.write(f"solver_type {name}\nnr_class {len(model.classes)}\n")
+        out.write(f"solver_type {name}\nnr_class {2 if model.is_regression else len(model.classes)}\n")
+        if not model.is_regression and model.rho is None:  # SVR and one-class: no labels
             out.write("label " + " ".join(f"{c:.17g}" for c in labels) + "\n")
-        out.write(f"nr_feature {model.n_features}\nbias {model.bias:.17g}\nw\n")
+        out.write(f"nr_feature {model.n_features}\nbias {model.bias:.17g}\n")
+        if model.rho is not None:
+            out.write(f"rho {model.rho:.17g}\n")
+        out.write("w\n")
         for row in cols:
             out.write("".join(f"{v:.17g} " for v in row) + "\n")
         f.write(out.getvalue().encode())
@@ -315,14 +337,17 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
     try:
         name = header["solver_type"][0]
         n_class = int(header["nr_class"][0])
-        labels = [float(v) for v in header["label"]] if name not in _REGRESSION_NAMES else []
+        oneclass = name == "ONECLASS_SVM"  # no labels; a rho line
+        labels = (list(ONECLASS_CLASSES[::-1]) if oneclass else [] if name in _REGRESSION_NAMES
+                  else [float(v) for v in header["label"]])
+        rho = float(header["rho"][0]) if oneclass else None
         n_features = int(header["nr_feature"][0])
         bias = float(header["bias"][0])
     except (KeyError, IndexError, ValueError) as exc:
         raise ModelFormatError(f"{path}: malformed LIBLINEAR header: {exc!r}") from exc
     if _from_liblinear(name) is None:
-        raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (one-class, "
-                               "L1-regularized or a regression type not trained here) is not "
+        raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (L1-regularized or a type not"
+                               " trained here) is not "
                                "a model distsvm can use")
     solver, loss = _from_liblinear(name)
     regression = name in _REGRESSION_NAMES
@@ -351,6 +376,6 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
         w = W.T[order]
     model = Model(w=np.ascontiguousarray(w), bias=bias, classes=classes, solver=solver,
                   loss=loss, params={"liblinear_solver_type": name},
-                  summary={"imported_from": path}, n_features=n_features)
+                  summary={"imported_from": path}, n_features=n_features, rho=rho)
     model.check(path)
     return model

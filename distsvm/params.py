@@ -55,6 +55,8 @@ REFUSALS = {
     "weights": "Class and instance weights of {owner} are not taken by solver {solver!r} "
                "(LIBLINEAR has no such solver; {takers} take them). Got class_weight={value!r} "
                "on a store {stored} instance weights.",
+    "nu": "The 'nu' parameter of {owner} belongs to solver {takers} (LIBLINEAR's -n of "
+          "-s 21). Got solver {solver!r}.",
 }
 
 
@@ -87,6 +89,8 @@ class Params:
       ``rtol``: SVM-ALM's (:mod:`distsvm.solvers.alm`).
     * ``epsilon`` (the SVR losses, :data:`~distsvm.solvers.registry.REGRESSION_LOSSES`): the
       half-width of the ε-insensitive tube, LIBLINEAR's ``-p`` (default 0.1).
+    * ``nu`` (oneclass, LIBLINEAR's ``-n`` of ``-s 21``): the one-class SVM's ν in (0, 1]
+      (:mod:`distsvm.solvers.oneclass`).
     """
 
     solver: str = "dcd"
@@ -113,6 +117,7 @@ class Params:
     class_weight: object = None
     primal_switch: int | None = None
     epsilon: float = 0.1  # the ε of the SVR losses (LIBLINEAR's -p, scikit-learn's epsilon)
+    nu: float = 0.5  # one-class SVM's ν (LIBLINEAR's -n): 0 < ν ≤ 1
 
 
 DEFAULTS = Params()
@@ -167,6 +172,7 @@ def check_params(owner: str, p: Params, names: dict | None = None) -> None:
     if p.c_perf is not None:
         check_real(owner, "c_perf", p.c_perf, 0.0)
     check_real(owner, "epsilon", p.epsilon, 0.0, low_open=False)
+    check_real(owner, "nu", p.nu, 0.0, 1.0)
 
 
 def _named(names: dict | None, key: str) -> str:
@@ -226,6 +232,10 @@ def check_solver(owner: str, p: Params, weighted: bool = False,
             _refuse(owner, option, p, weighted)
     if not p.regularize_bias and p.bias < 0:
         _refuse(owner, "regularize_bias", p)
+    if p.bias >= 0 and not spec.bias_feature:  # LIBLINEAR's check_parameter for -s 21
+        raise ValueError(f"The 'bias' parameter of {owner} must be < 0 (no bias feature) "
+                         f"with solver {p.solver!r}, as LIBLINEAR's -s 21. Got {p.bias!r} "
+                         "instead.")
     if spec.takes("alm"):
         p = dataclasses.replace(p, p=check_alm(owner, p),
                                 bias=1.0 if p.bias >= 0 else -1.0)  # an intercept, or none
@@ -257,15 +267,17 @@ def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool
         raise ValueError(f"The 'solver' parameter of {owner} cannot be {p.solver!r} on a view "
                          "of some row blocks (a cross-validation fold): it reads the store's "
                          "column view, which covers every row")
-    check_task(p, dataset)
+    if spec.labels:
+        check_task(p, dataset)
     if meta.regression:
         if p.class_weight is not None:
             raise ValueError(f"The 'class_weight' parameter of {owner} needs classes; "
                              f"{dataset.url} is a regression store (instance weights apply)")
-    elif len(meta.classes) < 2:
+    elif len(meta.classes) < 2 and spec.labels:
         raise ValueError(f"{dataset.url}: {len(meta.classes)} class; a classifier needs labels "
                          "of at least two values")
-    multiclass = len(meta.classes) > 2 and p.objective != "ordinal" and not spec.multiclass
+    multiclass = (len(meta.classes) > 2 and p.objective != "ordinal" and not spec.multiclass
+                  and spec.labels)
     if p.warm_start is not None:
         warm = np.asarray(p.warm_start, dtype=np.float64)
         dim = meta.n_features + (p.bias >= 0)

@@ -98,6 +98,9 @@ CASES = [
     Case("newton-svr", dict(solver="newton", loss="squared_epsilon_insensitive", C=1.0,
                             eps=1e-6, max_rounds=50), data="abalone", liblinear="-s 11",
          opt_rtol=1e-6, kill_at=3),
+    Case("oneclass", dict(solver="oneclass", loss="oneclass", nu=0.5, eps=1e-6,
+                          max_rounds=1000, join_blocks=False), liblinear="-s 21",
+         rtol=1e-6, blocks_rtol=1e-9),  # a loss restarts the lost blocks' alpha: not exact
 ]
 REGRESSION_DATA = {"abalone"}  # stores of real-valued targets (ingest regression=True)
 
@@ -168,6 +171,16 @@ class SolverTests:
             pytest.skip(f"{case.id}: LIBLINEAR has no solver of this problem")
         X, y = data[case.data]
         p = case.params
+        if p["loss"] == "oneclass":  # (w, rho): its primal, negative (tests/test_oneclass.py)
+            from .test_oneclass import liblinear_oneclass, oneclass_primal
+
+            w_star, rho_star = liblinear_oneclass(X, p["nu"], 1e-8)
+            f_star = oneclass_primal(w_star, rho_star, X, p["nu"])
+            model = refs(case)
+            f = oneclass_primal(model.w, model.rho, X, p["nu"])
+            assert f == pytest.approx(model.summary["primal_objective"], rel=1e-9)
+            assert f == pytest.approx(f_star, rel=case.opt_rtol)
+            return
         if case.data in REGRESSION_DATA:
             f_star = liblinear_svr_optimum(X, y, f"{case.liblinear} -e 1e-10", p["loss"], p["C"],
                                            p.get("epsilon", 0.1), p.get("bias", -1.0))[1]

@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping
 LOSSES = {"hinge": "L1-loss SVM", "squared_hinge": "L2-loss SVM",
           "logistic": "logistic regression", "lp": "max(0, 1 - m)^p",
           "crammer_singer": "Crammer-Singer multi-class SVM",
-          "epsilon_insensitive": "L1-loss SVR", "squared_epsilon_insensitive": "L2-loss SVR"}
+          "epsilon_insensitive": "L1-loss SVR", "squared_epsilon_insensitive": "L2-loss SVR",
+          "oneclass": "one-class SVM"}
 # The losses of support vector regression: they train on a regression store (real-valued
 # targets), every other loss on a store of classes (distsvm.params.check_data).
 REGRESSION_LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
@@ -63,6 +64,8 @@ class Solver:
     solve_ovr: Callable | None = None
     recorded: Callable = lambda params, meta: {}
     loss_eps: Mapping[str, float] = dataclasses.field(default_factory=dict)  # eps per loss
+    labels: bool = True  # False: one problem whatever the store's labels (one-class SVM)
+    bias_feature: bool = True  # False: bias >= 0 is refused (LIBLINEAR's -s 21)
 
     def default_eps(self, loss: str) -> float:
         """The default ``eps`` of this solver with ``loss`` (``loss_eps``, else ``eps``):
@@ -168,6 +171,13 @@ def _crammer_singer(client, dataset, plan, p, *, positive, cost, progress, check
                                 checkpoint=checkpoint)
 
 
+def _oneclass(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
+    from . import oneclass
+
+    return oneclass.solve(client, dataset, plan, nu=float(p.nu), eps=float(p.eps),
+                          max_rounds=p.max_rounds, progress=progress, checkpoint=checkpoint)
+
+
 # In the CLI's order; "auto" (AUTO) follows them.  Default eps: LIBLINEAR's for dcd, pcd,
 # crammer_singer (relative to the gradient at w = 0 for pcd) and its Newton solver (-s 0, -s 2);
 # the paper's ε = 0.001 on the average training loss for the cutting plane (Joachims 2006
@@ -202,6 +212,10 @@ SOLVERS = {s.name: s for s in (
            types={4: "crammer_singer"},
            options={"weights": None, "seed": None, "gap_tol": None, "join_blocks": None},
            multiclass=True, hold=_joined),
+    Solver("oneclass", "one-class SVM by dual CD", ("oneclass",), 0.01,
+           "the maximal violation, LIBLINEAR's", _oneclass, types={21: "oneclass"},
+           options={"nu": None, "join_blocks": None}, hold=_joined,
+           recorded=lambda p, meta: {"nu": float(p.nu)}, labels=False, bias_feature=False),
 )}
 # LIBLINEAR's -s codes that this version trains, as (solver, loss).
 LIBLINEAR_TYPES = dict(sorted((code, (s.name, loss)) for s in SOLVERS.values()
