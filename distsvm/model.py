@@ -41,6 +41,8 @@ _LIBLINEAR_NAMES = {
     ("dcd", "squared_hinge"): "L2R_L2LOSS_SVC_DUAL",
     ("dcd", "hinge"): "L2R_L1LOSS_SVC_DUAL",
     ("dcd", "logistic"): "L2R_LR_DUAL",
+    ("dcd", "squared_epsilon_insensitive"): "L2R_L2LOSS_SVR_DUAL",
+    ("dcd", "epsilon_insensitive"): "L2R_L1LOSS_SVR_DUAL",
     ("pcd", "squared_hinge"): "L2R_L2LOSS_SVC",  # same problem as newton's; import maps to newton
     ("pcd", "logistic"): "L2R_LR",
     ("newton", "squared_hinge"): "L2R_L2LOSS_SVC",

@@ -33,6 +33,7 @@ from distsvm.solvers import dcd, pcd
 from .conftest import Killer, dna_rows, liblinear_optimum, local_client, primal_objective
 from .test_crammer_singer import cs_primal
 from .test_multiclass import liblinear_model, ovr_objectives
+from .test_svr_dual import abalone_rows, liblinear_svr, svr_primal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,14 +86,20 @@ CASES = [
     Case("dcd-ovr", dict(solver="dcd", loss="squared_hinge", C=0.001, eps=1e-9, gap_tol=5e-7,
                          max_rounds=1000, seed=1, join_blocks=False), data="dna",
          liblinear="-s 1", exact=True),
+    Case("dcd-svr-l2", {**DCD, "loss": "squared_epsilon_insensitive", "C": 0.01},
+         data="abalone", liblinear="-s 12", rtol=1e-4, blocks_rtol=1e-4),
+    Case("dcd-svr-l1", {**DCD, "loss": "epsilon_insensitive", "C": 0.01}, data="abalone",
+         liblinear="-s 13", rtol=1e-4, blocks_rtol=1e-4),
 ]
+REGRESSION = ("abalone",)  # regression stores (ingest(..., regression=True))
 
 
 @pytest.fixture(scope="module")
 def data(a9a):
     """{name: ((X, y), store of 6 blocks, store of 1 block)}: 3,000 rows of a9a (with a
-    column view for pcd) and 600 rows of dna (3 classes)."""
-    return {"a9a": (a9a[0][:3000], a9a[1][:3000]), "dna": dna_rows(600)}
+    column view for pcd), 600 rows of dna (3 classes) and 1,500 of abalone (regression)."""
+    return {"a9a": (a9a[0][:3000], a9a[1][:3000]), "dna": dna_rows(600),
+            "abalone": abalone_rows(1500)}
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +110,9 @@ def stores(tmp_path_factory, data):
         if (name, blocks) not in made:
             X, y = data[name]
             d = ingest((X, y), str(tmp_path_factory.mktemp("conformance") / f"{name}.zarr"),
-                       block_rows=-(-X.shape[0] // blocks))
-            columnize(d, block_mb=0.02)
+                       block_rows=-(-X.shape[0] // blocks), regression=name in REGRESSION)
+            if name not in REGRESSION:
+                columnize(d, block_mb=0.02)
             made[name, blocks] = d
         return made[name, blocks]
 
@@ -133,6 +141,8 @@ def _train(case: Case, store, client, **kw):
 def _objective(case: Case, w, X, y) -> float:
     """LIBLINEAR's primal objective of w on (X, y), computed in NumPy."""
     p = case.params
+    if case.data in REGRESSION:
+        return svr_primal(w, X, y, p["loss"], C=p["C"], bias=p.get("bias", -1.0))[0]
     if p["loss"] == "crammer_singer":
         return cs_primal(w, X, y, p["C"], p.get("bias", -1.0))
     if len(np.unique(y)) > 2:
@@ -151,7 +161,10 @@ class SolverTests:
             pytest.skip(f"{case.id}: LIBLINEAR has no solver of this problem")
         X, y = data[case.data]
         p = case.params
-        if len(np.unique(y)) > 2 or p["loss"] == "crammer_singer":
+        if case.data in REGRESSION:
+            f_star = _objective(case, liblinear_svr(X, y, p["loss"], C=p["C"], eps=1e-8),
+                                X, y)
+        elif len(np.unique(y)) > 2 or p["loss"] == "crammer_singer":
             _, W = liblinear_model(X, y, f"{case.liblinear} -c {p['C']} -e 1e-10")
             f_star = _objective(case, W, X, y)
         else:

@@ -20,9 +20,15 @@ TYPES = {"squared_epsilon_insensitive": 12, "epsilon_insensitive": 13}
 P = 0.1  # LIBLINEAR's default -p
 
 
+def abalone_rows(n: int | None = None):
+    """The first ``n`` rows of the shipped abalone_scale (real targets, 8 features)."""
+    X, y = load_xy(ABALONE, 8)
+    return X[:n], y[:n]
+
+
 @pytest.fixture(scope="module")
 def abalone():
-    return load_xy(ABALONE, 8)
+    return abalone_rows()
 
 
 def svr_primal(w, X, y, loss, C=1.0, p=P, bias=-1.0):
