@@ -476,6 +476,11 @@ def _select(a, progress, solver, loss, options, store):
                             C=DEFAULTS.C if a.C is None else a.C,
                             concurrent_folds=a.concurrent_folds,
                             progress=progress, **options)
+    if "mean_squared_error" in result:  # a regression store: LIBLINEAR's train.c lines
+        print(f"Cross Validation Mean squared error = {result['mean_squared_error']:g}\n"
+              "Cross Validation Squared correlation coefficient = "
+              f"{result['squared_correlation']:g}", file=where)
+        return result
     print(f"Cross Validation Accuracy = {100 * result['accuracy']:g}%", file=where)
     return result
 
@@ -508,6 +513,11 @@ def _predict(a, progress):
     result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
                      output=a.output, probability=bool(a.probability))
     where = sys.stderr if a.json else sys.stdout
+    if model.is_regression:  # LIBLINEAR's predict.c lines
+        print(f"Mean squared error = {result['mean_squared_error']:g} (regression)\n"
+              f"Squared correlation coefficient = {result['squared_correlation']:g} "
+              "(regression)", file=where)
+        return {k: v for k, v in result.items() if k != "regression_sums"}
     what = "Rank accuracy" if model.is_ranking else "Accuracy"
     print(f"{what} = {100 * result['accuracy']:.4f}% ({round(result['accuracy'] * result['n_rows'])}"
           f"/{result['n_rows']})", file=where)

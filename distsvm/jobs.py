@@ -250,6 +250,37 @@ def _weights_for(model: Model, n_features: int) -> np.ndarray:
     return w
 
 
+def check_task(model: Model, dataset: Dataset) -> None:
+    """A regression model predicts a regression store and a classifier a store of classes:
+    one ``ValueError`` line otherwise (the error and accuracy would compare unlike things)."""
+    if model.is_regression != dataset.meta.regression:
+        what, wants = (("regression", "regression store (ingest --regression)")
+                       if model.is_regression else ("classification", "store of classes"))
+        has = ("real-valued targets" if dataset.meta.regression
+               else f"class labels {list(dataset.meta.classes)}")
+        raise ValueError(f"{dataset.url}: a {what} model ({model.loss}) predicts a {wants}; "
+                         f"this store has {has}")
+
+
+def regression_sums(pred, target) -> np.ndarray:
+    """LIBLINEAR's sums for the regression metrics (predict.c): Σ(p − t)², Σp, Σt, Σp², Σt²,
+    Σpt, in float64."""
+    p, t = np.asarray(pred, np.float64), np.asarray(target, np.float64)
+    return np.array([np.sum((p - t) ** 2), p.sum(), t.sum(), p @ p, t @ t, p @ t])
+
+
+def regression_metrics(n: int, sums) -> dict:
+    """``mean_squared_error`` and ``squared_correlation`` from :func:`regression_sums` over
+    n rows, by LIBLINEAR's formulas (predict.c; train.c's cross-validation the same): the
+    squared correlation is (nΣpt − ΣpΣt)² / ((nΣp² − (Σp)²)(nΣt² − (Σt)²)), NaN where a
+    variance is 0 (LIBLINEAR prints nan or inf there)."""
+    error, sp, st, spp, stt, spt = sums
+    num = (n * spt - sp * st) ** 2
+    den = (n * spp - sp * sp) * (n * stt - st * st)
+    return {"mean_squared_error": float(error / max(1, n)),
+            "squared_correlation": float(num / den) if den > 0 else float("nan")}
+
+
 def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int | None = None,
             client=None, output=None, probability: bool = False,
             plan: cluster.WorkerPlan | None = None) -> dict:
@@ -270,6 +301,9 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
         model.check_probability()
     dataset = as_dataset(data)
     meta = dataset.meta
+    check_task(model, dataset)
+    if model.is_regression:
+        sums = np.zeros(6)  # LIBLINEAR's error, sump, sumt, sumpp, sumtt, sumpt (predict.c)
     w = _weights_for(model, meta.n_features)
     truth_values = np.asarray(meta.classes)
     classes = np.asarray(model.classes)
@@ -295,7 +329,10 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
             for f in futures:  # in block order; each block's result is released once used
                 [(dv, y)] = cluster.gather(c, [f], plan.workers)
                 f.release()
-                if model.is_ranking:
+                if model.is_regression:  # y: the targets
+                    pred = dv
+                    sums += regression_sums(dv, y)
+                elif model.is_ranking:
                     pred = classes[model.ranks_of(dv)]
                     scores.append(dv)
                     ranks.append(true_rank[y])
@@ -303,12 +340,16 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
                     pred = classes[np.argmax(dv, axis=1)]
                 else:
                     pred = classes[(dv > 0).astype(np.int64)]
-                correct += int(np.sum(pred == truth_values[y]))
+                if not model.is_regression:
+                    correct += int(np.sum(pred == truth_values[y]))
                 if out is not None and probability:
                     out.writelines(f"{p:g}" + "".join(f" {v:g}" for v in row) + "\n"
                                    for p, row in zip(pred, probabilities(dv)[:, columns]))
                 elif out is not None:
                     out.writelines(f"{p:g}\n" for p in pred)
+    if model.is_regression:
+        return {"n_rows": meta.n_rows, **regression_metrics(meta.n_rows, sums),
+                "regression_sums": sums.tolist()}
     result = {"accuracy": correct / max(1, meta.n_rows), "n_rows": meta.n_rows}
     if model.is_ranking:
         metrics = cutting_plane.ranking_metrics(

@@ -13,6 +13,9 @@ Conventions (LIBLINEAR's, with scikit-learn's label order):
   is one vector (n_features [+1],) whatever R, and a row with score s = wᵀx gets the rank
   ``classes[#{k : s > θ_k}]``.  Its file is format version 2 (classifiers stay version 1),
   so a reader that predates ranking models refuses it instead of misreading it.
+* A *regression* model (an SVR loss, :data:`~distsvm.solvers.registry.REGRESSION_LOSSES`)
+  has no classes (``classes == ()``) and one vector w; it predicts the real value wᵀx + b.
+  LIBLINEAR writes it with ``nr_class 2`` and no ``label`` line (linear.cpp ``train``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import scipy.sparse as sp
 from storage.checkpoint import json_default, read_bytes, write_bytes
 
 from . import __version__
-from .solvers.registry import SOLVERS
+from .solvers.registry import LIBLINEAR_TYPES, REGRESSION_LOSSES, SOLVERS, liblinear_type
 
 FORMAT_NAME = "distsvm-model"
 FORMAT_VERSION = 1
@@ -41,8 +44,6 @@ _LIBLINEAR_NAMES = {
     ("dcd", "squared_hinge"): "L2R_L2LOSS_SVC_DUAL",
     ("dcd", "hinge"): "L2R_L1LOSS_SVC_DUAL",
     ("dcd", "logistic"): "L2R_LR_DUAL",
-    ("dcd", "squared_epsilon_insensitive"): "L2R_L2LOSS_SVR_DUAL",
-    ("dcd", "epsilon_insensitive"): "L2R_L1LOSS_SVR_DUAL",
     ("pcd", "squared_hinge"): "L2R_L2LOSS_SVC",  # same problem as newton's; import maps to newton
     ("pcd", "logistic"): "L2R_LR",
     ("newton", "squared_hinge"): "L2R_L2LOSS_SVC",
@@ -50,6 +51,24 @@ _LIBLINEAR_NAMES = {
     ("crammer_singer", "crammer_singer"): "MCSVM_CS",
 }
 _FROM_LIBLINEAR = {v: k for k, v in _LIBLINEAR_NAMES.items()}
+# LIBLINEAR's solver_type names by -s code (linear.cpp's solver_type_table) for the types the
+# pairs above do not name: a (solver, loss) the registry gives such a code is written and read
+# by its code, so a registry entry is all a new LIBLINEAR type needs here.
+_TYPE_NAMES = {11: "L2R_L2LOSS_SVR", 12: "L2R_L2LOSS_SVR_DUAL", 13: "L2R_L1LOSS_SVR_DUAL"}
+_REGRESSION_NAMES = tuple(_TYPE_NAMES.values())  # LIBLINEAR's regression types
+
+
+def _liblinear_name(solver: str, loss: str) -> str | None:
+    """LIBLINEAR's solver_type name of a model trained by ``solver`` with ``loss``."""
+    return _LIBLINEAR_NAMES.get((solver, loss)) or _TYPE_NAMES.get(liblinear_type(solver, loss))
+
+
+def _from_liblinear(name: str) -> tuple[str, str] | None:
+    """The (solver, loss) of a LIBLINEAR solver_type name, or None if distsvm has none."""
+    if name in _FROM_LIBLINEAR:
+        return _FROM_LIBLINEAR[name]
+    code = next((k for k, v in _TYPE_NAMES.items() if v == name), None)
+    return LIBLINEAR_TYPES.get(code)
 
 
 class ModelFormatError(ValueError):
@@ -75,6 +94,11 @@ class Model:
         return self.thresholds is not None
 
     @property
+    def is_regression(self) -> bool:
+        """Whether this is a regression (SVR) model: no classes, predicts wᵀx + b."""
+        return self.loss in REGRESSION_LOSSES
+
+    @property
     def coef_(self) -> np.ndarray:
         return self.w[..., : self.n_features]
 
@@ -93,6 +117,8 @@ class Model:
 
     def predict(self, X) -> np.ndarray:
         dv = self.decision_function(X)
+        if self.is_regression:
+            return dv
         classes = np.asarray(self.classes)
         if self.is_ranking:
             return classes[self.ranks_of(dv)]
@@ -122,13 +148,17 @@ class Model:
         width = self.n_features + (1 if self.bias >= 0 else 0)
         n = len(self.classes)
         multiclass = self.solver in SOLVERS and SOLVERS[self.solver].multiclass
-        one_vector = (n == 2 and not multiclass) or self.is_ranking
+        one_vector = (n == 2 and not multiclass) or self.is_ranking or self.is_regression
         expected = (width,) if one_vector else (n, width)
         if self.w.shape != expected:
             raise ModelFormatError(f"{where}: weights have shape {self.w.shape}, expected "
                                    f"{expected} for {n} classes, {self.n_features} features "
                                    f"and bias {self.bias:g}")
-        if n < 2 or list(self.classes) != sorted(set(self.classes)):
+        if self.is_regression:
+            if n:
+                raise ModelFormatError(f"{where}: a regression model ({self.loss}) has no "
+                                       f"classes, got {list(self.classes)}")
+        elif n < 2 or list(self.classes) != sorted(set(self.classes)):
             raise ModelFormatError(f"{where}: classes must be two or more sorted distinct "
                                    f"values, got {list(self.classes)}")
         if not np.all(np.isfinite(self.w)):
@@ -239,18 +269,22 @@ def export_liblinear(model: Model, path, storage_options: dict | None = None) ->
         raise ModelFormatError(f"{path}: a ranking (ordinal regression) model with "
                                f"{len(model.classes)} ranks and thresholds cannot be written "
                                "in LIBLINEAR's format, which has no ranking models")
-    name = _LIBLINEAR_NAMES.get((model.solver, model.loss))
+    name = _liblinear_name(model.solver, model.loss)
     if name is None:
         raise ModelFormatError(f"{path}: LIBLINEAR has no solver type for solver "
                                f"{model.solver!r} with loss {model.loss!r}")
     binary = model.w.ndim == 1
-    labels = [model.classes[k] for k in liblinear_label_order(model)]
+    labels = [] if model.is_regression else [model.classes[k]
+                                             for k in liblinear_label_order(model)]
     cols = model.w[:, None] if binary else model.w.T  # one line per feature, nr_w weights
 
     def write(f):
         out = io.StringIO()
-        out.write(f"solver_type {name}\nnr_class {len(model.classes)}\n")
-        out.write("label " + " ".join(f"{c:.17g}" for c in labels) + "\n")
+        if model.is_regression:  # LIBLINEAR: nr_class 2 and no labels (model_->label NULL)
+            out.write(f"solver_type {name}\nnr_class 2\n")
+        else:
+            out.write(f"solver_type {name}\nnr_class {len(model.classes)}\n")
+            out.write("label " + " ".join(f"{c:.17g}" for c in labels) + "\n")
         out.write(f"nr_feature {model.n_features}\nbias {model.bias:.17g}\nw\n")
         for row in cols:
             out.write("".join(f"{v:.17g} " for v in row) + "\n")
@@ -281,16 +315,22 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
     try:
         name = header["solver_type"][0]
         n_class = int(header["nr_class"][0])
-        labels = [float(v) for v in header["label"]]
+        labels = [float(v) for v in header["label"]] if name not in _REGRESSION_NAMES else []
         n_features = int(header["nr_feature"][0])
         bias = float(header["bias"][0])
     except (KeyError, IndexError, ValueError) as exc:
         raise ModelFormatError(f"{path}: malformed LIBLINEAR header: {exc!r}") from exc
-    if name not in _FROM_LIBLINEAR:
-        raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (regression, one-class "
-                               "or L1-regularized) is not a classifier distsvm can use")
-    solver, loss = _FROM_LIBLINEAR[name]
-    if len(labels) != n_class or n_class < 2:
+    if _from_liblinear(name) is None:
+        raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (one-class, "
+                               "L1-regularized or a regression type not trained here) is not "
+                               "a model distsvm can use")
+    solver, loss = _from_liblinear(name)
+    regression = name in _REGRESSION_NAMES
+    if regression:
+        labels = []
+        if n_class != 2:
+            raise ModelFormatError(f"{path}: a regression model has nr_class 2, got {n_class}")
+    elif len(labels) != n_class or n_class < 2:
         raise ModelFormatError(f"{path}: nr_class {n_class} does not match labels {labels}")
     nr_w = 1 if n_class == 2 and name != "MCSVM_CS" else n_class
     width = n_features + (1 if bias >= 0 else 0)
@@ -303,7 +343,9 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
                                f"values, expected {width} of {nr_w}")
     order = np.argsort(labels)
     classes = tuple(labels[i] for i in order)
-    if nr_w == 1:
+    if regression:
+        w = W[:, 0]
+    elif nr_w == 1:
         w = W[:, 0] if labels[0] > labels[1] else -W[:, 0]
     else:
         w = W.T[order]

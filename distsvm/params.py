@@ -49,6 +49,9 @@ REFUSALS = {
                        "bias {bias!r}.",
     "warm_start": "The 'warm_start' parameter of {owner} belongs to solver(s) {listed}. Got "
                   "solver {solver!r}.",
+    "epsilon": "The 'epsilon' parameter of {owner} (LIBLINEAR's -p) is the epsilon of the "
+               "epsilon-insensitive losses of SVR ({losses}; solver {takers}). Got solver "
+               "{solver!r}, loss {loss!r}.",
     "weights": "Class and instance weights of {owner} are not taken by solver {solver!r} "
                "(LIBLINEAR has no such solver; {takers} take them). Got class_weight={value!r} "
                "on a store {stored} instance weights.",
@@ -215,7 +218,7 @@ def check_solver(owner: str, p: Params, weighted: bool = False,
     if p.loss not in spec.losses:
         raise ValueError(f"The 'loss' parameter of {owner} must be one of {list(spec.losses)} "
                          f"with solver={p.solver!r}. Got {p.loss!r} instead.")
-    p = dataclasses.replace(p, eps=spec.eps if p.eps is None else p.eps,
+    p = dataclasses.replace(p, eps=spec.default_eps(p.loss) if p.eps is None else p.eps,
                             max_rounds=p.max_rounds or spec.max_rounds)
     check_real(owner, _named(names, "eps"), p.eps, 0.0)
     for option in REFUSALS:

@@ -378,8 +378,8 @@ class Dataset:
         # a regression view keeps the store's target stats (informative only)
         meta = dataclasses.replace(
             self.meta, n_rows=len(rows), nnz=total_nnz, blocks=tuple(blocks),
-            class_counts=tuple(int(c) for c in (counts if class_counts is None
-                                                else class_counts)))
+            class_counts=() if self.meta.regression else tuple(
+                int(c) for c in (counts if class_counts is None else class_counts)))
         meta.check(self.url)
         return Dataset(self.url, meta, self.storage_options, tuple(ids))
 

@@ -14,13 +14,13 @@ import sys
 import numpy as np
 import pytest
 
-from distsvm import params
+from distsvm import jobs, params
 from distsvm.ingest import ingest
 from storage import open_dataset
 from storage.dataset import FORMAT_VERSION, append
 from storage.errors import InputDataError
 
-from .conftest import DATA, load_xy
+from .conftest import DATA, liblinear_svr_optimum, load_xy, shared_dataset, svr_objective
 
 ABALONE = DATA / "abalone_scale.xz"
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -105,14 +105,19 @@ def test_in_memory_ingest_and_append_keep_the_task(tmp_path, abalone):
     assert open_dataset(base.url).meta == d.meta
 
 
-def test_cli_ingest_and_info(tmp_path):
+def test_cli_ingest_and_info(tmp_path, capsys):
+    from distsvm.cli import main
+
     store = tmp_path / "ab.zarr"
-    out = json.loads(cli("ingest", ABALONE, store, "--regression", "--serial", "-q",
-                         "--json").stdout)
+    assert main(["ingest", str(ABALONE), str(store), "--regression", "--serial", "-q",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
     assert out["task"] == "regression" and out["classes"] == []
-    text = cli("info", store).stdout
+    assert main(["info", str(store)]) == 0
+    text = capsys.readouterr().out
     assert "labels           targets (regression): 4177, min 1, max 29, mean 9.93368" in text
-    assert json.loads(cli("info", store, "--json").stdout)["task"] == "regression"
+    assert main(["info", str(store), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["task"] == "regression"
 
 
 def test_the_task_of_the_store_and_of_the_loss_must_agree(stores):
@@ -137,3 +142,253 @@ def test_the_task_of_the_store_and_of_the_loss_must_agree(stores):
     with pytest.raises(ValueError, match=r"'epsilon' parameter of train must be a float in "
                                          r"the range \[0, inf\)"):
         params.check_params("train", params.Params(epsilon=-1.0))
+
+
+# ---------------------------------------------------------------- -s 11: L2-loss SVR by Newton
+
+
+def test_s11_is_liblinears_optimum_and_mse(stores, abalone, client):
+    """-s 11 -p 0.1 -c 1: the objective of LIBLINEAR 2.50's (both computed here) to 1e-4
+    relative, tight and at the default eps (0.0001, train.c's); the MSE of its predictions
+    to 1e-4; one block = five."""
+    from liblinear.liblinearutil import parameter, predict, problem
+    from liblinear.liblinearutil import train as lltrain
+
+    _, many, one, _ = stores
+    X, y = abalone
+    for eps in (1e-6, None):
+        options = "-s 11" + (f" -e {eps}" if eps else "")
+        w_ref, f_ref = liblinear_svr_optimum(X, y, options)
+        model = jobs.train(many, client=client, solver="newton",
+                           loss="squared_epsilon_insensitive", eps=eps)
+        assert model.params["eps"] == (eps or 1e-4)
+        f = svr_objective(model.w, X, y)
+        assert f == pytest.approx(model.summary["primal_objective"], rel=1e-9)
+        assert f == pytest.approx(f_ref, rel=1e-4 if eps is None else 1e-6), (f, f_ref)
+    assert f == pytest.approx(f_ref, rel=1e-9)  # the default eps stops at LIBLINEAR's iterate
+    res = jobs.predict(many, model, client=client)
+    m = lltrain(problem(y, X.astype(np.float64)), parameter("-s 11 -q"))
+    _, (_, mse, scc), _ = predict(y, X.astype(np.float64), m, "-q")
+    assert res["mean_squared_error"] == pytest.approx(mse, rel=1e-4)
+    assert res["squared_correlation"] == pytest.approx(scc, rel=1e-4)
+    single = jobs.train(one, client=client, solver="newton", loss="squared_epsilon_insensitive")
+    assert single.summary["primal_objective"] == pytest.approx(f, rel=1e-9)
+
+
+def test_s11_options_bias_unregularized_and_epsilon(stores, abalone, client):
+    """-B 1 with and without -R, and -p 0.5 -c 4: LIBLINEAR's optimum each."""
+    _, many, _, _ = stores
+    X, y = abalone
+    for kw, options in (({"bias": 1.0}, "-s 11 -e 1e-8"),
+                        ({"bias": 1.0, "regularize_bias": False}, "-s 11 -e 1e-8 -R"),
+                        ({"epsilon": 0.5, "C": 4.0}, "-s 11 -e 1e-8")):
+        model = jobs.train(many, client=client, solver="newton",
+                           loss="squared_epsilon_insensitive", eps=1e-8, **kw)
+        bias, p, C = kw.get("bias", -1.0), kw.get("epsilon", 0.1), kw.get("C", 1.0)
+        w_ref, _ = liblinear_svr_optimum(X, y, options, C=C, p=p, bias=bias)
+        reg = np.ones(len(w_ref))
+        if kw.get("regularize_bias") is False:
+            reg[-1] = 0.0
+
+        def f(w, bias=bias, p=p, C=C, reg=reg):
+            return svr_objective(w, X, y, C=C, p=p, bias=bias) - 0.5 * float(w @ ((1 - reg) * w))
+
+        assert f(model.w) == pytest.approx(f(w_ref), rel=1e-6), (kw, f(model.w), f(w_ref))
+
+
+def test_cli_train_predict_export_and_cross_validation(tmp_path, stores, abalone, client,
+                                                      capsys):
+    """The CLI (in this process, on the session's cluster): -s 11 trains; predict prints
+    LIBLINEAR's two regression lines (--json has them); the exported text model gives
+    LIBLINEAR's predict the same values, and imports back; -v 5 prints LIBLINEAR's
+    cross-validation lines; the wrong store for the model or the type is one error line."""
+    from liblinear.liblinearutil import load_model, predict
+
+    from distsvm.cli import main
+
+    _, many, _, dna = stores
+    sched = ["-q", "--scheduler", client.scheduler.address]
+
+    def run(*args, code=0):
+        assert main([str(a) for a in args]) == code
+        return capsys.readouterr()
+
+    model = tmp_path / "m.model"
+    out = json.loads(run("train", many.url, model, "-s", 11, "-p", 0.2, "-c", 2, "--json",
+                         *sched).out)
+    assert (out["solver"], out["loss"], out["C"], out["eps"]) == \
+        ("newton", "squared_epsilon_insensitive", 2.0, 1e-4)
+    lines = run("predict", many.url, model, "--output", tmp_path / "pred.txt",
+                *sched).out.splitlines()
+    assert lines[0].startswith("Mean squared error = ") and lines[0].endswith(" (regression)")
+    assert lines[1].startswith("Squared correlation coefficient = ")
+    res = json.loads(run("predict", many.url, model, "--json", *sched).out)
+    assert set(res) == {"n_rows", "mean_squared_error", "squared_correlation"}
+    assert lines[0] == f"Mean squared error = {res['mean_squared_error']:g} (regression)"
+    run("export", model, tmp_path / "m.txt")
+    text = (tmp_path / "m.txt").read_text()
+    assert text.startswith("solver_type L2R_L2LOSS_SVR\nnr_class 2\nnr_feature 8\n")
+    assert "label" not in text
+    # LIBLINEAR's predict on the exported model: the rows in the store's order
+    blocks = [many.read_block(b) for b in range(many.n_blocks)]
+    rows = [{int(j) + 1: float(v) for j, v in zip(b.indices[b.indptr[i]:b.indptr[i + 1]],
+                                                   b.data[b.indptr[i]:b.indptr[i + 1]])}
+            for b in blocks for i in range(b.n_rows)]
+    targets = np.concatenate([b.target for b in blocks])
+    ll_pred, (_, mse, scc), _ = predict(targets.tolist(), rows,
+                                        load_model(str(tmp_path / "m.txt")), "-q")
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "pred.txt"), ll_pred, rtol=1e-5)  # %g
+    assert res["mean_squared_error"] == pytest.approx(mse, rel=1e-9)
+    assert res["squared_correlation"] == pytest.approx(scc, rel=1e-9)
+    run("import", tmp_path / "m.txt", tmp_path / "back.model")
+    again = json.loads(run("predict", many.url, tmp_path / "back.model", "--json", *sched).out)
+    assert again["mean_squared_error"] == pytest.approx(res["mean_squared_error"], rel=1e-12)
+    cv = run("train", many.url, "-s", 11, "-v", 5, *sched).out.splitlines()
+    assert cv[0].startswith("Cross Validation Mean squared error = ")
+    assert cv[1].startswith("Cross Validation Squared correlation coefficient = ")
+    assert 4.5 < float(cv[0].split("= ")[1]) < 6.0  # abalone's in-sample MSE is 5.16
+    assert run("train", dna.url, tmp_path / "x.model", "-s", 11, *sched, code=1).err == (
+        f"ERROR: -s 11 needs a regression store (ingest --regression); {dna.url} has "
+        "class labels [1.0, 2.0, 3.0]\n")
+    err = run("predict", dna.url, model, *sched, code=1).err
+    assert err.startswith("ERROR: ") and err.count("\n") == 1
+    assert "a regression model (squared_epsilon_insensitive) predicts a regression store" in err
+
+
+def test_p_is_svr_epsilon_and_double_dash_p_is_alms_exponent():
+    from distsvm.cli import build_parser
+
+    a = build_parser().parse_args(["train", "s", "m", "-s", "11", "-p", "0.3"])
+    assert a.epsilon == 0.3 and a.p is None
+    a = build_parser().parse_args(["train", "s", "m", "--solver", "alm", "--loss", "lp",
+                                   "--p", "1.5", "-p", "0.2"])
+    assert a.p == 1.5 and a.epsilon == 0.2
+    a = build_parser().parse_args(["train", "s", "m"])
+    assert a.epsilon == params.DEFAULTS.epsilon == 0.1
+
+
+# ---------------------------------------------------------------- LinearSVR
+
+
+def test_linear_svr_is_scikit_learns(abalone, client):
+    """LinearSVR(loss="squared_epsilon_insensitive", dual=False) = scikit-learn's LinearSVR
+    (liblinear -s 11 with its intercept as a bias feature): the objective, predictions, R²."""
+    import sklearn.svm
+
+    import distsvm
+
+    X, y = abalone
+    kw = dict(epsilon=0.1, C=1.0, loss="squared_epsilon_insensitive", dual=False, tol=1e-6)
+    ours = distsvm.LinearSVR(**kw).fit(X, y)
+    ref = sklearn.svm.LinearSVR(**kw, max_iter=1000).fit(X, y)
+    w = np.append(ours.coef_, ours.intercept_)
+    w_ref = np.append(ref.coef_, ref.intercept_)
+    f, f_ref = (svr_objective(v, X, y, bias=1.0) for v in (w, w_ref))
+    assert f == pytest.approx(f_ref, rel=1e-4) and f <= f_ref * (1 + 1e-9)
+    assert ours.objective_ == pytest.approx(f, rel=1e-9)
+    np.testing.assert_allclose(ours.predict(X[:50]), ref.predict(X[:50]), rtol=1e-3)
+    assert ours.score(X, y) == pytest.approx(ref.score(X, y), rel=1e-4)
+    assert ours.coef_.shape == (8,) and ours.intercept_.shape == (1,)
+    assert ours._estimator_type == "regressor" and ours.get_params()["epsilon"] == 0.1
+
+
+def test_linear_svr_on_a_store_and_its_refusals(stores):
+    import distsvm
+    from distsvm.solvers import registry
+
+    _, many, _, dna = stores
+    est = distsvm.LinearSVR(loss="squared_epsilon_insensitive", fit_intercept=False,
+                            epsilon=0.1, tol=1e-4)
+    est.fit(many.url)
+    X = np.zeros((1, 8))
+    assert est.predict(X) == pytest.approx([0.0])
+    r2 = est.score(many.url)
+    assert 0.4 < r2 < 0.6  # 1 − MSE/var: abalone's MSE 5.16, variance 10.4
+    with pytest.raises(ValueError, match="The 'loss' parameter of LinearSVR must be one of"):
+        distsvm.LinearSVR(loss="hinge").fit(X, [1.0])
+    with pytest.raises(ValueError, match="loss='epsilon_insensitive' are not supported when "
+                                         "dual=False"):
+        distsvm.LinearSVR(dual=False).fit(X, [1.0])
+    if 13 not in registry.LIBLINEAR_TYPES:  # the dual SVR (-s 12, 13) is not registered yet
+        with pytest.raises(ValueError, match=r"LinearSVR: LIBLINEAR solver type -s 13 is not "
+                                             "available"):
+            distsvm.LinearSVR().fit(X, [1.0])
+    with pytest.raises(ValueError, match="needs a regression store"):
+        distsvm.LinearSVR(loss="squared_epsilon_insensitive", dual=False).fit(dna.url)
+    with pytest.raises(ValueError, match="The 'epsilon' parameter of LinearSVR"):
+        distsvm.LinearSVR(loss="squared_epsilon_insensitive", dual=False,
+                          epsilon=-1).fit(X, [1.0])
+
+
+# ---------------------------------------------------------------- the shared datasets
+
+
+@pytest.mark.slow
+def test_s11_on_cpusmall(tmp_path, client):
+    """cpusmall_scale (8,192 x 12, ../shared): -s 11's objective and MSE are LIBLINEAR's."""
+    from liblinear.liblinearutil import parameter, predict, problem
+    from liblinear.liblinearutil import train as lltrain
+
+    path = shared_dataset("regression/cpusmall_scale")
+    X, y = load_xy(path, 12)
+    store = ingest(str(path), str(tmp_path / "cpu.zarr"), block_rows=2000, regression=True)
+    model = jobs.train(store, client=client, solver="newton",
+                       loss="squared_epsilon_insensitive", eps=1e-6)
+    _, f_ref = liblinear_svr_optimum(X, y, "-s 11 -e 1e-6")
+    assert svr_objective(model.w, X, y) == pytest.approx(f_ref, rel=1e-6)
+    m = lltrain(problem(y, X.astype(np.float64)), parameter("-s 11 -e 1e-6 -q"))
+    _, (_, mse, _), _ = predict(y, X.astype(np.float64), m, "-q")
+    assert jobs.predict(store, model, client=client)["mean_squared_error"] == \
+        pytest.approx(mse, rel=1e-4)
+
+
+# ---------------------------------------------------------------- job specs and the pipeline
+
+
+def test_job_spec_trains_svr(tmp_path, stores, client):
+    """A job spec's solver takes the SVR loss and epsilon; its test metrics are the MSE and
+    squared correlation."""
+    from distsvm import spec
+
+    _, many, _, _ = stores
+    path = tmp_path / "job.yaml"
+    path.write_text(f"""
+name: abalone
+data: {{train: {many.url}, test: {many.url}}}
+solver: {{solver: newton, loss: squared_epsilon_insensitive, epsilon: 0.2, C: 2}}
+output: {{model: {tmp_path / 'm.model'}}}
+""")
+    result = spec.run(spec.load_spec(path), run_id="r1", client=client)
+    assert result["loss"] == "squared_epsilon_insensitive"
+    assert 4.5 < result["test_mean_squared_error"] < 6.0 and "test_accuracy" not in result
+
+
+@pytest.mark.slow
+def test_pipeline_trains_svr(tmp_path, client):
+    """The pipeline ingests regression partitions (ingest.regression) and promotes by the
+    holdout's mean squared error."""
+    import lzma
+
+    from distsvm import pipeline, spec
+    from distsvm.progress import Progress
+
+    with lzma.open(ABALONE, "rt") as f:
+        rows = f.readlines()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "p1.svm").write_text("".join(rows[:2000]))
+    (tmp_path / "hold.svm").write_text("".join(rows[3000:]))
+    ingest(str(tmp_path / "hold.svm"), str(tmp_path / "hold.zarr"), regression=True)
+    pspec = {"name": "ab", "dataset": str(tmp_path / "data.zarr"),
+             "partitions": str(tmp_path / "in" / "*.svm"), "holdout": str(tmp_path / "hold.zarr"),
+             "registry": str(tmp_path / "registry"),
+             "ingest": {"block_rows": 500, "n_features": 8, "regression": True},
+             "solver": {"solver": "newton", "loss": "squared_epsilon_insensitive"},
+             "source": str(tmp_path / "pipeline.yaml")}
+    spec.validate({k: v for k, v in pspec.items() if k != "source"}, "pipeline", "p.yaml")
+    code, out = pipeline.run(pspec, Progress(quiet=True), client=client)
+    assert (code, out["version"], out["promoted"]) == (0, 1, True)
+    assert open_dataset(pspec["dataset"]).meta.task == "regression"
+    (tmp_path / "in" / "p2.svm").write_text("".join(rows[2000:3000]))
+    code, out = pipeline.run(pspec, Progress(quiet=True), client=client)
+    assert out["version"] == 2 and "holdout mean squared error" in out["reason"]
+    assert 3 < out["holdout_mean_squared_error"] < 8

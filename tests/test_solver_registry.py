@@ -24,7 +24,7 @@ IGNORED = {"seed", "inner_passes", "join_blocks", "pcd_mode"}
 
 
 def test_every_liblinear_type_is_a_registered_solver_and_loss():
-    assert sorted(registry.LIBLINEAR_TYPES) == [0, 1, 2, 3, 4, 7, 12, 13]
+    assert sorted(registry.LIBLINEAR_TYPES) == [0, 1, 2, 3, 4, 7, 11, 12, 13]
     for code, (solver, loss) in registry.LIBLINEAR_TYPES.items():
         assert solver in registry.SOLVERS and loss in registry.SOLVERS[solver].losses, code
         assert registry.liblinear_type(solver, loss) == code
@@ -110,7 +110,8 @@ def test_every_option_belongs_to_a_solver_and_is_refused_by_the_others():
              "c_perf": {"c_perf": 1.0}, "parallel": {"parallel": "add"},
              "alm": {"rho": 1.5}, "primal_switch": {"primal_switch": 5},
              "regularize_bias": {"regularize_bias": False, "bias": 1.0},
-             "warm_start": {"warm_start": np.zeros(3)}, "weights": {"class_weight": "balanced"}}
+             "warm_start": {"warm_start": np.zeros(3)}, "weights": {"class_weight": "balanced"},
+             "epsilon": {"epsilon": 0.5}}
     assert set(given) == set(params.REFUSALS)
     for s in registry.SOLVERS.values():
         for option, kwargs in given.items():

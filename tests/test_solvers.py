@@ -30,10 +30,20 @@ from distsvm.ingest import ingest
 from distsvm.progress import Progress
 from distsvm.solvers import dcd, pcd
 
-from .conftest import Killer, dna_rows, liblinear_optimum, local_client, primal_objective
+from .conftest import (
+    DATA,
+    Killer,
+    dna_rows,
+    liblinear_optimum,
+    liblinear_svr_optimum,
+    load_xy,
+    local_client,
+    primal_objective,
+    svr_objective,
+)
 from .test_crammer_singer import cs_primal
 from .test_multiclass import liblinear_model, ovr_objectives
-from .test_svr_dual import abalone_rows, liblinear_svr, svr_primal
+from .test_svr_dual import abalone_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,20 +96,24 @@ CASES = [
     Case("dcd-ovr", dict(solver="dcd", loss="squared_hinge", C=0.001, eps=1e-9, gap_tol=5e-7,
                          max_rounds=1000, seed=1, join_blocks=False), data="dna",
          liblinear="-s 1", exact=True),
+    Case("newton-svr", dict(solver="newton", loss="squared_epsilon_insensitive", C=1.0,
+                            eps=1e-6, max_rounds=50), data="abalone", liblinear="-s 11",
+         opt_rtol=1e-6, kill_at=3),
     Case("dcd-svr-l2", {**DCD, "loss": "squared_epsilon_insensitive", "C": 0.01},
-         data="abalone", liblinear="-s 12", rtol=1e-4, blocks_rtol=1e-4),
-    Case("dcd-svr-l1", {**DCD, "loss": "epsilon_insensitive", "C": 0.01}, data="abalone",
-         liblinear="-s 13", rtol=1e-4, blocks_rtol=1e-4),
+         data="abalone-1500", liblinear="-s 12", rtol=1e-4, blocks_rtol=1e-4),
+    Case("dcd-svr-l1", {**DCD, "loss": "epsilon_insensitive", "C": 0.01},
+         data="abalone-1500", liblinear="-s 13", rtol=1e-4, blocks_rtol=1e-4),
 ]
-REGRESSION = ("abalone",)  # regression stores (ingest(..., regression=True))
+REGRESSION_DATA = {"abalone", "abalone-1500"}  # stores of real-valued targets (ingest regression=True)
 
 
 @pytest.fixture(scope="module")
 def data(a9a):
     """{name: ((X, y), store of 6 blocks, store of 1 block)}: 3,000 rows of a9a (with a
-    column view for pcd), 600 rows of dna (3 classes) and 1,500 of abalone (regression)."""
+    column view for pcd), 600 rows of dna (3 classes), abalone (regression) and its first
+    1,500 rows."""
     return {"a9a": (a9a[0][:3000], a9a[1][:3000]), "dna": dna_rows(600),
-            "abalone": abalone_rows(1500)}
+            "abalone": load_xy(DATA / "abalone_scale.xz", 8), "abalone-1500": abalone_rows(1500)}
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +124,8 @@ def stores(tmp_path_factory, data):
         if (name, blocks) not in made:
             X, y = data[name]
             d = ingest((X, y), str(tmp_path_factory.mktemp("conformance") / f"{name}.zarr"),
-                       block_rows=-(-X.shape[0] // blocks), regression=name in REGRESSION)
-            if name not in REGRESSION:
-                columnize(d, block_mb=0.02)
+                       block_rows=-(-X.shape[0] // blocks), regression=name in REGRESSION_DATA)
+            columnize(d, block_mb=0.02)
             made[name, blocks] = d
         return made[name, blocks]
 
@@ -141,8 +154,8 @@ def _train(case: Case, store, client, **kw):
 def _objective(case: Case, w, X, y) -> float:
     """LIBLINEAR's primal objective of w on (X, y), computed in NumPy."""
     p = case.params
-    if case.data in REGRESSION:
-        return svr_primal(w, X, y, p["loss"], C=p["C"], bias=p.get("bias", -1.0))[0]
+    if case.data in REGRESSION_DATA:
+        return svr_objective(w, X, y, p["loss"], p["C"], p.get("epsilon", 0.1), p.get("bias", -1.0))
     if p["loss"] == "crammer_singer":
         return cs_primal(w, X, y, p["C"], p.get("bias", -1.0))
     if len(np.unique(y)) > 2:
@@ -161,9 +174,9 @@ class SolverTests:
             pytest.skip(f"{case.id}: LIBLINEAR has no solver of this problem")
         X, y = data[case.data]
         p = case.params
-        if case.data in REGRESSION:
-            f_star = _objective(case, liblinear_svr(X, y, p["loss"], C=p["C"], eps=1e-8),
-                                X, y)
+        if case.data in REGRESSION_DATA:
+            f_star = liblinear_svr_optimum(X, y, f"{case.liblinear} -e 1e-10", p["loss"], p["C"],
+                                           p.get("epsilon", 0.1), p.get("bias", -1.0))[1]
         elif len(np.unique(y)) > 2 or p["loss"] == "crammer_singer":
             _, W = liblinear_model(X, y, f"{case.liblinear} -c {p['C']} -e 1e-10")
             f_star = _objective(case, W, X, y)

@@ -62,6 +62,12 @@ class Solver:
     hold: Callable | None = None
     solve_ovr: Callable | None = None
     recorded: Callable = lambda params, meta: {}
+    loss_eps: Mapping[str, float] = dataclasses.field(default_factory=dict)  # eps per loss
+
+    def default_eps(self, loss: str) -> float:
+        """The default ``eps`` of this solver with ``loss`` (``loss_eps``, else ``eps``):
+        LIBLINEAR's default differs per type (train.c: -s 11 0.0001)."""
+        return self.loss_eps.get(loss, self.eps)
 
     @property
     def cli_name(self) -> str:
@@ -124,7 +130,7 @@ def _newton(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
                         bias=float(p.bias), max_rounds=p.max_rounds,
                         regularize_bias=bool(p.regularize_bias), warm_start=p.warm_start,
                         progress=progress, positive=positive,
-                        checkpoint=checkpoint)
+                        checkpoint=checkpoint, epsilon=float(p.epsilon))
 
 
 def _cutting_plane(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
@@ -176,7 +182,8 @@ SOLVERS = {s.name: s for s in (
                   12: "squared_epsilon_insensitive", 13: "epsilon_insensitive"},
            options={"weights": None, "seed": None, "inner_passes": None, "gap_tol": None,
                     "join_blocks": None, "parallel": ("hinge", "squared_hinge"),
-                    "primal_switch": ("squared_hinge", "logistic")},
+                    "primal_switch": ("squared_hinge", "logistic"),
+                    "epsilon": ("epsilon_insensitive", "squared_epsilon_insensitive")},
            hold=_joined, solve_ovr=_dcd_ovr),
     Solver("pcd", "primal CD over column blocks", ("squared_hinge", "logistic"), 0.1,
            "max |D'(0)| relative to the gradient at w = 0", _pcd,
@@ -187,10 +194,13 @@ SOLVERS = {s.name: s for s in (
            options={"objective": None, "c_perf": None}, recorded=_cutting_plane_recorded),
     Solver("alm", "SVM-ALM primal solver", ("hinge", "squared_hinge", "lp"), 0.01,
            "the gradient norm (the paper's)", _alm, options={"alm": None}, intercept=True),
-    Solver("newton", "LIBLINEAR's line-search Newton", ("logistic", "squared_hinge"), 0.01,
-           "|grad f| relative to the gradient at w = 0, LIBLINEAR's", _newton,
-           types={0: "logistic", 2: "squared_hinge"},
-           options={"weights": None, "regularize_bias": None, "warm_start": None}),
+    Solver("newton", "LIBLINEAR's line-search Newton",
+           ("logistic", "squared_hinge", "squared_epsilon_insensitive"), 0.01,
+           "|grad f| relative to the gradient at w = 0, LIBLINEAR's (-s 11: 0.0001)", _newton,
+           types={0: "logistic", 2: "squared_hinge", 11: "squared_epsilon_insensitive"},
+           options={"weights": None, "regularize_bias": None, "warm_start": None,
+                    "epsilon": ("squared_epsilon_insensitive",)},
+           loss_eps={"squared_epsilon_insensitive": 1e-4}),  # train.c's default for -s 11
     Solver("crammer_singer", "Crammer-Singer multi-class SVM by dual CD", ("crammer_singer",),
            0.1, "the projected-gradient violation", _crammer_singer,
            max_rounds=100000,  # LIBLINEAR's for -s 4: one round is one of its iterations
