@@ -203,3 +203,20 @@ def test_svr_refuses_parallel_and_class_stores(svr_stores, client, tmp_path):
     classes = ingest(str(DATA / "dna.scale.t.xz"), str(tmp_path / "dna.zarr"))
     with pytest.raises(ValueError, match="-s 12 needs a regression store"):
         _train(classes, client, "squared_epsilon_insensitive")
+
+
+@pytest.mark.parametrize("loss", list(TYPES))
+def test_linear_svr_dual_is_liblinears_with_its_p_and_bias(abalone, client, loss):
+    """distsvm.LinearSVR(dual=True) runs -s 12/13 here: with epsilon = 0.5 (LIBLINEAR's -p)
+    and an intercept (-B 1), LIBLINEAR's objective and predictions."""
+    from distsvm import LinearSVR
+
+    X, y = abalone
+    est = LinearSVR(loss=loss, dual=True, epsilon=0.5, C=0.1, tol=1e-5, max_iter=2000,
+                    scheduler=client.scheduler.address).fit(X, y)
+    w = np.append(est.coef_, est.intercept_)
+    f = svr_primal(w, X, y, loss, C=0.1, p=0.5, bias=1.0)[0]
+    w_ll = liblinear_svr(X, y, loss, C=0.1, p=0.5, bias=1.0, eps=1e-8)
+    best = svr_primal(w_ll, X, y, loss, C=0.1, p=0.5, bias=1.0)[0]
+    assert f == pytest.approx(best, rel=1e-5)
+    np.testing.assert_allclose(est.predict(X), X @ w_ll[:-1] + w_ll[-1], rtol=0, atol=2e-2)
