@@ -9,7 +9,9 @@ race.py times it) and iterations (its ``#iter`` line); distsvm's ``train_seconds
 rounds from ``distsvm train STORE MODEL -s N --workers 1 --json`` (the store ingested once,
 untimed), and the whole command's wall time; each one's primal objective relative to f*
 (LIBLINEAR at -e 1e-6; for -s 13 its 300-iteration cap may leave f* short) and training MSE.
-Medians of --repeats runs, the tools interleaved.  Then "where the time goes" in distsvm's
+Medians of --repeats runs, the tools interleaved.  ``--replicate K`` trains on each set's
+rows repeated K times (a larger problem of the same shape, to see the fixed costs
+amortize).  Then "where the time goes" in distsvm's
 train_seconds: the kernel's passes alone on the same rows (in this process, after a warm-up),
 against the rest (Dask tasks, the joined block's read, the final loss pass).
 """
@@ -59,10 +61,12 @@ def liblinear(X, y, s, eps=None):
     return seconds, np.array([m.w[i] for i in range(X.shape[1])])
 
 
-def liblinear_iters(path, s):
+def liblinear_iters(path, s, replicate=1):
     """LIBLINEAR's #iter line for -s s at its defaults (a child process: it prints to fd 1)."""
     code = (f"from benchmarks.bench_svr_dual import load; from liblinear.liblinearutil import *;"
-            f"X, y = load({str(path)!r}); train(y, X.astype(float), '-s {s}')")
+            f"import scipy.sparse as sp, numpy as np; X, y = load({str(path)!r}); "
+            f"X, y = sp.vstack([X] * {replicate}).tocsr(), np.tile(y, {replicate}); "
+            f"train(y, X.astype(float), '-s {s}')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=REPO).stdout
     return int(re.search(r"#iter = (\d+)", out).group(1))
@@ -110,6 +114,7 @@ def main():
     ap.add_argument("--data", nargs="+", default=["abalone_scale", "cpusmall_scale"])
     ap.add_argument("--s", nargs="+", type=int, default=[12, 13])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--replicate", type=int, default=1)
     ap.add_argument("--datasets", default=str(REPO.parent / "shared" / "datasets" / "regression"))
     args = ap.parse_args()
     from distsvm.ingest import ingest
@@ -121,11 +126,19 @@ def main():
     for name in args.data:
         path = pathlib.Path(args.datasets) / f"{name}.xz"
         X, y = load(path)
+        if args.replicate > 1:
+            import scipy.sparse as sp
+            from sklearn.datasets import dump_svmlight_file
+
+            X, y = sp.vstack([X] * args.replicate).tocsr(), np.tile(y, args.replicate)
+            name = f"{name}x{args.replicate}"
+            dump_svmlight_file(X, y, str(work / f"{name}.svm"), zero_based=False)
         store = str(work / f"{name}.zarr")
-        ingest(str(path), store, regression=True)
+        ingest(str(work / f"{name}.svm") if args.replicate > 1 else str(path), store,
+               regression=True)
         for s in args.s:
             f_star = objective(liblinear(X, y, s, eps=1e-6)[1], X, y, s)[0]
-            iters = liblinear_iters(path, s)
+            iters = liblinear_iters(path, s, args.replicate)
             ll, ds = [], []
             for _ in range(args.repeats):
                 ll.append(liblinear(X, y, s))
