@@ -165,22 +165,31 @@ def test_default_eps_stops_with_liblinears_rule(abalone, svr_stores, client, los
     assert abs(s["rounds"] - iters) <= max(3, iters // 2), (s["rounds"], iters)
 
 
-def test_one_block_equals_many_and_one_worker_two(svr_stores, client):
-    """The joined 5-block store and the 1-block store take the same path (bit for bit), on
-    2 workers and on 1."""
-    from .conftest import local_client
-
+def test_one_block_equals_many(svr_stores, client):
+    """The joined 5-block store and the 1-block store take the same path (bit for bit)."""
     many, one = svr_stores
     loss = "squared_epsilon_insensitive"
     a = _train(many, client, loss, eps=1e-3)
     b = _train(one, client, loss, eps=1e-3)
     np.testing.assert_array_equal(a.w, b.w)
+    assert a.summary["rounds"] == b.summary["rounds"] > 20
+
+
+@pytest.mark.slow  # a cluster of its own
+def test_one_worker_equals_two(svr_stores, client):
+    """On 1 worker the run takes the 2-worker run's path (bit for bit)."""
+    from .conftest import local_client
+
+    many, _ = svr_stores
+    loss = "epsilon_insensitive"
+    a = _train(many, client, loss, eps=1e-3)
     with local_client(1) as c1:
         solo = _train(many, c1, loss, eps=1e-3)
     np.testing.assert_array_equal(solo.w, a.w)
     assert solo.summary["rounds"] == a.summary["rounds"]
 
 
+@pytest.mark.slow  # the conformance cases cover the block-wise path by default
 def test_block_wise_svr_certifies_its_gap(abalone, svr_stores, client):
     """join_blocks=False (the chained rounds over 5 blocks on 2 workers) with gap_tol: the
     certified objective is LIBLINEAR's within what the gap certifies."""
