@@ -93,6 +93,22 @@ def test_kernel_reaches_liblinears_optimum(abalone, loss, bias):
         assert mse == pytest.approx(mse_ll, rel=1e-6)
 
 
+def test_kernel_rows_of_zeros(abalone):
+    """Rows xᵢ = 0 (H = 0 for the L1 loss without bias: LIBLINEAR's step is ±∞, clipped to
+    ±C; inside the tube βᵢ stays 0): LIBLINEAR's objective still."""
+    import scipy.sparse as sp
+
+    X, y = abalone
+    X = sp.vstack([X[:500], sp.csr_matrix((3, X.shape[1]), dtype=np.float32)]).tocsr()
+    y = np.append(y[:500], [5.0, 0.05, -3.0])
+    loss = "epsilon_insensitive"
+    w, beta, _, _ = kernel_run(X, y, loss, eps=1e-6)
+    np.testing.assert_array_equal(beta[-3:], [1.0, 0.0, -1.0])
+    f = svr_primal(w, X, y, loss)[0]
+    theirs = svr_primal(liblinear_svr(X, y, loss), X, y, loss)[0]  # its 300 iterations
+    assert theirs * (1 - 1e-4) <= f <= theirs * (1 + 1e-9)
+
+
 @pytest.mark.parametrize("loss", list(TYPES))
 def test_kernel_default_eps_stops_like_liblinear(abalone, loss, capfd):
     """eps = 0.1 (LIBLINEAR's default for -s 12/13): the relative Σ-violation rule stops the

@@ -107,8 +107,8 @@ def svr_passes(indptr, indices, data, target, sqnorm, w, bias, n_features, beta,
             gmax_new = max(gmax_new, violation)
             gnorm1_new += violation
             s += 1
-            if H <= 0.0:  # xᵢ = 0 and Dᵢᵢ = 0: the objective is linear in βᵢ, take its end
-                new = -upper if Gp > 0.0 else (upper if Gn < 0.0 else 0.0)
+            if H <= 0.0:  # xᵢ = 0 and Dᵢᵢ = 0: p|βᵢ| − yᵢβᵢ, minimized at an end or at 0
+                new = upper if Gp < 0.0 else (-upper if Gn > 0.0 else 0.0)
             else:  # the closed-form Newton step of A.6
                 if Gp < H * b:
                     d = -Gp / H
