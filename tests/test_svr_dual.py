@@ -245,3 +245,27 @@ def test_linear_svr_dual_is_liblinears_with_its_p_and_bias(abalone, client, loss
     best = svr_primal(w_ll, X, y, loss, C=0.1, p=0.5, bias=1.0)[0]
     assert f == pytest.approx(best, rel=1e-5)
     np.testing.assert_allclose(est.predict(X), X @ w_ll[:-1] + w_ll[-1], rtol=0, atol=2e-2)
+
+
+def test_joined_run_resumes_from_its_checkpoint(svr_stores, client, tmp_path):
+    """The batched path (the store joined on one worker): a run stopped after round 3
+    resumes from its round-2 checkpoint to the uninterrupted w, with the first round's Σ
+    violation (LIBLINEAR's Gnorm1_init) read back from the checkpoint's history."""
+    import io
+
+    from distsvm.checkpoint import Checkpointer
+    from distsvm.progress import Progress
+
+    many, _ = svr_stores
+    loss, kw = "epsilon_insensitive", dict(eps=1e-2, seed=4)
+    ref = _train(many, client, loss, **kw)
+    ck = Checkpointer(tmp_path, 2, {"case": "svr"})
+    from distsvm.errors import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match=r"summed violation \(relative to round 1\)"):
+        _train(many, client, loss, checkpoint=ck, max_rounds=3, **kw)
+    log = Progress(stream=io.StringIO())
+    resumed = _train(many, client, loss, checkpoint=ck, progress=log, **kw)
+    assert "resuming from the checkpoint of round 2" in log.stream.getvalue()
+    assert resumed.summary["rounds"] == ref.summary["rounds"] > 3
+    np.testing.assert_array_equal(resumed.w, ref.w)
