@@ -137,7 +137,7 @@ def cache_rows(infos: list[BlockInfo], loss: int, cache_bytes: int, n_problems: 
 
 def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], seed: int,
                   share: int, *, bias, n_features, loss, class_cost, eps, n_passes,
-                  positive):
+                  positive, epsilon=0.0):
     """A DCD pass over block ``b``'s rows and the problem's cached informative rows of the
     other blocks, in one random permutation; then block ``b``'s part of the cache becomes
     its rows with αᵢ > 0 (a seeded sample of them, at most ``share`` rows).
@@ -151,7 +151,8 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
     ever.  No shrinking in this mode (each visit starts with every row active): the
     cached rows are the informative ones already.  Which rows of a block are cached is
     kept in its state (``cached``, checkpointed), so a resumed run rebuilds the same cache
-    (:func:`_rebuild_cache`).
+    (:func:`_rebuild_cache`).  Classification only (``epsilon``, the SVR losses' p, is not
+    used: :func:`cache_rows` gives SVR no cache).
     """
     cache = blocks.run_state(run, CACHE, dict)  # {block index: (rows, RowBlock, sqnorm)}
     states = {c: _state(run, infos[c]) for c in cache if c != b}
