@@ -269,3 +269,22 @@ def test_joined_run_resumes_from_its_checkpoint(svr_stores, client, tmp_path):
     assert "resuming from the checkpoint of round 2" in log.stream.getvalue()
     assert resumed.summary["rounds"] == ref.summary["rounds"] > 3
     np.testing.assert_array_equal(resumed.w, ref.w)
+
+
+def test_instance_weights_are_repeated_rows(abalone, client, tmp_path):
+    """Instance weights (Cᵢ = C·weight, Uᵢ = Cᵢ / Dᵢᵢ = 1/(2Cᵢ)): a store of integer weights
+    trains to the optimum of the store with each row repeated that many times."""
+    from distsvm.ingest import ingest
+
+    X, y = abalone
+    X, y = X[:400], y[:400]
+    sw = np.random.default_rng(3).integers(1, 4, len(y)).astype(np.float64)
+    rows = np.repeat(np.arange(len(y)), sw.astype(int))
+    weighted = ingest((X, y), str(tmp_path / "w.zarr"), sample_weight=sw, regression=True)
+    repeated = ingest((X[rows], y[rows]), str(tmp_path / "r.zarr"), regression=True)
+    for loss in TYPES:
+        a = _train(weighted, client, loss, eps=1e-6, max_rounds=3000)
+        b = _train(repeated, client, loss, eps=1e-6, max_rounds=3000)
+        fa = svr_primal(a.w, X[rows], y[rows], loss)[0]
+        assert fa == pytest.approx(a.summary["primal_objective"], rel=1e-9)
+        assert fa == pytest.approx(b.summary["primal_objective"], rel=1e-6), loss
