@@ -113,18 +113,31 @@ def d2xi_max(loss):
 @numba.njit(cache=True, nogil=True, inline="always")
 def dual_diag(c, loss):
     """Dᵢᵢ of the SVM dual for a row of cost Cᵢ = c: 0 (L1 loss) or 1/(2Cᵢ) (L2 loss)
-    (Hsieh et al. 2008, (4); Fan et al. 2008, A.2; SVR's λ, A.6 (10)).  A row of cost 0
-    has no dual variable (LIBLINEAR drops it): 0."""
-    return 0.5 / c if (loss == SQUARED_HINGE or loss == SQUARED_EPSILON_INSENSITIVE) \
-        and c != 0.0 else 0.0
+    (Hsieh et al. 2008, (4); Fan et al. 2008, A.2).  A row of cost 0 has no dual variable
+    (LIBLINEAR drops it): 0."""
+    return 0.5 / c if loss == SQUARED_HINGE and c != 0.0 else 0.0
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def dual_upper(c, loss):
-    """U of the SVM dual for a row of cost Cᵢ = c: Cᵢ (L1 loss) or ∞ (L2 loss) (SVR: the
-    bound of |βᵢ|, A.6 (10)); 0 for a row of cost 0, so that its αᵢ stays 0."""
-    return math.inf if (loss == SQUARED_HINGE or loss == SQUARED_EPSILON_INSENSITIVE) \
-        and c != 0.0 else c
+    """U of the SVM dual for a row of cost Cᵢ = c: Cᵢ (L1 loss) or ∞ (L2 loss); 0 for a row
+    of cost 0, so that its αᵢ stays 0."""
+    return math.inf if loss == SQUARED_HINGE and c != 0.0 else c
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def svr_diag(c, loss):
+    """λᵢ of the SVR dual (Fan et al. 2008, A.6 (10)) for a row of cost Cᵢ = c: 0 (L1-loss
+    SVR) or 1/(2Cᵢ) (L2-loss SVR); 0 for a row of cost 0.  (Apart from :func:`dual_diag`,
+    so that the classification kernels keep their one-compare test.)"""
+    return 0.5 / c if loss == SQUARED_EPSILON_INSENSITIVE and c != 0.0 else 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def svr_upper(c, loss):
+    """The bound U of |βᵢ| in the SVR dual (A.6 (10)): Cᵢ (L1-loss SVR) or ∞ (L2-loss
+    SVR); 0 for a row of cost 0, so that its βᵢ stays 0."""
+    return math.inf if loss == SQUARED_EPSILON_INSENSITIVE and c != 0.0 else c
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

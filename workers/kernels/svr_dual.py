@@ -5,7 +5,7 @@ Problem (Fan et al. 2008, Appendix A.6, the dual (10) of L2-regularized SVR; LIB
 
     min_β  ½ βᵀ(Q + D)β − yᵀβ + p Σᵢ|βᵢ|   s.t. −Uᵢ ≤ βᵢ ≤ Uᵢ,   Qᵢⱼ = xᵢᵀxⱼ
     L1-loss SVR:  Dᵢᵢ = 0,        Uᵢ = Cᵢ
-    L2-loss SVR:  Dᵢᵢ = 1/(2Cᵢ),  Uᵢ = ∞           (workers.losses.dual_diag, dual_upper)
+    L2-loss SVR:  Dᵢᵢ = 1/(2Cᵢ),  Uᵢ = ∞           (workers.losses.svr_diag, svr_upper)
 
 with y the real targets, p the tube's half-width (``-p``) and w = Σ βᵢxᵢ maintained as
 the β move, so that the gradient G = wᵀxᵢ − yᵢ + Dᵢᵢβᵢ of the smooth part costs one sparse
@@ -27,7 +27,7 @@ stopping test over all blocks.  ``w`` is updated in place; so are ``beta``, ``in
 import numba
 import numpy as np
 
-from ..losses import dual_diag, dual_upper, xi_residual
+from ..losses import svr_diag, svr_upper, xi_residual
 from .linear import row_dot
 
 # Layout of the per-block float64 ``state`` array carried between visits.
@@ -71,7 +71,7 @@ def svr_passes(indptr, indices, data, target, sqnorm, w, bias, n_features, beta,
         s = 0
         while s < active:
             i = index[s]
-            lam, upper = dual_diag(cost[i], loss), dual_upper(cost[i], loss)
+            lam, upper = svr_diag(cost[i], loss), svr_upper(cost[i], loss)
             G = row_dot(indptr, indices, data, i, w, bias, n_features) - target[i] + lam * beta[i]
             H = sqnorm[i] + bias_sq + lam
             Gp, Gn = G + p, G - p
@@ -153,7 +153,7 @@ def dual_terms(beta, target, loss, cost, p):
     lin, dsq = 0.0, 0.0
     for i in range(len(beta)):
         lin += target[i] * beta[i] - p * abs(beta[i])
-        dsq += dual_diag(cost[i], loss) * beta[i] * beta[i]
+        dsq += svr_diag(cost[i], loss) * beta[i] * beta[i]
     return lin, dsq
 
 
