@@ -463,8 +463,8 @@ def _select(a, progress, solver, loss, options, store):
     options = {k: v for k, v in options.items() if k != "owner"}
     if a.find_c:
         if a.liblinear_type not in SEARCH_TYPES.values():
-            raise ValueError("-C (the C search) is available for -s 0 and -s 2 only, "
-                             "as in LIBLINEAR")
+            raise ValueError("-C (the C search) is available for -s 0 and -s 2 only "
+                             "(LIBLINEAR's also searches C and p for -s 11; not here)")
         options.pop("pcd_mode")  # the search picks a solver that trains folds
         result = find_c(store, 5 if a.n_folds is None else a.n_folds, loss=loss,
                         start_C=a.C, concurrent_folds=a.concurrent_folds, progress=progress,

@@ -295,9 +295,11 @@ def check_task(p: Params, dataset) -> None:
     if regression:
         raise ValueError(f"{what} needs a regression store (ingest --regression); "
                          f"{dataset.url} has class labels {list(dataset.meta.classes)}")
+    svr = [f"-s {c}" for c, (_, loss) in registry.LIBLINEAR_TYPES.items()
+           if loss in registry.REGRESSION_LOSSES]
     raise ValueError(f"{what} needs a store of class labels; {dataset.url} is a regression "
                      f"store (real-valued targets): train an SVR loss "
-                     f"({', '.join(registry.REGRESSION_LOSSES)}) on it")
+                     f"({', '.join(registry.REGRESSION_LOSSES)}; {', '.join(svr)}) on it")
 
 
 def class_costs(owner: str, class_weight, C: float, meta) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 
 from storage import BlockInfo
 
-from . import blocks
+from . import blocks, losses
 from .kernels import newton as kernel
 from .kernels.linear import decision_values
 
@@ -45,6 +45,7 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
     loss along it at α = 1 from the block's z (→ z₀) and t, before z becomes Xw.  The
     blocks are shared among ``threads`` threads (:func:`blocks.each_block`)."""
     dim = n_features + (bias >= 0)
+    p = epsilon if losses.is_regression(loss) else None  # the kernels' SVR switch
 
     def make():
         return {"loss": 0.0, "grad": np.zeros(dim), "diag": np.zeros(dim), "grad_b": 0.0,
@@ -57,10 +58,10 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
                             n_features, s["t"])
             s["z"], s["z0"] = s["z0"], s["z"]
             acc["along"] += kernel.loss_along(s["y"], positive, s["cost"], s["z0"], s["t"],
-                                              1.0, loss, epsilon)
+                                              1.0, loss, p)
         out = kernel.fun_grad(block.indptr, block.indices, block.data, s["y"], positive,
                               s["cost"], w, bias, n_features, loss, s["z"], s["D"],
-                              acc["grad"], acc["diag"], epsilon)
+                              acc["grad"], acc["diag"], p)
         acc["loss"] += out[0]
         acc["grad_b"] += out[1]
         acc["diag_b"] += out[2]
@@ -128,5 +129,5 @@ def trial(url: str, infos: list[BlockInfo], run: str, alpha: float, *, loss: int
     for info in infos:
         st = _state(run, info)
         total += kernel.loss_along(st["y"], positive, st["cost"], st["z0"], st["t"], alpha, loss,
-                                   epsilon)
+                                   epsilon if losses.is_regression(loss) else None)
     return total
