@@ -311,3 +311,26 @@ def test_cpusmall_reaches_liblinears_optimum(client, tmp_path, loss):
     else:
         assert best * (1 - 1e-4) <= f <= best * (1 + 1e-9)
         assert mse == pytest.approx(mse_ll, rel=1e-2)
+
+
+@pytest.mark.slow  # a cluster of its own
+def test_a_killed_owner_restarts_the_svr_problem_elsewhere(svr_stores, monkeypatch):
+    """The joined block's worker is killed mid-run (the batched path, RELOAD): the SVR
+    problem restarts from β = 0 on the other worker and takes its no-fault path again."""
+    from distsvm.solvers import dcd
+
+    from .conftest import local_client
+    from .test_joined import _KillOwner
+
+    monkeypatch.setattr(dcd, "BATCH_SECONDS", 0.0)  # one round per batch
+    loss, kw = "squared_epsilon_insensitive", dict(eps=1e-3, seed=3)
+    with local_client(2) as c:
+        ref = _train(svr_stores[0], c, loss, **kw)
+        c.run(__import__("workers.blocks").blocks.clear_cache)
+        killer = _KillOwner(c, 5, 0)
+        model = _train(svr_stores[0], c, loss, progress=killer, **kw)
+    log = killer.stream.getvalue()
+    assert f"worker {killer.killed} left the cluster; its " in log, log[-2000:]
+    assert "the problem restarts from alpha = 0 there" in log
+    np.testing.assert_array_equal(model.w, ref.w)
+    assert model.summary["rounds"] == ref.summary["rounds"]

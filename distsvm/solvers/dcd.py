@@ -376,6 +376,8 @@ class _Batched(driver.Solver):
                 self.shrink[k] = found.state["shrink"][k]
         classes = self.ctx.dataset.meta.classes
         since = "alpha = 0" if found is None else f"the checkpoint of round {found.round}"
+        if not classes:  # a regression store (SVR): one problem, no classes
+            return f"the problem restarts from {since} there"
         return (f"the problems of class {', '.join(f'{classes[self.positives[k]]:g}' for k in ks)}"
                 f" restart from {since} there")
 
