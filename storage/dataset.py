@@ -195,7 +195,7 @@ class DatasetMeta:
     blocks: tuple[BlockInfo, ...]
     source: dict[str, Any]
     created: str
-    format_version: int = FORMAT_VERSION
+    format_version: int = FORMAT_VERSION  # unused: to_json writes 1, or 2 for regression
     task: str = "classification"
     targets: dict = dataclasses.field(default_factory=dict)
 
@@ -254,7 +254,6 @@ class DatasetMeta:
                 blocks=blocks,
                 source=dict(d.get("source", {})),
                 created=str(d.get("created", "")),
-                format_version=int(version),
                 task=str(d.get("task", "classification")),
                 targets={str(k): float(v) for k, v in d.get("targets", {}).items()},
             )

@@ -105,8 +105,12 @@ def test_in_memory_ingest_and_append_keep_the_task(tmp_path, abalone):
     assert open_dataset(base.url).meta == d.meta
 
 
-def test_cli_ingest_and_info(tmp_path, capsys):
+def test_cli_ingest_and_info(tmp_path, capsys, stores):
     from distsvm.cli import main
+
+    assert main(["info", stores[3].url, "--no-verify"]) == 0
+    text = capsys.readouterr().out
+    assert "labels           classes [1.0, 2.0, 3.0]" in text and "targets" not in text
 
     store = tmp_path / "ab.zarr"
     assert main(["ingest", str(ABALONE), str(store), "--regression", "--serial", "-q",
@@ -188,6 +192,21 @@ def test_s11_options_bias_unregularized_and_epsilon(stores, abalone, client):
             return svr_objective(w, X, y, C=C, p=p, bias=bias) - 0.5 * float(w @ ((1 - reg) * w))
 
         assert f(model.w) == pytest.approx(f(w_ref), rel=1e-6), (kw, f(model.w), f(w_ref))
+
+
+def test_s11_instance_weights_are_repeated_rows(tmp_path, abalone, client):
+    """A regression store's instance weights multiply Cᵢ: weights 1-3 = rows repeated."""
+    X, y = abalone[0][:600], abalone[1][:600]
+    sw = np.random.default_rng(0).integers(1, 4, X.shape[0]).astype(float)
+    rows = np.repeat(np.arange(X.shape[0]), sw.astype(int))
+    weighted = ingest((X, y), str(tmp_path / "w.zarr"), block_rows=200, sample_weight=sw,
+                      regression=True)
+    repeated = ingest((X[rows], y[rows]), str(tmp_path / "r.zarr"), block_rows=500,
+                      regression=True)
+    fits = [jobs.train(d, client=client, solver="newton", loss="squared_epsilon_insensitive",
+                       eps=1e-6) for d in (weighted, repeated)]
+    assert fits[0].params["sample_weight"] is True
+    np.testing.assert_allclose(fits[0].w, fits[1].w, rtol=0, atol=1e-6)
 
 
 def test_cli_train_predict_export_and_cross_validation(tmp_path, stores, abalone, client,
