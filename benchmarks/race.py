@@ -11,7 +11,8 @@ environment, and liblinear-multicore in its own one; datasets from ../shared/dat
     python benchmarks/race.py --beyond-memory --work /work/tmp-race  # the beyond-memory run
     python benchmarks/race.py --from-json A.json B.json --png docs/img/race.png  # tables, PNG
 
-Regression (`--data abalone_scale cpusmall_scale`, from ../shared/datasets/regression, `-s 11`):
+Regression (`--data abalone_scale cpusmall_scale`, from ../shared/datasets/regression, `-s 11`,
+`12`, `13`):
 liblinear and distsvm only, ingested with `--regression`; the objective is the SVR primal
 (-p 0.1) and the accuracy column holds the mean squared error on the training rows.
 
@@ -94,8 +95,8 @@ DATASETS = {  # name: (train file, test file or None, default -s list)
     "news20": ("news20.xz", None, [1, 4]),
     "pypi-summaries": ("pypi-summaries.xz", "pypi-summaries.t.xz", [1, 3, 0, 2]),
     # regression (real targets, `ingest --regression`): the SVR types; MSE instead of accuracy
-    "abalone_scale": ("regression/abalone_scale.xz", None, [11]),
-    "cpusmall_scale": ("regression/cpusmall_scale.xz", None, [11]),
+    "abalone_scale": ("regression/abalone_scale.xz", None, [11, 12, 13]),
+    "cpusmall_scale": ("regression/cpusmall_scale.xz", None, [11, 12, 13]),
 }
 REGRESSION_TYPES = (11, 12, 13)  # LIBLINEAR's SVR types (epsilon -p 0.1 by default)
 SVR_P = 0.1

@@ -24,7 +24,7 @@ IGNORED = {"seed", "inner_passes", "join_blocks", "pcd_mode"}
 
 
 def test_every_liblinear_type_is_a_registered_solver_and_loss():
-    assert sorted(registry.LIBLINEAR_TYPES) == [0, 1, 2, 3, 4, 7, 11, 21]
+    assert sorted(registry.LIBLINEAR_TYPES) == [0, 1, 2, 3, 4, 7, 11, 12, 13, 21]
     for code, (solver, loss) in registry.LIBLINEAR_TYPES.items():
         assert solver in registry.SOLVERS and loss in registry.SOLVERS[solver].losses, code
         assert registry.liblinear_type(solver, loss) == code

@@ -43,6 +43,7 @@ from .conftest import (
 )
 from .test_crammer_singer import cs_primal
 from .test_multiclass import liblinear_model, ovr_objectives
+from .test_svr_dual import abalone_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,16 +102,21 @@ CASES = [
     Case("oneclass", dict(solver="oneclass", loss="oneclass", nu=0.5, eps=1e-6,
                           max_rounds=1000, join_blocks=False), liblinear="-s 21",
          rtol=1e-6, blocks_rtol=1e-9),  # a loss restarts the lost blocks' alpha: not exact
+    Case("dcd-svr-l2", {**DCD, "loss": "squared_epsilon_insensitive", "C": 0.01},
+         data="abalone-1500", liblinear="-s 12", rtol=1e-4, blocks_rtol=1e-4),
+    Case("dcd-svr-l1", {**DCD, "loss": "epsilon_insensitive", "C": 0.01},
+         data="abalone-1500", liblinear="-s 13", rtol=1e-4, blocks_rtol=1e-4),
 ]
-REGRESSION_DATA = {"abalone"}  # stores of real-valued targets (ingest regression=True)
+REGRESSION_DATA = {"abalone", "abalone-1500"}  # stores of real-valued targets (regression=True)
 
 
 @pytest.fixture(scope="module")
 def data(a9a):
     """{name: ((X, y), store of 6 blocks, store of 1 block)}: 3,000 rows of a9a (with a
-    column view for pcd) and 600 rows of dna (3 classes)."""
+    column view for pcd), 600 rows of dna (3 classes), abalone (regression) and its first
+    1,500 rows."""
     return {"a9a": (a9a[0][:3000], a9a[1][:3000]), "dna": dna_rows(600),
-            "abalone": load_xy(DATA / "abalone_scale.xz", 8)}
+            "abalone": load_xy(DATA / "abalone_scale.xz", 8), "abalone-1500": abalone_rows(1500)}
 
 
 @pytest.fixture(scope="module")

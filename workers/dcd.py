@@ -18,9 +18,9 @@ from storage.dataset import join_blocks, take_rows
 
 from . import blocks, resident
 from .kernels import dcd as kernel
-from .kernels import dcd_lr
+from .kernels import dcd_lr, svr_dual
 from .kernels.linear import loss_sums
-from .losses import LOGISTIC
+from .losses import LOGISTIC, is_regression
 
 
 def _state(run: str, info: BlockInfo) -> dict:
@@ -36,17 +36,22 @@ def _state(run: str, info: BlockInfo) -> dict:
 
 
 def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps, n_passes,
-           positive, shrink):
+           positive, shrink, epsilon=0.0):
     """DCD passes on one block, updating ``w`` in place; the block's statistics are kept.
 
     ``class_cost`` is C per class index with its class weight (its row costs Cᵢ are
     :func:`blocks.row_costs`); ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all blocks by the
-    coordinator, or None to reactivate every row of the block first.
+    coordinator, or None to reactivate every row of the block first.  ``epsilon``: the
+    SVR losses' p (:func:`_visit_svr`).
     """
     cost = blocks.row_costs(block, class_cost)
     if loss == LOGISTIC:
         return _visit_lr(w, block, sqnorm, s, seed, bias=bias, n_features=n_features,
                          cost=cost, eps=eps, n_passes=n_passes, positive=positive)
+    if is_regression(loss):
+        return _visit_svr(w, block, sqnorm, s, seed, bias=bias, n_features=n_features,
+                          loss=loss, cost=cost, eps=eps, n_passes=n_passes, shrink=shrink,
+                          epsilon=epsilon)
     state = s["state"]
     if shrink is None:
         state[kernel.ACTIVE] = block.n_rows
@@ -59,6 +64,29 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps
     s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
                   "sum_alpha": sum_a, "sum_dsq": sum_dsq, "active": int(state[kernel.ACTIVE]),
                   "skipped": False}
+
+
+def _visit_svr(w, block, sqnorm, s, seed, *, bias, n_features, loss, cost, eps, n_passes,
+               shrink, epsilon):
+    """SVR dual CD passes (:mod:`workers.kernels.svr_dual`, LIBLINEAR's -s 12/13) on one
+    block: β in ``s["alpha"]``, w = Σ βᵢxᵢ.  ``shrink`` is ``(M̄, −∞)``, M̄ the round's
+    largest violation over all blocks (LIBLINEAR's Gmax_old), or None to reactivate every
+    row.  Its statistics fit the coordinator's round (:func:`stopping`): ``pg_max`` the
+    largest violation and ``pg_min`` 0, ``gnorm1`` the summed violation of the rows it
+    visited, ``sum_alpha`` Σ(yᵢβᵢ − p|βᵢ|) and ``sum_dsq`` ΣDᵢᵢβᵢ², so the coordinator's
+    dual Σα − ½‖w‖² − ½ΣDᵢᵢαᵢ² is the SVR dual objective."""
+    state = s["state"]
+    if shrink is None:
+        state[svr_dual.ACTIVE] = block.n_rows
+        state[svr_dual.GMAX_OLD] = np.inf
+    else:
+        state[svr_dual.GMAX_OLD] = shrink[0]
+    gmax, gnorm1, full, _, sum_lin, sum_dsq = svr_dual.svr_passes(
+        block.indptr, block.indices, block.data, block.target, sqnorm, w, bias, n_features,
+        s["alpha"], s["index"], state, loss, cost, epsilon, eps, n_passes, seed, False)
+    s["stats"] = {**(s["stats"] or {}), "pg_max": gmax, "pg_min": 0.0, "gnorm1": gnorm1,
+                  "full": bool(full), "sum_alpha": sum_lin, "sum_dsq": sum_dsq,
+                  "active": int(state[svr_dual.ACTIVE]), "skipped": False}
 
 
 def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, cost, eps, n_passes, positive):
@@ -92,13 +120,14 @@ CACHE_SHARE = 0.25  # ... and of the workers' block-cache budget (split among th
 
 def cache_rows(infos: list[BlockInfo], loss: int, cache_bytes: int, n_problems: int) -> int:
     """How many rows each problem's cache of informative rows may hold (:func:`_visit_cached`),
-    0 for none (one block, or ``-s 7``, whose αᵢ are all > 0): ``CACHE_ROWS`` of the store's
+    0 for none (one block, or ``-s 7``, whose αᵢ are all > 0, or SVR, whose rows with βᵢ ≠ 0
+    are not the ones α > 0 picks): ``CACHE_ROWS`` of the store's
     rows but no more than an average block's (each block visit revisits the whole cache, so a
     round then costs at most twice the rows of a round over the blocks alone), and the
     problem's share of ``CACHE_SHARE`` of ``cache_bytes`` (the smallest worker budget) at the
     store's average bytes a row.  The coordinator sets it once for the run, so a problem's
     path does not depend on where, or with which others, it runs."""
-    if len(infos) <= 1 or loss == LOGISTIC:
+    if len(infos) <= 1 or loss == LOGISTIC or is_regression(loss):
         return 0
     n_rows = sum(i.n_rows for i in infos)
     row_bytes = (sum(i.nnz for i in infos) * 8 + n_rows * 40) / max(1, n_rows)
@@ -108,7 +137,7 @@ def cache_rows(infos: list[BlockInfo], loss: int, cache_bytes: int, n_problems: 
 
 def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], seed: int,
                   share: int, *, bias, n_features, loss, class_cost, eps, n_passes,
-                  positive):
+                  positive, epsilon=0.0):
     """A DCD pass over block ``b``'s rows and the problem's cached informative rows of the
     other blocks, in one random permutation; then block ``b``'s part of the cache becomes
     its rows with αᵢ > 0 (a seeded sample of them, at most ``share`` rows).
@@ -122,7 +151,8 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
     ever.  No shrinking in this mode (each visit starts with every row active): the
     cached rows are the informative ones already.  Which rows of a block are cached is
     kept in its state (``cached``, checkpointed), so a resumed run rebuilds the same cache
-    (:func:`_rebuild_cache`).
+    (:func:`_rebuild_cache`).  Classification only (``epsilon``, the SVR losses' p, is not
+    used: :func:`cache_rows` gives SVR no cache).
     """
     cache = blocks.run_state(run, CACHE, dict)  # {block index: (rows, RowBlock, sqnorm)}
     states = {c: _state(run, infos[c]) for c in cache if c != b}
@@ -201,8 +231,9 @@ def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, 
     loaded = blocks.stream(url, [info for info, k in zip(infos, skip) if not k], cache_bytes,
                            storage_options)
     for s, k, seed in zip(states, skip, seeds):
-        if k:
-            s["stats"].update(pg_max=-np.inf, pg_min=np.inf, full=False, skipped=True)
+        if k:  # (an SVR block's violations leave the round's sum too)
+            s["stats"].update(pg_max=-np.inf, pg_min=np.inf, full=False, skipped=True,
+                              **({"gnorm1": 0.0} if "gnorm1" in s["stats"] else {}))
         else:
             block, sqnorm = next(loaded)
             resident.mark(s, tag)
@@ -212,13 +243,14 @@ def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, 
     if report_infos:
         out = report(w, url, report_infos, run, bias=kw["bias"], n_features=kw["n_features"],
                      loss=kw["loss"], positive=kw["positive"], class_cost=kw["class_cost"],
-                     cache_bytes=cache_bytes, storage_options=storage_options)
+                     cache_bytes=cache_bytes, storage_options=storage_options,
+                     epsilon=kw.get("epsilon", 0.0))
     return w, out
 
 
 def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float,
            n_features: int, loss: int, positive: int, class_cost: np.ndarray, cache_bytes: int,
-           storage_options: dict | None = None) -> dict:
+           storage_options: dict | None = None, epsilon: float = 0.0) -> dict:
     """End of a round on one worker: the loss Σ Cᵢ loss of its blocks at the round's final ``w`` and
     the statistics of their last visits, summed — all the coordinator needs, in one reply.
 
@@ -229,14 +261,14 @@ def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float,
     w = prev[0] if isinstance(prev, tuple) else prev
     return ovr_report(np.atleast_2d(w), url, infos, [run], [positive], [class_cost], bias=bias,
                       n_features=n_features, loss=loss, cache_bytes=cache_bytes,
-                      storage_options=storage_options)[0]
+                      storage_options=storage_options, epsilon=epsilon)[0]
 
 
 def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
                 gamma: float, sigma: float, bias: float, n_features: int, loss: int,
                 positive: int, class_cost: np.ndarray, eps: float, n_passes: int,
                 cache_bytes: int,
-                storage_options: dict | None = None, tag: int = 0):
+                storage_options: dict | None = None, tag: int = 0, epsilon: float = 0.0):
     """One round of parallel DCD (CoCoA/CoCoA+) on the blocks ``infos`` this worker owns.
 
     For each block in turn, streamed with prefetch (:func:`blocks.stream`):
@@ -246,7 +278,8 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
     the running ``w₀ + σ′Δw`` with the local subproblem scaled by ``sigma``
     (σ′), and finally its α moves by ``gamma`` times its change, so that after
     the coordinator's ``w += gamma·Σ Δw`` it still holds that w = Σ αᵢyᵢxᵢ.
-    α never leaves the worker.  Returns ``(Δw, report)``.
+    α never leaves the worker.  Returns ``(Δw, report)``.  (Classification only: the
+    registry offers no parallel mode for the SVR losses; ``epsilon`` is not used.)
     """
     u = np.array(w, dtype=np.float64)  # w₀ + σ′Δw as the local passes go
     rows = []
@@ -279,14 +312,16 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
 
 def restore(url: str, infos: list[BlockInfo], run: str, tag: int, *, bias: float,
             n_features: int, positive: int, cache_bytes: int,
-            storage_options: dict | None = None) -> np.ndarray:
+            storage_options: dict | None = None, regression: bool = False) -> np.ndarray:
     """After a worker loss: roll the blocks ``infos`` of this worker back to the start of
-    round ``tag`` and return their part of w, Σ_b X_bᵀ(α_b∘y_b) (13)
-    (:func:`resident.restore`)."""
+    round ``tag`` and return their part of w, Σ_b X_bᵀ(α_b∘y_b) (13), or with
+    ``regression`` (SVR) Σ_b X_bᵀβ_b (:func:`resident.restore`)."""
+    def coefficients(block, alpha):
+        return alpha if regression else alpha * np.where(block.y == positive, 1.0, -1.0)
+
     return resident.restore(url, infos, run, tag, np.zeros(n_features + (1 if bias >= 0 else 0)),
-                            lambda block, alpha: alpha * np.where(block.y == positive, 1.0, -1.0),
-                            bias=bias, n_features=n_features, cache_bytes=cache_bytes,
-                            storage_options=storage_options)
+                            coefficients, bias=bias, n_features=n_features,
+                            cache_bytes=cache_bytes, storage_options=storage_options)
 
 
 def save_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
@@ -329,7 +364,13 @@ def round_row(r: int, reports: list[dict], n_rows: int) -> dict:
     dual = sum(p["sum_alpha"] for p in reports) - 0.5 * ww \
         - 0.5 * sum(p["sum_dsq"] for p in reports)
     pg = max(p["pg_max"] for p in reports) - min(p["pg_min"] for p in reports)
-    return resident.round_row(r, reports, n_rows, dual, pg)
+    row = resident.round_row(r, reports, n_rows, dual, pg)
+    if "gnorm1" in reports[0]:  # SVR: the summed violation; pg_violation is set by stopping
+        row["gnorm1"] = sum(p["gnorm1"] for p in reports)
+    if "train_accuracy" in row and all("sq_error" in p for p in reports):  # SVR: the MSE
+        del row["train_accuracy"]
+        row["train_mse"] = sum(p["sq_error"] for p in reports) / max(1, n_rows)
+    return row
 
 
 def certified(row: dict, gap_tol: float) -> bool:
@@ -337,11 +378,18 @@ def certified(row: dict, gap_tol: float) -> bool:
     return gap_tol > 0 and "primal" in row and row["gap"] <= gap_tol * abs(row["primal"])
 
 
-def stopping(row: dict, reports: list[dict], eps: float, gap_certified: bool):
+def stopping(row: dict, reports: list[dict], eps: float, gap_certified: bool,
+             init: float | None = None):
     """After a round of sequential DCD: (converged, the thresholds (M̄, m̄) of (16) for the
     next round, None to reactivate every row).  Converged: LIBLINEAR's (17) on a round whose
     passes covered every row, or ``gap_certified``; when (17) holds on the shrunken problem
-    only, every row is reactivated and checked again, as LIBLINEAR does."""
+    only, every row is reactivated and checked again, as LIBLINEAR does.
+
+    SVR (the row has ``gnorm1``): ``solve_l2r_l1l2_svr``'s rule instead, Σ violation ≤
+    eps · ``init`` (the first round's Σ violation; None: this is the first round), the row's
+    ``pg_violation`` becoming that ratio, and (M̄, m̄) = (the round's largest violation, −∞)."""
+    if "gnorm1" in row:
+        return _stopping_svr(row, reports, eps, gap_certified, init)
     pg = row["pg_violation"]
     if (pg <= eps and all(p["full"] for p in reports)) or gap_certified:
         return True, None
@@ -351,12 +399,30 @@ def stopping(row: dict, reports: list[dict], eps: float, gap_certified: bool):
     return False, (pg_max if pg_max > 0 else np.inf, pg_min if pg_min < 0 else -np.inf)
 
 
+def _stopping_svr(row, reports, eps, gap_certified, init):
+    """:func:`stopping` for SVR (LIBLINEAR's -s 12/13)."""
+    gn = row["gnorm1"]
+    init = gn if init is None else init
+    row["pg_violation"] = gn / init if init > 0 else (0.0 if gn == 0 else np.inf)
+    if (gn <= eps * init and all(p["full"] for p in reports)) or gap_certified:
+        return True, None
+    if gn <= eps * init:
+        return False, None
+    return False, (max(p["pg_max"] for p in reports), -np.inf)
+
+
+def first_gnorm1(history: list[dict]) -> float | None:
+    """An SVR problem's first-round Σ violation, LIBLINEAR's Gnorm1_init (None before it)."""
+    return history[0]["gnorm1"] if history and "gnorm1" in history[0] else None
+
+
 def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
               class_costs: list, rounds: list[int], shrinks: list, *, seed: int, n_rows: int,
               max_rounds: int, every: int | None, seconds: float, eps: float, gap_tol: float,
               n_passes: int, bias: float, n_features: int, loss: int, cache_bytes: int,
               informative: int = 0, storage_options: dict | None = None,
-              from_checkpoint: dict | None = None) -> tuple[np.ndarray, list[dict]]:
+              from_checkpoint: dict | None = None, epsilon: float = 0.0,
+              inits: list | None = None) -> tuple[np.ndarray, list[dict]]:
     """Rounds of sequential DCD for several one-vs-rest problems, all on this worker.
 
     Problem j is row j of W: class index ``positives[j]`` against the rest, C per class
@@ -381,6 +447,10 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     of a checkpoint) first loads those problems' block states from the checkpoint
     (:func:`load_blocks`): problems moved here from a lost worker.
 
+    SVR (``loss`` a regression code): ``epsilon`` is the loss's p, and ``inits[j]`` problem
+    j's first-round Σ violation (:func:`first_gnorm1`; None if it has done no round) for
+    its stopping rule (:func:`stopping`).
+
     Returns when every problem has stopped ((17), the gap, or ``max_rounds``), or after a
     round that ends once ``seconds`` have passed or that is a multiple of ``every`` (a
     checkpoint is due): ``(W, outcome per problem)``, each ``{"rows": [round_row of each
@@ -393,7 +463,9 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     W = np.array(W, dtype=np.float64)
     out = [{"rows": [], "shrink": shrinks[j], "done": False, "converged": False}
            for j in range(len(runs))]
-    kw = dict(bias=bias, n_features=n_features, loss=loss, eps=eps, n_passes=n_passes)
+    kw = dict(bias=bias, n_features=n_features, loss=loss, eps=eps, n_passes=n_passes,
+              epsilon=epsilon)
+    inits = list(inits) if inits is not None else [None] * len(runs)
     if informative:  # each problem keeps a cache of that many rows (_visit_cached)
         cache_bytes = int(cache_bytes * (1 - CACHE_SHARE))  # the rest holds the caches
         for run in runs:
@@ -408,7 +480,7 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
             return ovr_report(W[js], url, infos, sub, [positives[j] for j in js],
                               [class_costs[j] for j in js], bias=bias, n_features=n_features,
                               loss=loss, cache_bytes=cache_bytes,
-                              storage_options=storage_options)
+                              storage_options=storage_options, epsilon=epsilon)
         bytes_read = blocks.take_bytes_read()
         return [_summed(W[j], [blocks.run_state(runs[j], i.name, dict)["stats"] for i in infos],
                         bytes_read if i == 0 else 0) for i, j in enumerate(js)]
@@ -438,7 +510,9 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
                 row["at"] = time.perf_counter() - start
                 out[j]["rows"].append(row)
                 converged, out[j]["shrink"] = stopping(row, [report], eps,
-                                                       certified(row, gap_tol))
+                                                       certified(row, gap_tol), inits[j])
+                if inits[j] is None:
+                    inits[j] = row.get("gnorm1")
                 out[j].update(done=converged or rr == max_rounds, converged=converged)
         if all(o["done"] for o in out) or time.perf_counter() - start > seconds or \
                 (every and any(r[j] % every == 0 for j in live)):
@@ -448,33 +522,46 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
         for j, report in zip(js, measured(js, True)):
             last = out[j]["rows"][-1]
             full = round_row(last["round"], [report], n_rows)
-            last.update({k: full[k] for k in ("primal", "gap", "train_accuracy")})
+            last.update({k: full[k] for k in ("primal", "gap", "train_accuracy", "train_mse")
+                         if k in full})
     return W, out
 
 
 def ovr_report(W, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
                class_costs: list, *, bias: float, n_features: int, loss: int, cache_bytes: int,
-               storage_options: dict | None = None) -> list[dict]:
+               storage_options: dict | None = None, epsilon: float = 0.0) -> list[dict]:
     """:func:`report` of several one-vs-rest problems: problem j is row j of W
     (class index ``positives[j]`` against the rest, run ``runs[j]``, C per class index
     ``class_costs[j]``).  Each block is read (or taken from the cache) once and its losses
     for all the problems are summed in one pass (:func:`loss_sums`); a block every problem
-    skipped is not read.  The bytes read are reported with the first problem."""
+    skipped is not read.  The bytes read are reported with the first problem.  SVR (``loss``
+    a regression code, ``epsilon`` its p): the loss Σ Cᵢ ξ(wᵀxᵢ − yᵢ) and ``sq_error``
+    Σ(wᵀxᵢ − yᵢ)² (:func:`svr_dual.svr_loss`), ``correct`` 0."""
     stats = [[blocks.run_state(run, info.name, dict)["stats"] for info in infos] for run in runs]
     fresh = [b for b in range(len(infos)) if not all(st[b]["skipped"] for st in stats)]
     costs = np.array(class_costs, dtype=np.float64).reshape(len(runs), -1)
     totals, correct = np.empty(len(runs)), np.empty(len(runs), dtype=np.int64)
     measured = blocks.stream(url, [infos[b] for b in fresh], cache_bytes, storage_options)
+    regression = is_regression(loss)
     for b, (block, _) in zip(fresh, measured):
-        loss_sums(block.indptr, block.indices, block.data, block.y,
-                  np.asarray(positives, dtype=np.int64), W, bias, n_features, loss, costs,
-                  np.empty(0) if block.weight is None else block.weight, totals, correct)
+        if regression:
+            cost = blocks.row_costs(block, costs[0])
+            for j, st in enumerate(stats):
+                totals[j], st[b]["sq_error"] = svr_dual.svr_loss(
+                    block.indptr, block.indices, block.data, block.target, W[j], bias,
+                    n_features, loss, cost, epsilon)
+            correct[:] = 0
+        else:
+            loss_sums(block.indptr, block.indices, block.data, block.y,
+                      np.asarray(positives, dtype=np.int64), W, bias, n_features, loss, costs,
+                      np.empty(0) if block.weight is None else block.weight, totals, correct)
         for j, st in enumerate(stats):
             if not st[b]["skipped"]:
                 st[b]["loss"], st[b]["correct"] = float(totals[j]), int(correct[j])
         del block
     bytes_read = blocks.take_bytes_read()
     return [{"loss": sum(s["loss"] for s in st), "correct": sum(s["correct"] for s in st),
+             **({"sq_error": sum(s["sq_error"] for s in st)} if regression else {}),
              **_summed(W[j], st, bytes_read if j == 0 else 0)} for j, st in enumerate(stats)]
 
 
@@ -485,4 +572,5 @@ def _summed(w: np.ndarray, stats: list[dict], bytes_read: int) -> dict:
             "sum_dsq": sum(s["sum_dsq"] for s in stats),
             "pg_max": max(s["pg_max"] for s in stats), "pg_min": min(s["pg_min"] for s in stats),
             "full": all(s["full"] for s in stats), "active": sum(s["active"] for s in stats),
-            "stale": sum(s["skipped"] for s in stats), "bytes_read": bytes_read}
+            "stale": sum(s["skipped"] for s in stats), "bytes_read": bytes_read,
+            **({"gnorm1": sum(s["gnorm1"] for s in stats)} if "gnorm1" in stats[0] else {})}

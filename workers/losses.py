@@ -126,6 +126,21 @@ def dual_upper(c, loss):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def svr_diag(c, loss):
+    """λᵢ of the SVR dual (Fan et al. 2008, A.6 (10)) for a row of cost Cᵢ = c: 0 (L1-loss
+    SVR) or 1/(2Cᵢ) (L2-loss SVR); 0 for a row of cost 0.  (Apart from :func:`dual_diag`,
+    so that the classification kernels keep their one-compare test.)"""
+    return 0.5 / c if loss == SQUARED_EPSILON_INSENSITIVE and c != 0.0 else 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def svr_upper(c, loss):
+    """The bound U of |βᵢ| in the SVR dual (A.6 (10)): Cᵢ (L1-loss SVR) or ∞ (L2-loss
+    SVR); 0 for a row of cost 0, so that its βᵢ stays 0."""
+    return math.inf if loss == SQUARED_EPSILON_INSENSITIVE and c != 0.0 else c
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def logistic_dual(a, a_c, c):
     """αlogα + (C − α)log(C − α) − C log C for α = a, C − α = a_c, C = c: a row's term of the
     logistic regression dual (Fan et al. 2008, (6)), equal to −max over m of (−αm − Cξ(m))."""

@@ -7,7 +7,10 @@ Algorithm 1 with the random permutation of §3.1 and the shrinking of §3.2, sto
 LIBLINEAR's rule (17) or, with ``gap_tol``, on a certified duality gap.  Kernel:
 :mod:`workers.kernels.dcd`.  With the logistic loss (``-s 7``) the same coordinator runs the
 dual CD of Yu, Huang & Lin 2011 on each block (:mod:`workers.kernels.dcd_lr`: no shrinking,
-stopping on max |g′| < eps, sequential mode only).
+stopping on max |g′| < eps, sequential mode only).  With the SVR losses (``-s 13``, ``-s 12``,
+``epsilon`` the tube's p) it runs the dual CD of Fan et al. 2008, Appendix A.6, on β
+(:mod:`workers.kernels.svr_dual`; sequential mode only), stopping on LIBLINEAR's Σ-violation
+rule (docs/solvers/svr.md).
 
 Distributed: the rows are split into blocks whose α and shrinking state stay on the worker
 that owns them; only w moves.  A round visits every block in a fresh random order, running
@@ -61,13 +64,15 @@ def _problem(loss: str, bias: float, meta) -> tuple[int, int]:
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: float,
           bias: float, max_rounds: int, seed: int, inner_passes: int = 1, gap_tol: float = 0.0,
           parallel: str | None = None, progress: Progress | None = None,
-          checkpoint: Checkpointer | None = None, positive: int = 1) -> Result:
+          checkpoint: Checkpointer | None = None, positive: int = 1,
+          epsilon: float = 0.1) -> Result:
     """Train by block-wise DCD on the cluster behind ``client`` (chained, or ``parallel``
     ``"average"``/``"add"``; a plan with one owner runs on the batched path, :func:`solve_ovr`).
     ``positive`` is the class index whose rows have yᵢ = +1 (the others −1): the binary
     problem of one class against the rest (one-vs-rest, :mod:`distsvm.solvers.ovr`).
     ``cost`` (C per class index, with the class weights, :func:`distsvm.params.class_costs`)
     and the store's instance weights give each row its Cᵢ (:func:`workers.blocks.row_costs`).
+    ``epsilon``: the p of the SVR losses (LIBLINEAR's ``-p``; unused by the others).
 
     With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
     writes one every ``checkpoint.every`` rounds (docs/solvers/dcd.md, "Checkpoints").
@@ -76,12 +81,13 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: f
         return solve_ovr(client, dataset, plan, loss=loss, costs=[cost], eps=eps, bias=bias,
                          max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
                          gap_tol=gap_tol, progress=progress, checkpoint=checkpoint,
-                         positives=[positive])[0]
+                         positives=[positive], epsilon=epsilon)[0]
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
     kind = _Chained if parallel is None else _Parallel
     return driver.drive(kind(ctx, loss=loss, cost=cost, eps=eps, bias=bias,
                              max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
-                             gap_tol=gap_tol, parallel=parallel, positive=positive),
+                             gap_tol=gap_tol, parallel=parallel, positive=positive,
+                             epsilon=epsilon),
                         max_rounds=max_rounds)[0]
 
 
@@ -95,21 +101,22 @@ class _Blocks(driver.Solver):
     restore = staticmethod(workers.dcd.restore)
 
     def __init__(self, ctx, *, loss, cost, eps, bias, max_rounds, seed, inner_passes, gap_tol,
-                 parallel, positive):
+                 parallel, positive, epsilon):
         super().__init__(ctx)
         meta = ctx.dataset.meta
         code, dim = _problem(loss, bias, meta)
         class_cost = np.asarray(cost, dtype=np.float64)
         self.common = dict(bias=bias, n_features=meta.n_features, loss=code, positive=positive,
-                           class_cost=class_cost, storage_options=ctx.dataset.storage_options)
-        self.restore_kw = dict(bias=bias, n_features=meta.n_features, positive=positive)
+                           class_cost=class_cost, storage_options=ctx.dataset.storage_options,
+                           epsilon=epsilon)
+        self.restore_kw = dict(bias=bias, n_features=meta.n_features, positive=positive,
+                               regression=bool(losses.is_regression(code)))
         self.eps, self.max_rounds, self.seed, self.gap_tol = eps, max_rounds, seed, gap_tol
         self.inner_passes, self.parallel = inner_passes, parallel
         self.x = np.zeros(dim)
 
     def limit(self, k, history):
-        return (f"the projected-gradient violation {history[-1]['pg_violation']:.3g} fell to "
-                f"eps={self.eps:g}")
+        return _limit(history, self.eps)
 
     def w(self, k):
         return self.x
@@ -151,7 +158,8 @@ class _Chained(_Blocks):
         row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
         self.converged[0], self.shrink = workers.dcd.stopping(
             row, reports, self.eps,
-            workers.dcd.certified(row, self.gap_tol) and not row["stale_blocks"])
+            workers.dcd.certified(row, self.gap_tol) and not row["stale_blocks"],
+            workers.dcd.first_gnorm1(self.histories[0]))
         self.done[0] = self.converged[0]
         return [(0, row)]
 
@@ -206,7 +214,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, costs: l
               eps: float, bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
               gap_tol: float = 0.0, progress: Progress | None = None,
               checkpoint: Checkpointer | None = None,
-              positives: list[int] | None = None) -> list[Result]:
+              positives: list[int] | None = None, epsilon: float = 0.1) -> list[Result]:
     """One-vs-rest for K classes by sequential DCD, problem k the rows of class index
     ``positives[k]`` (default k) against the rest at C per class index ``costs[k]``
     (:func:`distsvm.params.problem_costs`); or one binary problem (:func:`solve` on a plan
@@ -225,7 +233,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, costs: l
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
     return driver.drive(_Batched(ctx, loss=loss, costs=costs, eps=eps, bias=bias,
                                  max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
-                                 gap_tol=gap_tol, positives=positives),
+                                 gap_tol=gap_tol, positives=positives, epsilon=epsilon),
                         max_rounds=max_rounds)
 
 
@@ -240,7 +248,7 @@ class _Batched(driver.Solver):
     policy = driver.RELOAD
 
     def __init__(self, ctx, *, loss, costs, eps, bias, max_rounds, seed, inner_passes, gap_tol,
-                 positives):
+                 positives, epsilon):
         meta = ctx.dataset.meta
         self.problems = K = len(costs)
         self.positives = list(range(K)) if positives is None else positives
@@ -261,7 +269,7 @@ class _Batched(driver.Solver):
             seed=seed, n_rows=meta.n_rows, max_rounds=max_rounds,
             every=ctx.checkpoint.every if ctx.checkpoint is not None else None,
             seconds=BATCH_SECONDS, eps=eps, gap_tol=gap_tol, n_passes=inner_passes, bias=bias,
-            n_features=meta.n_features, loss=code,
+            n_features=meta.n_features, loss=code, epsilon=epsilon,
             informative=workers.dcd.cache_rows(self.infos, code,
                                                min(ctx.plan.cache_bytes.values()), K),
             storage_options=ctx.dataset.storage_options)
@@ -300,6 +308,7 @@ class _Batched(driver.Solver):
             workers.dcd.ovr_batch, W[g], ctx.dataset.url, self.infos,
             [self.runs[k] for k in g], [self.positives[k] for k in g],
             [self.costs[k] for k in g], [len(h[k]) for k in g], [self.shrink[k] for k in g],
+            inits=[workers.dcd.first_gnorm1(h[k]) for k in g],
             from_checkpoint=self.from_checkpoint(g), cache_bytes=ctx.plan.cache_bytes[a],
             workers=[a], pure=False, **self.common)
             for (a, t), g in groups.items()]
@@ -326,8 +335,7 @@ class _Batched(driver.Solver):
         return self.tagged[k]
 
     def limit(self, k, history):
-        return (f"the projected-gradient violation {history[-1]['pg_violation']:.3g} fell to "
-                f"eps={self.eps:g}")
+        return _limit(history, self.eps)
 
     def w(self, k):
         return self.W[k]
@@ -368,5 +376,15 @@ class _Batched(driver.Solver):
                 self.shrink[k] = found.state["shrink"][k]
         classes = self.ctx.dataset.meta.classes
         since = "alpha = 0" if found is None else f"the checkpoint of round {found.round}"
+        if not classes:  # a regression store (SVR): one problem, no classes
+            return f"the problem restarts from {since} there"
         return (f"the problems of class {', '.join(f'{classes[self.positives[k]]:g}' for k in ks)}"
                 f" restart from {since} there")
+
+
+def _limit(history: list[dict], eps: float) -> str:
+    """The round-limit warning's reason: (17)'s projected-gradient spread, or SVR's summed
+    violation relative to its first round's (its ``pg_violation``) had not fallen to eps."""
+    what = "the summed violation (relative to round 1)" if "gnorm1" in history[-1] else \
+        "the projected-gradient violation"
+    return f"{what} {history[-1]['pg_violation']:.3g} fell to eps={eps:g}"

@@ -96,7 +96,7 @@ def _dcd(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
                      bias=float(p.bias), max_rounds=p.primal_switch or p.max_rounds,
                      seed=p.seed, inner_passes=p.inner_passes, gap_tol=float(p.gap_tol),
                      parallel=p.parallel, progress=progress, checkpoint=checkpoint,
-                     positive=positive)
+                     positive=positive, epsilon=float(p.epsilon))
 
 
 def _dcd_ovr(client, dataset, plan, p, *, costs, progress, checkpoint):
@@ -105,7 +105,7 @@ def _dcd_ovr(client, dataset, plan, p, *, costs, progress, checkpoint):
     return dcd.solve_ovr(client, dataset, plan, loss=p.loss, costs=costs, eps=float(p.eps),
                          bias=float(p.bias), max_rounds=p.primal_switch or p.max_rounds,
                          seed=p.seed, inner_passes=p.inner_passes, gap_tol=float(p.gap_tol),
-                         progress=progress, checkpoint=checkpoint)
+                         progress=progress, checkpoint=checkpoint, epsilon=float(p.epsilon))
 
 
 def _joined(dataset, plan, p):
@@ -183,12 +183,17 @@ def _oneclass(client, dataset, plan, p, *, positive, cost, progress, checkpoint)
 # the paper's ε = 0.001 on the average training loss for the cutting plane (Joachims 2006
 # §4.4); ‖∇obj‖ ≤ 0.01 for SVM-ALM, as Nie et al. 2014.
 SOLVERS = {s.name: s for s in (
-    Solver("dcd", "dual CD over row blocks", ("hinge", "squared_hinge", "logistic"),
-           0.1, "the projected-gradient violation", _dcd, types={1: "squared_hinge",
-                                                                 3: "hinge", 7: "logistic"},
+    Solver("dcd", "dual CD over row blocks", ("hinge", "squared_hinge", "logistic",
+                                                "epsilon_insensitive",
+                                                "squared_epsilon_insensitive"),
+           0.1, "the projected-gradient violation (SVR: the summed violation relative to "
+           "round 1's)", _dcd,
+           types={1: "squared_hinge", 3: "hinge", 7: "logistic",
+                  12: "squared_epsilon_insensitive", 13: "epsilon_insensitive"},
            options={"weights": None, "seed": None, "inner_passes": None, "gap_tol": None,
                     "join_blocks": None, "parallel": ("hinge", "squared_hinge"),
-                    "primal_switch": ("squared_hinge", "logistic")},
+                    "primal_switch": ("squared_hinge", "logistic"),
+                    "epsilon": ("epsilon_insensitive", "squared_epsilon_insensitive")},
            hold=_joined, solve_ovr=_dcd_ovr),
     Solver("pcd", "primal CD over column blocks", ("squared_hinge", "logistic"), 0.1,
            "max |D'(0)| relative to the gradient at w = 0", _pcd,
