@@ -46,6 +46,8 @@ _LIBLINEAR_NAMES = {
     ("newton", "squared_hinge"): "L2R_L2LOSS_SVC",
     ("newton", "logistic"): "L2R_LR",
     ("crammer_singer", "crammer_singer"): "MCSVM_CS",
+    ("l1", "squared_hinge"): "L1R_L2LOSS_SVC",
+    ("l1", "logistic"): "L1R_LR",
 }
 _FROM_LIBLINEAR = {v: k for k, v in _LIBLINEAR_NAMES.items()}
 
@@ -286,7 +288,7 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
         raise ModelFormatError(f"{path}: malformed LIBLINEAR header: {exc!r}") from exc
     if name not in _FROM_LIBLINEAR:
         raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (regression, one-class "
-                               "or L1-regularized) is not a classifier distsvm can use")
+                               "or regression) is not a classifier distsvm can use")
     solver, loss = _FROM_LIBLINEAR[name]
     if len(labels) != n_class or n_class < 2:
         raise ModelFormatError(f"{path}: nr_class {n_class} does not match labels {labels}")
