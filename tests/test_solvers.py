@@ -28,10 +28,11 @@ from distsvm.columns import columnize
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.progress import Progress
-from distsvm.solvers import dcd, pcd
+from distsvm.solvers import dcd, l1, pcd
 
 from .conftest import Killer, dna_rows, liblinear_optimum, local_client, primal_objective
 from .test_crammer_singer import cs_primal
+from .test_l1 import l1_objective, liblinear_l1
 from .test_multiclass import liblinear_model, ovr_objectives
 
 
@@ -85,7 +86,13 @@ CASES = [
     Case("dcd-ovr", dict(solver="dcd", loss="squared_hinge", C=0.001, eps=1e-9, gap_tol=5e-7,
                          max_rounds=1000, seed=1, join_blocks=False), data="dna",
          liblinear="-s 1", exact=True),
+    # the ids: Killer picks its victim by len(id); these pick worker 0, the one exact mode runs on
+    Case("l1-cdn", dict(solver="l1", loss="squared_hinge", C=0.01, eps=1e-6, max_rounds=1000,
+                       seed=3), liblinear="-s 5"),
+    Case("l1-glmnet", dict(solver="l1", loss="logistic", C=0.1, eps=1e-6, max_rounds=1000,
+                       seed=3), liblinear="-s 6", kill_at=3),
 ]
+L1_TYPES = ("-s 5", "-s 6")  # L1-regularized: ‖w‖₁ for ½‖w‖² (tests/test_l1.py)
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +144,8 @@ def _objective(case: Case, w, X, y) -> float:
         return cs_primal(w, X, y, p["C"], p.get("bias", -1.0))
     if len(np.unique(y)) > 2:
         return float(np.sum(ovr_objectives(w, X, y, p["loss"], p["C"])))
+    if case.liblinear in L1_TYPES:
+        return l1_objective(w, X, y, p["loss"], p["C"], p.get("bias", -1.0))
     if p["solver"] == "alm":  # its intercept is unregularized: not LIBLINEAR's objective
         return float("nan")
     return primal_objective(w, X, y, p["loss"], C=p["C"], bias=p.get("bias", -1.0))
@@ -154,6 +163,9 @@ class SolverTests:
         if len(np.unique(y)) > 2 or p["loss"] == "crammer_singer":
             _, W = liblinear_model(X, y, f"{case.liblinear} -c {p['C']} -e 1e-10")
             f_star = _objective(case, W, X, y)
+        elif case.liblinear in L1_TYPES:
+            ref, _ = liblinear_l1(X, y, f"{case.liblinear} -c {p['C']} -e 1e-10")
+            f_star = _objective(case, ref, X, y)
         else:
             loss = {"-s 7": "logistic"}.get(case.liblinear, p["loss"])
             f_star = liblinear_optimum(X, y, loss, C=p["C"], eps=1e-8)[1]
@@ -176,6 +188,7 @@ class SolverTests:
                                                       monkeypatch):
         monkeypatch.setattr(dcd, "BATCH_SECONDS", 0.0)  # a kill lands between batches
         monkeypatch.setattr(pcd, "BATCH_SECONDS", 0.0)
+        monkeypatch.setattr(l1, "BATCH_SECONDS", 0.0)
         ref = refs(case)
         kw = {}
         if case.params["solver"] == "alm":  # RELOAD: the no-fault path from a checkpoint
