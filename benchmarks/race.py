@@ -263,8 +263,8 @@ def objective(model: Lin, X, y, s, C=1.0, norm_sq=None, dv=None) -> float:
     """LIBLINEAR's primal objective of the model on (X, y)."""
     dv = model.decision(X) if dv is None else dv
     nsq = float(np.sum(model.coef ** 2)) if norm_sq is None else norm_sq
-    if s in L1_TYPES:  # ½‖w‖² below is then ‖w‖₁ (with the bias's, as LIBLINEAR's -B)
-        nsq = 2.0 * float(np.sum(np.abs(model.coef)) + np.sum(np.abs(model.intercept)))
+    if s in L1_TYPES:  # ½‖w‖² below is then ‖w‖₁ (the race trains without a bias)
+        nsq = 2.0 * float(np.sum(np.abs(model.coef)))
     if dv.ndim == 1:
         yy = np.where(y == model.classes[1], 1.0, -1.0)
         return 0.5 * nsq + C * float(np.sum(binary_loss(yy * dv, s)))
