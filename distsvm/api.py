@@ -315,6 +315,8 @@ class LinearSVC(_LinearClassifier):
     the L2-loss problem in the primal (``-s 2``); ``dual="auto"`` (the default, as
     scikit-learn's since 1.5) the primal when rows are at least as many as features and the
     loss has one (squared_hinge), else the dual.  ``inner_passes`` is the dual solver's.
+    ``penalty="l1"`` (squared_hinge, primal): ``‖w‖₁ + C Σᵢ loss``, LIBLINEAR ``-s 5``
+    (docs/solvers/l1.md).
     """
 
     def __init__(self, C=1.0, loss="squared_hinge", dual="auto", tol=1e-4, max_iter=1000,
@@ -346,7 +348,8 @@ class LinearSVC(_LinearClassifier):
 
 class LogisticRegression(_LinearClassifier):
     """L2-regularized logistic regression, ``½‖w‖² + C Σᵢ log(1 + e^{−yᵢwᵀxᵢ})``:
-    LIBLINEAR ``-s 0`` (primal, ``dual=False``) or ``-s 7`` (dual, ``dual=True``)."""
+    LIBLINEAR ``-s 0`` (primal, ``dual=False``) or ``-s 7`` (dual, ``dual=True``);
+    ``penalty="l1"``: ``‖w‖₁ + C Σᵢ log(1 + e^{−yᵢwᵀxᵢ})``, LIBLINEAR ``-s 6``."""
 
     def __init__(self, C=1.0, dual=False, tol=1e-4, max_iter=1000, fit_intercept=True,
                  intercept_scaling=1.0, class_weight=None, random_state=None, scheduler=None,
