@@ -257,12 +257,20 @@ def test_a_store_without_a_column_view_says_how_to_make_one(rows, tmp_path, clie
 @pytest.mark.slow
 @pytest.mark.parametrize("s", [5, 6])
 def test_news20_optimum_and_support(s, tmp_path, client):
+    """news20, class 1 vs the rest (62,061 features): LIBLINEAR's objective to 1e-4 where
+    LIBLINEAR converges in its 1000 (-s 5) / 100 (-s 6) iterations, else at most its
+    objective; supports equal but for 1% of LIBLINEAR's."""
     X, y = load_xy(shared_dataset("news20"))
-    y = np.where(y == 1, 1.0, -1.0)  # class 1 vs the rest: a binary problem
-    ref, _ = liblinear_l1(X, y, f"-s {s} -c 1 -e 1e-4")
+    y = np.where(y == 1, 1.0, -1.0)
+    ref, iters = liblinear_l1(X, y, f"-s {s} -c 1 -e 1e-4")
     d = ingest((X, y), str(tmp_path / "news20.zarr"))
     columnize(d)
-    model = _train(d, client, s, C=1.0, eps=1e-4)
+    model = _train(d, client, s, C=1.0, eps=1e-4, max_rounds=5000)
     f_ref = l1_objective(ref, X, y, TYPES[s], 1.0)
-    assert l1_objective(model.w, X, y, TYPES[s], 1.0) == pytest.approx(f_ref, rel=1e-4)
+    f = l1_objective(model.w, X, y, TYPES[s], 1.0)
+    assert model.summary["converged"]
+    if iters < {5: 1000, 6: 100}[s]:
+        assert f == pytest.approx(f_ref, rel=1e-4), (f, f_ref, iters)
+    else:
+        assert f <= f_ref * (1 + 1e-4), (f, f_ref, iters)
     assert len(support(model.w) ^ support(ref)) <= 0.01 * len(support(ref))

@@ -304,10 +304,12 @@ def glm_qp_bias(bias, D, xTd, w, wpd, j, grad, hdiag, reg, qp_active, shrink_at,
         qp_active[j] = 0
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def glm_loss_change(exp_wTx, xTd, y, positive, cost, exp_new):
     """Σⱼ Cⱼ [ℓ(w + d) − ℓ(w)] without the Σ_{yⱼ=−1} Cⱼxⱼᵀd term (LIBLINEAR's form):
-    Σⱼ Cⱼ log((1 + e^{wᵀxⱼ+xⱼᵀd}) / (e^{xⱼᵀd} + e^{wᵀxⱼ+xⱼᵀd})); fills ``exp_new``.
+    Σⱼ Cⱼ log((1 + e^{wᵀxⱼ+xⱼᵀd}) / (e^{xⱼᵀd} + e^{wᵀxⱼ+xⱼᵀd})), written as
+    log1p(e^{wᵀxⱼ+xⱼᵀd}) − xⱼᵀd − log1p(e^{wᵀxⱼ}) so that an exponential that underflows
+    gives no 0/0 (an overflow gives +∞: the step is rejected); fills ``exp_new``.
     Also returns Σ_{yⱼ=−1} Cⱼ xⱼᵀd."""
     s = 0.0
     neg = 0.0
@@ -315,13 +317,13 @@ def glm_loss_change(exp_wTx, xTd, y, positive, cost, exp_new):
         e = math.exp(xTd[r])
         en = exp_wTx[r] * e
         exp_new[r] = en
-        s += cost[r] * math.log((1.0 + en) / (e + en))
+        s += cost[r] * (math.log1p(en) - xTd[r] - math.log1p(exp_wTx[r]))
         if y[r] != positive:
             neg += cost[r] * xTd[r]
     return s, neg
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def glm_weights(exp_wTx, cost, tau, D):
     """τⱼ = Cⱼ/(1 + e^{wᵀxⱼ}) and Dⱼ = Cⱼe^{wᵀxⱼ}/(1 + e^{wᵀxⱼ})²."""
     for r in range(len(exp_wTx)):
@@ -330,7 +332,7 @@ def glm_weights(exp_wTx, cost, tau, D):
         D[r] = cost[r] * exp_wTx[r] * t * t
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def lr_loss_sum(exp_wTx, y, positive, cost):
     """Σⱼ Cⱼ log(1 + e^{−yⱼwᵀxⱼ}) from e^{wᵀxⱼ} (LIBLINEAR's closing sum)."""
     s = 0.0
