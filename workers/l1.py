@@ -6,7 +6,7 @@ the next block prefetched, the state staying on the worker between tasks
 (:func:`workers.blocks.run_state`):
 
 * CDN: w, bⱼ = 1 − yⱼwᵀxⱼ, Cⱼ, the active (unshrunk) features and the shrinking bound;
-* newGLMNET: w, e^{wᵀxⱼ}, τ, D, Cⱼ, the gradient and Hessian diagonal at w with the
+* newGLMNET: w, wᵀxⱼ, τ, D, Cⱼ, the gradient and Hessian diagonal at w with the
   active features, and the inner tolerance.
 
 Everything is a function of w and a few scalars that every task returns (the active set
@@ -63,7 +63,7 @@ def initial(url: str, cmeta: ColumnsMeta, *, loss: int, bias: float, class_cost,
             row_infos: list[BlockInfo] | None, positive: int, w: np.ndarray | None,
             cache_bytes: int, storage_options: dict | None = None, **_) -> dict:
     """The state at ``w`` (None: 0): labels, costs Cⱼ (class cost × instance weight), and
-    wᵀxⱼ by one pass over the column blocks; CDN's b or newGLMNET's e^{wᵀxⱼ}, τ, D."""
+    wᵀxⱼ by one pass over the column blocks; CDN's b or newGLMNET's wᵀxⱼ, τ, D."""
     y = read_labels(url, cmeta, storage_options)
     cost = np.asarray(class_cost, dtype=np.float64)[y]
     if row_infos is not None:
@@ -82,10 +82,10 @@ def initial(url: str, cmeta: ColumnsMeta, *, loss: int, bias: float, class_cost,
     state = {"y": y, "w": w, "c": cost, "active": np.ones(dim, dtype=np.uint8)}
     if loss == 1:  # squared hinge: b = 1 − y wᵀx
         state["b"] = 1.0 - np.where(y == positive, wx, -wx)
-    else:
-        state["e"] = np.exp(wx)
+    else:  # newGLMNET keeps the margins wᵀx (LIBLINEAR: e^{wᵀx}; see glm_loss_change)
+        state["wx"] = wx
         state["tau"], state["D"] = np.empty_like(wx), np.empty_like(wx)
-        kernel.glm_weights(state["e"], cost, state["tau"], state["D"])
+        kernel.glm_weights(wx, cost, state["tau"], state["D"])
         state["grad"], state["hdiag"] = np.zeros(dim), np.zeros(dim)
     return state
 
@@ -101,7 +101,7 @@ def objective(state, *, loss, n_features, reg, positive) -> float:
     if loss == 1:
         data = kernel.l2_loss_sum(state["b"], state["c"])
     else:
-        data = kernel.lr_loss_sum(state["e"], state["y"], positive, state["c"])
+        data = kernel.lr_loss_sum(state["wx"], state["y"], positive, state["c"])
     return _norm1(w, n_features, reg) + data
 
 
@@ -194,11 +194,11 @@ def _glm_newton(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, 
     steps, t = 0, 1.0
     accepted = False
     while steps < kernel.MAX_LINESEARCH:
-        s, negsum = kernel.glm_loss_change(state["e"], xTd, y, positive, c, e_new)
+        s, negsum = kernel.glm_loss_change(state["wx"], xTd, y, positive, c, e_new)
         if w_norm_new - w_norm + negsum - kernel.SIGMA * delta + s <= 0.0:
             w[:] = wpd
-            state["e"][:] = e_new
-            kernel.glm_weights(state["e"], c, state["tau"], D)
+            state["wx"][:] = e_new
+            kernel.glm_weights(state["wx"], c, state["tau"], D)
             accepted = True
             break
         wpd = 0.5 * (w + wpd)
@@ -208,9 +208,9 @@ def _glm_newton(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, 
         t *= 0.5
         steps += 1
     if not accepted:  # LIBLINEAR recomputes e^{wᵀx} from w here
-        fresh = initial_margins(state, url, cmeta, bias=bias, n_features=n_features,
-                                cache_bytes=cache_bytes, storage_options=storage_options)
-        state["e"][:] = np.exp(fresh)
+        state["wx"][:] = initial_margins(state, url, cmeta, bias=bias, n_features=n_features,
+                                         cache_bytes=cache_bytes,
+                                         storage_options=storage_options)
     if inner == 1:
         state["inner_eps"] *= 0.25
     return inner, steps, t if accepted else 0.0

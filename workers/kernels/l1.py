@@ -304,43 +304,46 @@ def glm_qp_bias(bias, D, xTd, w, wpd, j, grad, hdiag, reg, qp_active, shrink_at,
         qp_active[j] = 0
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def glm_loss_change(exp_wTx, xTd, y, positive, cost, exp_new):
-    """Σⱼ Cⱼ [ℓ(w + d) − ℓ(w)] without the Σ_{yⱼ=−1} Cⱼxⱼᵀd term (LIBLINEAR's form):
-    Σⱼ Cⱼ log((1 + e^{wᵀxⱼ+xⱼᵀd}) / (e^{xⱼᵀd} + e^{wᵀxⱼ+xⱼᵀd})), written as
-    log1p(e^{wᵀxⱼ+xⱼᵀd}) − xⱼᵀd − log1p(e^{wᵀxⱼ}) so that an exponential that underflows
-    gives no 0/0 (an overflow gives +∞: the step is rejected); fills ``exp_new``.
-    Also returns Σ_{yⱼ=−1} Cⱼ xⱼᵀd."""
+@numba.njit(cache=True, nogil=True, inline="always")
+def _softplus(a):
+    """log(1 + eᵃ) without overflow."""
+    return max(a, 0.0) + math.log1p(math.exp(-abs(a)))
+
+
+@numba.njit(cache=True, nogil=True)
+def glm_loss_change(wx, xTd, y, positive, cost, wx_new):
+    """Σⱼ Cⱼ [ℓ(w + d) − ℓ(w)] without the Σ_{yⱼ=−1} Cⱼxⱼᵀd term (LIBLINEAR's form,
+    Σⱼ Cⱼ log((1 + e^{wᵀxⱼ+xⱼᵀd}) / (e^{xⱼᵀd} + e^{wᵀxⱼ+xⱼᵀd}))), computed from the margins
+    wᵀxⱼ as softplus(wᵀxⱼ + xⱼᵀd) − xⱼᵀd − softplus(wᵀxⱼ): LIBLINEAR keeps e^{wᵀxⱼ}, which
+    overflows where |wᵀxⱼ| > 709 (news20) and then stalls its line search.  Fills
+    ``wx_new``; also returns Σ_{yⱼ=−1} Cⱼ xⱼᵀd."""
     s = 0.0
     neg = 0.0
-    for r in range(len(exp_wTx)):
-        e = math.exp(xTd[r])
-        en = exp_wTx[r] * e
-        exp_new[r] = en
-        s += cost[r] * (math.log1p(en) - xTd[r] - math.log1p(exp_wTx[r]))
+    for r in range(len(wx)):
+        a = wx[r] + xTd[r]
+        wx_new[r] = a
+        s += cost[r] * (_softplus(a) - xTd[r] - _softplus(wx[r]))
         if y[r] != positive:
             neg += cost[r] * xTd[r]
     return s, neg
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def glm_weights(exp_wTx, cost, tau, D):
-    """τⱼ = Cⱼ/(1 + e^{wᵀxⱼ}) and Dⱼ = Cⱼe^{wᵀxⱼ}/(1 + e^{wᵀxⱼ})²."""
-    for r in range(len(exp_wTx)):
-        t = 1.0 / (1.0 + exp_wTx[r])
+@numba.njit(cache=True, nogil=True)
+def glm_weights(wx, cost, tau, D):
+    """τⱼ = Cⱼ/(1 + e^{wᵀxⱼ}) and Dⱼ = Cⱼe^{wᵀxⱼ}/(1 + e^{wᵀxⱼ})², from the margins."""
+    for r in range(len(wx)):
+        e = math.exp(-abs(wx[r]))
+        t = 1.0 / (1.0 + e) if wx[r] < 0.0 else e / (1.0 + e)  # 1/(1 + e^{wᵀx})
         tau[r] = cost[r] * t
-        D[r] = cost[r] * exp_wTx[r] * t * t
+        D[r] = cost[r] * t * (1.0 - t)
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def lr_loss_sum(exp_wTx, y, positive, cost):
-    """Σⱼ Cⱼ log(1 + e^{−yⱼwᵀxⱼ}) from e^{wᵀxⱼ} (LIBLINEAR's closing sum)."""
+@numba.njit(cache=True, nogil=True)
+def lr_loss_sum(wx, y, positive, cost):
+    """Σⱼ Cⱼ log(1 + e^{−yⱼwᵀxⱼ}) from the margins wᵀxⱼ."""
     s = 0.0
-    for r in range(len(exp_wTx)):
-        if y[r] == positive:
-            s += cost[r] * math.log(1.0 + 1.0 / exp_wTx[r])
-        else:
-            s += cost[r] * math.log(1.0 + exp_wTx[r])
+    for r in range(len(wx)):
+        s += cost[r] * _softplus(-wx[r] if y[r] == positive else wx[r])
     return s
 
 
