@@ -254,23 +254,42 @@ def test_a_store_without_a_column_view_says_how_to_make_one(rows, tmp_path, clie
         _train(d, client, 5)
 
 
+def subgradient_norm1(w, X, y, loss, C):
+    """Σⱼ of the minimum-norm subgradient's |component| of ‖w‖₁ + C Σ ξ at w, in NumPy."""
+    s = np.where(y == np.max(y), 1.0, -1.0)
+    m = s * (X.astype(np.float64) @ w[:X.shape[1]])
+    if loss == "logistic":
+        dxi = -1.0 / (1.0 + np.exp(np.clip(m, -700, 700)))
+    else:
+        dxi = -2.0 * np.maximum(0.0, 1.0 - m)
+    g = C * (X.T @ (s * dxi))
+    v = np.where(w > 0, np.abs(g + 1), np.where(w < 0, np.abs(g - 1),
+                                                  np.maximum(np.abs(g) - 1, 0.0)))
+    return float(v.sum())
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("s", [5, 6])
-def test_news20_optimum_and_support(s, tmp_path, client):
-    """news20, class 1 vs the rest (62,061 features): LIBLINEAR's objective to 1e-4 where
-    LIBLINEAR converges in its 1000 (-s 5) / 100 (-s 6) iterations, else at most its
-    objective; supports equal but for 1% of LIBLINEAR's."""
+@pytest.mark.parametrize("s, eps", [(5, 1e-3), (6, 1e-8)])
+def test_news20_optimum_and_support(s, eps, tmp_path, client):
+    """news20, class 1 vs the rest (62,061 features).  LIBLINEAR 2.50 stops at its iteration
+    limit here at these eps (-s 5: 1000, objective 534.71; -s 6: 100, 1168.37, its e^{wᵀx}
+    overflowing): we converge, to a lower objective, and check our optimality independently
+    (the minimum-norm subgradient, in NumPy); supports are compared where LIBLINEAR
+    converges."""
     X, y = load_xy(shared_dataset("news20"))
     y = np.where(y == 1, 1.0, -1.0)
-    ref, iters = liblinear_l1(X, y, f"-s {s} -c 1 -e 1e-4")
+    ref, iters = liblinear_l1(X, y, f"-s {s} -c 1 -e {eps}")
     d = ingest((X, y), str(tmp_path / "news20.zarr"))
     columnize(d)
-    model = _train(d, client, s, C=1.0, eps=1e-4, max_rounds=5000)
+    model = _train(d, client, s, C=1.0, eps=eps, max_rounds=5000)
     f_ref = l1_objective(ref, X, y, TYPES[s], 1.0)
     f = l1_objective(model.w, X, y, TYPES[s], 1.0)
     assert model.summary["converged"]
+    ratio = (subgradient_norm1(model.w, X, y, TYPES[s], 1.0)
+             / subgradient_norm1(np.zeros_like(model.w), X, y, TYPES[s], 1.0))
+    assert ratio <= eps, ratio
     if iters < {5: 1000, 6: 100}[s]:
         assert f == pytest.approx(f_ref, rel=1e-4), (f, f_ref, iters)
+        assert len(support(model.w) ^ support(ref)) <= 0.01 * len(support(ref))
     else:
         assert f <= f_ref * (1 + 1e-4), (f, f_ref, iters)
-    assert len(support(model.w) ^ support(ref)) <= 0.01 * len(support(ref))
