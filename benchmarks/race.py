@@ -11,6 +11,10 @@ environment, and liblinear-multicore in its own one; datasets from ../shared/dat
     python benchmarks/race.py --beyond-memory --work /work/tmp-race  # the beyond-memory run
     python benchmarks/race.py --from-json A.json B.json --png docs/img/race.png  # tables, PNG
 
+Regression (`--data abalone_scale cpusmall_scale`, from ../shared/datasets/regression, `-s 11`):
+liblinear and distsvm only, ingested with `--regression`; the objective is the SVR primal
+(-p 0.1) and the accuracy column holds the mean squared error on the training rows.
+
 For each dataset and LIBLINEAR solver type -s (0, 1, 2, 3 and 4 on news20 only), every tool
 runs as a user runs it, in a child process (`python -c …` or the `distsvm` command), with
 C = 1 and otherwise its defaults:
@@ -89,7 +93,12 @@ DATASETS = {  # name: (train file, test file or None, default -s list)
     "w8a": ("w8a.xz", "w8a.t.xz", [0, 1, 2, 3]),
     "news20": ("news20.xz", None, [1, 4, 5, 6]),
     "pypi-summaries": ("pypi-summaries.xz", "pypi-summaries.t.xz", [1, 3, 0, 2, 5, 6]),
+    # regression (real targets, `ingest --regression`): the SVR types; MSE instead of accuracy
+    "abalone_scale": ("regression/abalone_scale.xz", None, [11]),
+    "cpusmall_scale": ("regression/cpusmall_scale.xz", None, [11]),
 }
+REGRESSION_TYPES = (11, 12, 13)  # LIBLINEAR's SVR types (epsilon -p 0.1 by default)
+SVR_P = 0.1
 L1_TYPES = (5, 6)  # L1-regularized (‖w‖₁ for ½‖w‖²); they read the store's column view
 TOOLS = ["liblinear", "multicore", "sklearn", "daskml", "vw1", "vw5", "distsvm", "distsvm-1w",
          "distsvm-1w2t"]
@@ -265,6 +274,11 @@ def objective(model: Lin, X, y, s, C=1.0, norm_sq=None, dv=None) -> float:
     nsq = float(np.sum(model.coef ** 2)) if norm_sq is None else norm_sq
     if s in L1_TYPES:  # ½‖w‖² below is then ‖w‖₁ (the race trains without a bias)
         nsq = 2.0 * float(np.sum(np.abs(model.coef)))
+    if s in REGRESSION_TYPES:  # SVR: ξ(wᵀx − y) = max(0, |r| − p), squared but for -s 13
+        xi = np.maximum(0.0, np.abs(dv - y) - SVR_P)
+        return 0.5 * nsq + C * float(np.sum(xi if s == 13 else xi * xi))
+    if s == 21:  # one-class, ν = 0.5 (the default): ½‖w‖² − νlρ + Σ max(0, ρ − wᵀx), b = −ρ
+        return 0.5 * nsq + 0.5 * len(y) * float(model.b) + float(np.sum(np.maximum(0.0, -dv)))
     if dv.ndim == 1:
         yy = np.where(y == model.classes[1], 1.0, -1.0)
         return 0.5 * nsq + C * float(np.sum(binary_loss(yy * dv, s)))
@@ -302,7 +316,8 @@ class Data:
             self.Xt = self.Xt[:, :self.n].tocsr()
         else:
             self.Xt, self.yt = self.X, self.y
-        self.binary = len(np.unique(self.y)) == 2
+        self.regression = self.solvers[0] in REGRESSION_TYPES
+        self.binary = len(np.unique(self.y)) == 2 and not self.regression
         self.work = work
         self.store = work / f"{name}.zarr"
         self.test_store = work / f"{name}.t.zarr" if self.test_file else self.store
@@ -327,8 +342,9 @@ class Data:
             self.ingest_seconds = json.loads(record.read_text())
             return self.ingest_seconds
         rec = {}
-        for src, store, extra in ((self.train_file, self.store, []),
-                                  (self.test_file, self.test_store, ["--no-shuffle"])):
+        task = ["--regression"] if self.regression else []
+        for src, store, extra in ((self.train_file, self.store, task),
+                                  (self.test_file, self.test_store, ["--no-shuffle", *task])):
             if src is None:
                 continue
             la = load()
@@ -382,6 +398,10 @@ def f_star(d: Data, s: int) -> float:
 
 def supports(tool: str, d: Data, s: int) -> str | None:
     """None if the tool runs this cell, else why not."""
+    if s in REGRESSION_TYPES and tool not in ("liblinear", "distsvm", "distsvm-1w"):
+        return "regression: liblinear and distsvm here"
+    if s == 21 and not (tool == "liblinear" or tool.startswith("distsvm")):
+        return "one-class (-s 21): LIBLINEAR and distsvm only"
     if tool == "multicore" and s == 4:
         return "liblinear-multicore: no -m for -s 4"
     if tool == "daskml" and (s != 0 or d.name not in ("a9a", "w8a")):
@@ -434,10 +454,14 @@ def run_tool(tool, d: Data, s, a, rep, cluster_addr=None) -> dict:
             if tool == "distsvm-1w2t":
                 pcmd += ["--scheduler", cluster_addr]
             pw, pout, _ = run(pcmd)
-            rec["predict_accuracy"] = json.loads(pout.strip().splitlines()[-1])["accuracy"]
+            pj = json.loads(pout.strip().splitlines()[-1])
+            rec["predict_accuracy"] = pj.get("accuracy", pj.get("mean_squared_error"))
             rec["predict_wall"] = pw
     rec["objective"] = objective(model, d.X, d.y, s)
-    rec["accuracy"] = float(np.mean(model.predict(d.Xt) == d.yt))
+    if d.regression:  # the mean squared error in the "accuracy" slot (metric() says which)
+        rec["accuracy"] = float(np.mean((model.decision(d.Xt) - d.yt) ** 2))
+    else:
+        rec["accuracy"] = float(np.mean(model.predict(d.Xt) == d.yt))
     return rec
 
 
@@ -508,7 +532,7 @@ def race(a):
     for name in a.data:
         d = Data(name, a)
         solvers = [s for s in (a.s or d.solvers) if s in DATASETS[name][2] or (
-            s == 4 and name == "news20") or s in L1_TYPES]
+            s == 4 and name == "news20") or s == 21 or s in L1_TYPES]
         tools = [t for t in a.tools]
         print(f"\n{name}: {d.X.shape[0]} rows x {d.n} features, {d.X.nnz} nnz; test "
               f"{'training accuracy (no test file)' if not d.test_file else d.test_file.name}; "
@@ -562,13 +586,20 @@ def race(a):
 
 
 HEAD = (f"{'data':15s} {'-s':>2s} {'tool':13s} {'wall s':>8s} {'train s':>8s} {'iters':>6s} "
-        f"{'(f-f*)/f*':>10s} {'acc %':>7s} {'load':>5s}")
+        f"{'(f-f*)/f*':>10s} {'acc %/MSE':>7s} {'load':>5s}")
+
+
+def metric(r) -> str:
+    """A row's accuracy in %, or a regression row's mean squared error ("MSE …")."""
+    if r["s"] in REGRESSION_TYPES:
+        return f"MSE {r['accuracy']:.5g}"
+    return f"{100 * r['accuracy']:.2f}"
 
 
 def print_row(r, flush=False):
     it = "" if r["iters"] is None else f"{r['iters']:g}"
     print(f"{r['data']:15s} {r['s']:2d} {r['tool']:13s} {r['wall']:8.2f} {r['train']:8.2f} "
-          f"{it:>6s} {r['rel']:10.2e} {100 * r['accuracy']:7.2f} {r['load']:5.2f}", flush=flush)
+          f"{it:>6s} {r['rel']:10.2e} {metric(r):>7s} {r['load']:5.2f}", flush=flush)
 
 
 # ----------------------------------------------------------------------------- beyond memory
@@ -719,7 +750,7 @@ def plot(rows, png):
 def markdown(rows) -> str:
     """The results as a Markdown table (for docs/benchmarks.md)."""
     head = ("| data | -s | tool | whole command (s) | train (s) | rounds/iters | (f − f\\*)/f\\* | "
-            "test acc. % | load (1-min avg. per repeat) |")
+            "test acc. % (regression: MSE) | load (1-min avg. per repeat) |")
     out = [head, "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "wall" not in r:
@@ -727,7 +758,7 @@ def markdown(rows) -> str:
             continue
         it = "" if r["iters"] is None else f"{r['iters']:g}"
         out.append(f"| {r['data']} | {r['s']} | {r['tool']} | {r['wall']:.2f} | {r['train']:.2f} "
-                   f"| {it} | {r['rel']:.2e} | {100 * r['accuracy']:.2f} | "
+                   f"| {it} | {r['rel']:.2e} | {metric(r)} | "
                    f"{' / '.join(f'{v:.1f}' for v in r['loads'])} |")
     return "\n".join(out)
 

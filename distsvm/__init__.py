@@ -1,12 +1,12 @@
 """distsvm: distributed, out-of-core training of LIBLINEAR's linear classifiers on Dask and Zarr."""
 
 __version__ = "0.1.0"
-__all__ = ["LinearSVC", "LogisticRegression", "ingest", "open_dataset", "train", "predict",
-           "load_model", "save_model"]
+__all__ = ["LinearSVC", "LinearSVR", "LogisticRegression", "LinearOneClassSVM", "ingest",
+           "open_dataset", "train", "predict", "load_model", "save_model"]
 
 
 def __getattr__(name):  # lazy, so that `import distsvm` (and the CLI's --help) stays fast
-    if name in ("LinearSVC", "LogisticRegression"):
+    if name in ("LinearSVC", "LinearSVR", "LogisticRegression", "LinearOneClassSVM"):
         from . import api
 
         return getattr(api, name)

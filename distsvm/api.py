@@ -1,4 +1,5 @@
-"""scikit-learn compatible estimators on the distributed solvers: LinearSVC, LogisticRegression.
+"""scikit-learn compatible estimators on the distributed solvers: LinearSVC, LogisticRegression,
+LinearSVR.
 
 ``fit`` accepts a NumPy/SciPy matrix with labels, or a dataset store (path,
 URL or :class:`storage.Dataset`) with ``y=None``.  In-memory data is first
@@ -199,7 +200,8 @@ class _LinearClassifier(_Params):
                         bias=float(self.intercept_scaling) if self.fit_intercept else -1.0,
                         max_rounds=self.max_iter,
                         seed=0 if self.random_state is None else self.random_state,
-                        class_weight=self.class_weight, **self._solver_kwargs(solver))
+                        class_weight=getattr(self, "class_weight", None),
+                        **self._solver_kwargs(solver))
         checked = params.Params(**training)
         params.check_params(owner, checked, SKLEARN_NAMES)
         params.check_solver(owner, checked, names=SKLEARN_NAMES)
@@ -371,3 +373,203 @@ class LogisticRegression(_LinearClassifier):
 
     def predict_log_proba(self, X):
         return np.log(self.predict_proba(X))
+
+
+class LinearSVR(_LinearClassifier):
+    """L2-regularized support vector regression, scikit-learn's ``LinearSVR`` on the
+    distributed solvers: ``½‖w‖² + C Σᵢ ξ(wᵀxᵢ + b − yᵢ)`` with ξ(r) = max(0, |r| − epsilon)
+    (``loss="epsilon_insensitive"``, LIBLINEAR ``-s 13``, dual only) or its square
+    (``"squared_epsilon_insensitive"``: ``-s 11`` in the primal, ``-s 12`` in the dual).
+    ``dual="auto"`` as scikit-learn's: the dual for the L1 loss or when features outnumber
+    rows, else the primal.  The types are looked up in the registry: one it does not have
+    (yet) is refused with a ``ValueError``.  ``fit`` takes real targets (or a regression
+    store, ``ingest(..., regression=True)``); ``predict`` returns wᵀx + b; ``score`` is R²,
+    as scikit-learn's regressors.  Defaults are scikit-learn's (epsilon 0, tol 1e-4), not
+    LIBLINEAR's (-p 0.1).
+    """
+
+    _estimator_type = "regressor"
+
+    def __init__(self, epsilon=0.0, tol=1e-4, C=1.0, loss="epsilon_insensitive",
+                 fit_intercept=True, intercept_scaling=1.0, dual="auto", verbose=0,
+                 random_state=None, max_iter=1000, scheduler=None, n_workers=None):
+        self._keep(locals())
+
+    def _liblinear_type(self, shape: tuple[int, int]) -> int:
+        losses = list(registry.REGRESSION_LOSSES)
+        if self.loss not in losses:
+            raise ValueError(f"The 'loss' parameter of LinearSVR must be one of {losses}. "
+                             f"Got {self.loss!r} instead.")
+        if not (isinstance(self.dual, bool) or self.dual == "auto"):
+            raise ValueError(f"The 'dual' parameter of LinearSVR must be a bool or 'auto'. "
+                             f"Got {self.dual!r} instead.")
+        l1 = self.loss == "epsilon_insensitive"
+        if self.dual is False and l1:
+            raise ValueError("Unsupported set of arguments: The combination of penalty='l2' "
+                             "and loss='epsilon_insensitive' are not supported when "
+                             "dual=False")
+        dual = self.dual if isinstance(self.dual, bool) else l1 or shape[0] < shape[1]
+        return (13 if l1 else 12) if dual else 11
+
+    def _solver_kwargs(self, solver: str) -> dict:
+        return {"epsilon": self.epsilon}
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit on ``(X, y)`` in memory (y real), or on a regression store given as ``X`` with
+        ``y=None``."""
+        owner = type(self).__name__
+        if _is_store(X):
+            if y is not None or sample_weight is not None:
+                raise ValueError("y must be None when X is a dataset store (targets are "
+                                 "stored), and so must sample_weight (so are instance weights)")
+            dataset = jobs.as_dataset(X)
+            meta = dataset.meta
+            self._set_model(jobs.train(dataset, **self._train_kwargs((meta.n_rows,
+                                                                      meta.n_features))))
+            return self
+        X = _check_X(X, owner)
+        kwargs = self._train_kwargs(X.shape)
+        y = _check_target(y, X.shape[0], owner)
+        extra = {}
+        if sample_weight is not None:
+            sw = np.asarray(sample_weight, dtype=np.float64)
+            if sw.shape != y.shape:
+                raise ValueError(f"sample_weight.shape == {sw.shape}, expected {y.shape}!")
+            if not np.all(np.isfinite(sw)) or np.any(sw < 0) or not np.any(sw > 0):
+                raise ValueError("sample_weight must be finite and >= 0, with at least one "
+                                 "non-zero number")
+            extra["sample_weight"] = sw
+        with tempfile.TemporaryDirectory(prefix="distsvm-fit-") as tmp:
+            store = ingest((X, y), os.path.join(tmp, "train.zarr"), seed=kwargs["seed"],
+                           regression=True, **extra)
+            self._set_model(jobs.train(store, **kwargs))
+        return self
+
+    def _set_model(self, model: Model, classes=None):
+        self.model_ = model
+        self.coef_ = np.asarray(model.coef_, dtype=np.float64)
+        self.intercept_ = np.atleast_1d(model.intercept_).astype(np.float64)
+        self.n_features_in_ = model.n_features
+        self.n_iter_ = model.summary["rounds"]
+        self.objective_ = model.summary["primal_objective"]
+
+    def predict(self, X):
+        """wᵀx + b for every row of an in-memory matrix."""
+        return self.decision_function(X)
+
+    def score(self, X, y=None, sample_weight=None):
+        """R² = 1 − Σ(y − ŷ)² / Σ(y − ȳ)² on ``(X, y)``, or on a regression store
+        (``y=None``) from the cluster's sums (:func:`distsvm.jobs.regression_sums`)."""
+        self._check_fitted()
+        if _is_store(X):
+            res = jobs.predict(X, self.model_, scheduler=self.scheduler,
+                               n_workers=self.n_workers)
+            error, _, st, _, stt, _ = res["regression_sums"]
+            return float(1.0 - error / (stt - st * st / res["n_rows"]))
+        y = _check_target(y, np.shape(X)[0], type(self).__name__)
+        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, float)
+        mean = np.average(y, weights=w)
+        return float(1.0 - np.sum(w * (y - self.predict(X)) ** 2) / np.sum(w * (y - mean) ** 2))
+
+    def __sklearn_tags__(self):
+        from sklearn.utils import InputTags, RegressorTags, Tags, TargetTags
+
+        return Tags(estimator_type="regressor", target_tags=TargetTags(required=True),
+                    regressor_tags=RegressorTags(), input_tags=InputTags(sparse=True))
+
+
+def _check_target(y, n_rows: int, owner: str) -> np.ndarray:
+    """Real targets: float64 (n_rows,), finite, in scikit-learn's words."""
+    if y is None:
+        raise ValueError(f"{owner} requires y to be passed, but the target y is None")
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
+    if len(y) != n_rows:
+        raise ValueError(f"Found input variables with inconsistent numbers of samples: "
+                         f"[{n_rows}, {len(y)}]")
+    y = y.astype(np.float64)
+    if not np.all(np.isfinite(y)):
+        raise ValueError("Input y contains NaN or infinity.")
+    return y
+
+class LinearOneClassSVM(_Params):
+    """Linear one-class SVM (LIBLINEAR ``-s 21``, :mod:`distsvm.solvers.oneclass`):
+    w = Σαᵢxᵢ and ρ of ``min ½αᵀQα s.t. 0 ≤ αᵢ ≤ 1, eᵀα = νl``; ``predict`` is +1 where
+    wᵀx − ρ > 0, else −1.  scikit-learn's ``OneClassSVM`` is kernel-based (libsvm); this is
+    its linear case, with its names (``nu``, ``tol``, ``max_iter``; ``offset_`` = ρ,
+    ``decision_function`` = ``score_samples`` − ``offset_``).  ``fit`` takes an in-memory
+    matrix (``y`` ignored) or a dataset store (its labels are ignored); no bias feature, as
+    LIBLINEAR's ``-s 21``."""
+
+    _estimator_type = "outlier_detector"
+
+    def __init__(self, nu=0.5, tol=0.01, max_iter=1000, random_state=None, verbose=False,
+                 scheduler=None, n_workers=None):
+        self.nu, self.tol, self.max_iter, self.random_state = nu, tol, max_iter, random_state
+        self.verbose, self.scheduler, self.n_workers = verbose, scheduler, n_workers
+
+    def _train_kwargs(self) -> dict:
+        owner = type(self).__name__
+        training = dict(solver="oneclass", loss="oneclass", nu=self.nu, eps=self.tol,
+                        max_rounds=self.max_iter,
+                        seed=0 if self.random_state is None else self.random_state)
+        checked = params.Params(**training)
+        params.check_params(owner, checked, SKLEARN_NAMES)
+        params.check_solver(owner, checked, names=SKLEARN_NAMES)
+        return dict(training, scheduler=self.scheduler, n_workers=self.n_workers,
+                    progress=Progress(quiet=not self.verbose), owner=owner)
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit on an in-memory matrix or a dataset store; ``y`` is ignored."""
+        owner = type(self).__name__
+        if sample_weight is not None:
+            raise ValueError(f"{owner} takes no sample_weight (LIBLINEAR's -s 21 has none)")
+        if _is_store(X):
+            model = jobs.train(jobs.as_dataset(X), **self._train_kwargs())
+        else:
+            X = _check_X(X, owner)
+            kwargs = self._train_kwargs()
+            if X.shape[0] < 2:
+                raise ValueError(f"{owner} needs at least 2 samples, got {X.shape[0]}")
+            labels = (np.arange(X.shape[0]) > 0).astype(np.float64)  # unused; a store has two
+            with tempfile.TemporaryDirectory(prefix="distsvm-fit-") as tmp:
+                store = ingest((X, labels), os.path.join(tmp, "train.zarr"),
+                               seed=kwargs["seed"])
+                model = jobs.train(store, **kwargs)
+        self.model_ = model
+        self.coef_ = np.atleast_2d(model.coef_)
+        self.offset_ = float(model.rho)
+        self.intercept_ = np.array([-self.offset_])
+        self.n_features_in_ = model.n_features
+        self.n_iter_ = model.summary["rounds"]
+        self.objective_ = model.summary["primal_objective"]
+        return self
+
+    def _check_fitted(self):
+        if not hasattr(self, "model_"):
+            error = _sklearn_class("exceptions", "NotFittedError", NotFittedError)
+            raise error(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
+                        "with appropriate arguments before using this estimator.")
+
+    def decision_function(self, X):
+        """wᵀx − ρ for every row of an in-memory matrix (> 0: an inlier)."""
+        self._check_fitted()
+        if _is_store(X):
+            raise ValueError("decision_function takes an in-memory matrix; use "
+                             "distsvm.jobs.predict for a dataset store")
+        return self.model_.decision_function(_check_X(X, type(self).__name__,
+                                                      self.n_features_in_))
+
+    def score_samples(self, X):
+        """wᵀx for every row."""
+        return self.decision_function(X) + self.offset_
+
+    def predict(self, X):
+        """+1 (inlier) where wᵀx − ρ > 0, else −1, as LIBLINEAR's predict."""
+        return np.where(self.decision_function(X) > 0, 1, -1)
+
+    def fit_predict(self, X, y=None):
+        return self.fit(X).predict(X)

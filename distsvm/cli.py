@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instance weights, one per line in the rows' order (LIBLINEAR's -W "
                         "file), kept in the store")
     p.add_argument("--serial", action="store_true", help="parse in this process, no cluster")
+    p.add_argument("--regression", action="store_true",
+                   help="the labels are real-valued targets (a regression store, for -s 11, "
+                        "12, 13), not classes, even where they are integers")
     p.add_argument("--columns", action="store_true",
                    help="also build the column view (as `distsvm columnize` does)")
     _columnize_options(p)
@@ -193,8 +196,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-e", dest="eps", type=float,
                    help="stopping tolerance: " + "; ".join(
                        f"{s.cli_name}, {s.eps_help} (default {s.eps:g})" for s in SOLVERS.values()))
+    p.add_argument("-p", dest="epsilon", type=float, default=DEFAULTS.epsilon,
+                   help="epsilon of the epsilon-insensitive loss of SVR (-s 11, 12, 13; "
+                        f"default {DEFAULTS.epsilon:g}), LIBLINEAR's -p")
     p.add_argument("-B", dest="bias", type=float, default=DEFAULTS.bias,
                    help="bias feature value; < 0 means none (default -1)")
+    p.add_argument("-n", dest="nu", type=float, default=DEFAULTS.nu,
+                   help="one-class SVM (-s 21): nu, 0 < nu <= 1 (default 0.5), LIBLINEAR's")
     p.add_argument("-R", dest="unregularized_bias", action="store_true",
                    help="newton: leave the bias feature's weight out of the regularization "
                         "(LIBLINEAR's -R; needs -B >= 0)")
@@ -305,7 +313,7 @@ def _ingest(a, progress):
                   seed=a.seed, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
                   n_features=a.n_features, overwrite=a.overwrite, storage_options=_so(a),
-                  progress=progress, sample_weight=a.weights)
+                  progress=progress, sample_weight=a.weights, regression=a.regression)
     if a.serial:
         d = ingest(a.source, a.store, **kwargs)
         if a.columns:
@@ -317,7 +325,8 @@ def _ingest(a, progress):
                 _build_columns(d, a, c, progress)
     m = d.meta
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
-            "n_blocks": len(m.blocks), "classes": list(m.classes)}
+            "n_blocks": len(m.blocks), "classes": list(m.classes), "task": m.task,
+            **({"targets": m.targets} if m.regression else {})}
 
 
 def _generate(a, progress):
@@ -365,12 +374,19 @@ def _info(a):
         d.verify()
     meta = d.meta.to_json()
     meta["verified"] = not a.no_verify
+    meta["task"] = d.meta.task
     if a.json:
         print(json.dumps(meta))
         return None
     blocks = meta.pop("blocks")
+    targets = meta.pop("targets", None)
     for k, v in meta.items():
         print(f"{k:16s} {v}")
+    if targets is None:
+        print(f"{'labels':16s} classes {list(d.meta.classes)}")
+    else:
+        print(f"{'labels':16s} targets (regression): {d.meta.n_rows}, min {targets['min']:g}, "
+              f"max {targets['max']:g}, mean {targets['mean']:g}")
     sizes = [b["n_rows"] for b in blocks]
     print(f"{'blocks':16s} {len(blocks)} (rows per block: min {min(sizes)}, max {max(sizes)})")
     return None
@@ -404,8 +420,9 @@ def _train(a, progress):
                    gap_tol=a.gap_tol, pcd_mode=a.pcd_mode, parallel=a.parallel,
                    join_blocks=a.join_blocks,
                    regularize_bias=not a.unregularized_bias, class_weight=a.class_weight,
-                   p=a.p, method=a.method, mu0=a.mu0, rho=a.rho, rtol=a.rtol,
-                   scheduler=a.scheduler, n_workers=_workers(a, store), owner="distsvm train")
+                   p=a.p, method=a.method, mu0=a.mu0, rho=a.rho, rtol=a.rtol, nu=a.nu,
+                   epsilon=a.epsilon, scheduler=a.scheduler, n_workers=_workers(a, store),
+                   owner="distsvm train")
     if a.liblinear_type is not None and spec.takes("primal_switch", loss):
         options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS  # LIBLINEAR's -s 1, -s 7; in -v too
     if a.find_c or a.n_folds is not None:
@@ -428,7 +445,7 @@ def _train(a, progress):
     progress.note(f"train: {s['rounds']} rounds, primal {s['primal_objective']:.8g}, "
                   f"{detail}{s['train_seconds']:.2f}s; model written to {a.model}")
     keys = ("rounds", "converged", "primal_objective", "dual_objective", "duality_gap",
-            *(k for k in ("grad_norm", "passes", "nnz", "n_weights") if k in s),
+            *(k for k in ("grad_norm", "passes", "rho", "nnz", "n_weights") if k in s),
             "train_seconds", "n_rows",
             "n_features")
     options = {k: model.params[k] for k in ("p",) if k in model.params}
@@ -451,8 +468,8 @@ def _select(a, progress, solver, loss, options, store):
     options = {k: v for k, v in options.items() if k != "owner"}
     if a.find_c:
         if a.liblinear_type not in SEARCH_TYPES.values():
-            raise ValueError("-C (the C search) is available for -s 0 and -s 2 only, "
-                             "as in LIBLINEAR")
+            raise ValueError("-C (the C search) is available for -s 0 and -s 2 only "
+                             "(LIBLINEAR's also searches C and p for -s 11; not here)")
         options.pop("pcd_mode")  # the search picks a solver that trains folds
         result = find_c(store, 5 if a.n_folds is None else a.n_folds, loss=loss,
                         start_C=a.C, concurrent_folds=a.concurrent_folds, progress=progress,
@@ -464,6 +481,11 @@ def _select(a, progress, solver, loss, options, store):
                             C=DEFAULTS.C if a.C is None else a.C,
                             concurrent_folds=a.concurrent_folds,
                             progress=progress, **options)
+    if "mean_squared_error" in result:  # a regression store: LIBLINEAR's train.c lines
+        print(f"Cross Validation Mean squared error = {result['mean_squared_error']:g}\n"
+              "Cross Validation Squared correlation coefficient = "
+              f"{result['squared_correlation']:g}", file=where)
+        return result
     print(f"Cross Validation Accuracy = {100 * result['accuracy']:g}%", file=where)
     return result
 
@@ -496,6 +518,11 @@ def _predict(a, progress):
     result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
                      output=a.output, probability=bool(a.probability))
     where = sys.stderr if a.json else sys.stdout
+    if model.is_regression:  # LIBLINEAR's predict.c lines
+        print(f"Mean squared error = {result['mean_squared_error']:g} (regression)\n"
+              f"Squared correlation coefficient = {result['squared_correlation']:g} "
+              "(regression)", file=where)
+        return {k: v for k, v in result.items() if k != "regression_sums"}
     what = "Rank accuracy" if model.is_ranking else "Accuracy"
     print(f"{what} = {100 * result['accuracy']:.4f}% ({round(result['accuracy'] * result['n_rows'])}"
           f"/{result['n_rows']})", file=where)

@@ -86,7 +86,7 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
            block_mb: float | None = DEFAULT_BLOCK_MB, n_features: int | None = None,
            overwrite: bool = False, chunk_mb: float = DEFAULT_CHUNK_MB,
            storage_options: dict | None = None, progress: Progress | None = None,
-           sample_weight=None) -> Dataset:
+           sample_weight=None, regression: bool = False) -> Dataset:
     """Ingest ``source`` — a LIBSVM/svmlight file path or fsspec URL (plain, .gz, .bz2, .xz;
     a URL is read with ``storage_options``, as the store) or an ``(X, y)`` pair of a
     NumPy/SciPy matrix and labels — into a dataset at ``store``.
@@ -95,6 +95,10 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     path of a text file of one weight per line (LIBLINEAR's ``-W`` file); the store then
     keeps them in each block (docs/storage-format.md).  For a text source the weights are
     held on this process, 8 bytes a row.
+
+    ``regression``: the labels are real-valued targets (a regression store: task
+    "regression", each block's ``target`` array; docs/storage-format.md), whatever their
+    values — integer labels do not make classes.
     """
     progress = progress or Progress(quiet=True)
     if dtype not in ds.DTYPES:
@@ -113,7 +117,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     weights = _read_weights(sample_weight)
     start = time.perf_counter()
     with staging(store, overwrite, storage_options, client) as (stage, run):
-        common = dict(shuffle=shuffle, seed=seed, storage_options=storage_options)
+        common = dict(shuffle=shuffle, seed=seed, storage_options=storage_options,
+                      regression=bool(regression))
         if is_text:
             common["keep_order"] = weights is not None
         if not is_text:
@@ -143,7 +148,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
         infos = sorted(run.results(progress, "ingest: parse"), key=lambda i: i.part)
         if not infos:
             raise InputDataError(f"{where}: no rows (the input is empty)")
-        n_rows, nnz, n_features, classes, counts = ing.summarize(infos, n_features, where)
+        n_rows, nnz, n_features, classes, counts = ing.summarize(infos, n_features, where,
+                                                                  bool(regression))
         if is_text and weights is not None:
             if len(weights) != n_rows:
                 raise InputDataError(f"{where}: {n_rows} rows but {len(weights)} instance "
@@ -152,8 +158,9 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
             for info, a, b in zip(infos, first[:-1], first[1:]):
                 run.submit(ing.attach_weights, stage, info.part, weights[a:b], storage_options)
             run.results()
+        labels = "real-valued targets" if regression else f"{len(classes)} classes"
         progress.note(f"ingest: parsed {n_rows} rows, {nnz} non-zeros, {n_features} features, "
-                      f"{len(classes)} classes in {time.perf_counter() - start:.1f}s")
+                      f"{labels} in {time.perf_counter() - start:.1f}s")
         n_blocks = ing.n_blocks_for(n_rows, nnz, np.dtype(dtype).itemsize, block_rows, block_mb)
         if shuffle:
             for info in infos:
@@ -163,14 +170,16 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
             bounds = ing.ordered_bounds([i.n_rows for i in infos], n_blocks)
         for b, slices in enumerate(ing.plan_blocks(infos, bounds)):
             run.submit(ing.build_block, stage, b, slices, classes, dtype, weights is not None,
-                       storage_options)
+                       storage_options, bool(regression))
         blocks = run.results(progress, "ingest: blocks")
         ing.remove_parts(stage, storage_options)
         meta = ds.DatasetMeta(
             n_rows=n_rows, n_features=n_features, nnz=nnz, dtype=dtype, classes=classes,
             class_counts=counts, blocks=tuple(blocks), created=ds.now_iso(),
             source={"input": where, "index_base": index_base, "shuffle": shuffle, "seed": seed,
-                    "block_rows": block_rows, "block_mb": block_mb})
+                    "block_rows": block_rows, "block_mb": block_mb},
+            **({"task": "regression", "targets": ing.target_stats(infos)} if regression
+               else {}))
         dataset = ds.commit(stage, store, meta, overwrite, storage_options)
     progress.note(f"ingest: wrote {store}: {n_blocks} blocks in {time.perf_counter() - start:.1f}s")
     return dataset

@@ -20,7 +20,7 @@ import workers.blocks
 from storage import Dataset, open_dataset
 
 from . import cluster, params
-from .model import Model, liblinear_label_order, probabilities
+from .model import ONECLASS_CLASSES, Model, liblinear_label_order, probabilities
 from .progress import Progress
 from .solvers import cutting_plane, ovr, registry
 
@@ -209,9 +209,12 @@ def _model(p, dataset, class_cost, results: list, seconds: float, ranks, why) ->
     summary.update(n_rows=meta.n_rows, n_features=meta.n_features, dataset=dataset.url)
     if ranks is not None:
         summary.update({f"train_{k}": v for k, v in ranks[1].items()})
-    return Model(w=w, bias=float(p.bias), classes=meta.classes, solver=p.solver, loss=p.loss,
-                 params=recorded, summary=summary, n_features=meta.n_features,
-                 thresholds=None if ranks is None else tuple(float(t) for t in ranks[0]))
+    oneclass = not registry.SOLVERS[p.solver].labels  # (w, ρ), classes ±1 (model.py)
+    return Model(w=w, bias=float(p.bias), classes=ONECLASS_CLASSES if oneclass else meta.classes,
+                 solver=p.solver, loss=p.loss, params=recorded, summary=summary,
+                 n_features=meta.n_features,
+                 thresholds=None if ranks is None else tuple(float(t) for t in ranks[0]),
+                 rho=summary["rho"] if oneclass else None)
 
 
 def _summary(result) -> dict:
@@ -253,6 +256,37 @@ def _weights_for(model: Model, n_features: int) -> np.ndarray:
     return w
 
 
+def check_task(model: Model, dataset: Dataset) -> None:
+    """A regression model predicts a regression store and a classifier a store of classes:
+    one ``ValueError`` line otherwise (the error and accuracy would compare unlike things)."""
+    if model.is_regression != dataset.meta.regression:
+        what, wants = (("regression", "regression store (ingest --regression)")
+                       if model.is_regression else ("classification", "store of classes"))
+        has = ("real-valued targets" if dataset.meta.regression
+               else f"class labels {list(dataset.meta.classes)}")
+        raise ValueError(f"{dataset.url}: a {what} model ({model.loss}) predicts a {wants}; "
+                         f"this store has {has}")
+
+
+def regression_sums(pred, target) -> np.ndarray:
+    """LIBLINEAR's sums for the regression metrics (predict.c): Σ(p − t)², Σp, Σt, Σp², Σt²,
+    Σpt, in float64."""
+    p, t = np.asarray(pred, np.float64), np.asarray(target, np.float64)
+    return np.array([np.sum((p - t) ** 2), p.sum(), t.sum(), p @ p, t @ t, p @ t])
+
+
+def regression_metrics(n: int, sums) -> dict:
+    """``mean_squared_error`` and ``squared_correlation`` from :func:`regression_sums` over
+    n rows, by LIBLINEAR's formulas (predict.c; train.c's cross-validation the same): the
+    squared correlation is (nΣpt − ΣpΣt)² / ((nΣp² − (Σp)²)(nΣt² − (Σt)²)), NaN where a
+    variance is 0 (LIBLINEAR prints nan or inf there)."""
+    error, sp, st, spp, stt, spt = sums
+    num = (n * spt - sp * st) ** 2
+    den = (n * spp - sp * sp) * (n * stt - st * st)
+    return {"mean_squared_error": float(error / max(1, n)),
+            "squared_correlation": float(num / den) if den > 0 else float("nan")}
+
+
 def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int | None = None,
             client=None, output=None, probability: bool = False,
             plan: cluster.WorkerPlan | None = None) -> dict:
@@ -273,6 +307,9 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
         model.check_probability()
     dataset = as_dataset(data)
     meta = dataset.meta
+    check_task(model, dataset)
+    if model.is_regression:
+        sums = np.zeros(6)  # LIBLINEAR's error, sump, sumt, sumpp, sumtt, sumpt (predict.c)
     w = _weights_for(model, meta.n_features)
     truth_values = np.asarray(meta.classes)
     classes = np.asarray(model.classes)
@@ -298,7 +335,12 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
             for f in futures:  # in block order; each block's result is released once used
                 [(dv, y)] = cluster.gather(c, [f], plan.workers)
                 f.release()
-                if model.is_ranking:
+                if model.rho is not None:  # one-class: wᵀx − ρ > 0 is +1, as LIBLINEAR's
+                    dv = dv - model.rho
+                if model.is_regression:  # y: the targets
+                    pred = dv
+                    sums += regression_sums(dv, y)
+                elif model.is_ranking:
                     pred = classes[model.ranks_of(dv)]
                     scores.append(dv)
                     ranks.append(true_rank[y])
@@ -306,12 +348,16 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
                     pred = classes[np.argmax(dv, axis=1)]
                 else:
                     pred = classes[(dv > 0).astype(np.int64)]
-                correct += int(np.sum(pred == truth_values[y]))
+                if not model.is_regression:
+                    correct += int(np.sum(pred == truth_values[y]))
                 if out is not None and probability:
                     out.writelines(f"{p:g}" + "".join(f" {v:g}" for v in row) + "\n"
                                    for p, row in zip(pred, probabilities(dv)[:, columns]))
                 elif out is not None:
                     out.writelines(f"{p:g}\n" for p in pred)
+    if model.is_regression:
+        return {"n_rows": meta.n_rows, **regression_metrics(meta.n_rows, sums),
+                "regression_sums": sums.tolist()}
     result = {"accuracy": correct / max(1, meta.n_rows), "n_rows": meta.n_rows}
     if model.is_ranking:
         metrics = cutting_plane.ranking_metrics(

@@ -13,6 +13,13 @@ Conventions (LIBLINEAR's, with scikit-learn's label order):
   is one vector (n_features [+1],) whatever R, and a row with score s = wᵀx gets the rank
   ``classes[#{k : s > θ_k}]``.  Its file is format version 2 (classifiers stay version 1),
   so a reader that predates ranking models refuses it instead of misreading it.
+* A *regression* model (an SVR loss, :data:`~distsvm.solvers.registry.REGRESSION_LOSSES`)
+  has no classes (``classes == ()``) and one vector w; it predicts the real value wᵀx + b.
+  LIBLINEAR writes it with ``nr_class 2`` and no ``label`` line (linear.cpp ``train``).
+* A *one-class* model (LIBLINEAR's ``-s 21``) has ``rho`` ρ: its decision value is wᵀx − ρ,
+  a row is ``classes[1]`` = +1 (an inlier) if it is > 0, else −1 (LIBLINEAR's ``predict``);
+  ``classes`` are (−1, +1) whatever the training store's labels.  Its file is format version
+  3, so that an older reader refuses it rather than predict without ρ.
 """
 
 from __future__ import annotations
@@ -29,12 +36,14 @@ import scipy.sparse as sp
 from storage.checkpoint import json_default, read_bytes, write_bytes
 
 from . import __version__
-from .solvers.registry import SOLVERS
+from .solvers.registry import LIBLINEAR_TYPES, REGRESSION_LOSSES, SOLVERS, liblinear_type
 
 FORMAT_NAME = "distsvm-model"
 FORMAT_VERSION = 1
 RANKING_FORMAT_VERSION = 2  # a ranking model's file: version 1's fields plus "thresholds"
-SUPPORTED_VERSIONS = (1, 2)
+ONECLASS_FORMAT_VERSION = 3  # a one-class model's file: version 1's fields plus "rho"
+SUPPORTED_VERSIONS = (1, 2, 3)
+ONECLASS_CLASSES = (-1.0, 1.0)
 
 # (solver, loss) -> LIBLINEAR solver_type name, and back.
 _LIBLINEAR_NAMES = {
@@ -48,8 +57,27 @@ _LIBLINEAR_NAMES = {
     ("crammer_singer", "crammer_singer"): "MCSVM_CS",
     ("l1", "squared_hinge"): "L1R_L2LOSS_SVC",
     ("l1", "logistic"): "L1R_LR",
+    ("oneclass", "oneclass"): "ONECLASS_SVM",
 }
 _FROM_LIBLINEAR = {v: k for k, v in _LIBLINEAR_NAMES.items()}
+# LIBLINEAR's solver_type names by -s code (linear.cpp's solver_type_table) for the types the
+# pairs above do not name: a (solver, loss) the registry gives such a code is written and read
+# by its code, so a registry entry is all a new LIBLINEAR type needs here.
+_TYPE_NAMES = {11: "L2R_L2LOSS_SVR", 12: "L2R_L2LOSS_SVR_DUAL", 13: "L2R_L1LOSS_SVR_DUAL"}
+_REGRESSION_NAMES = tuple(_TYPE_NAMES.values())  # LIBLINEAR's regression types
+
+
+def _liblinear_name(solver: str, loss: str) -> str | None:
+    """LIBLINEAR's solver_type name of a model trained by ``solver`` with ``loss``."""
+    return _LIBLINEAR_NAMES.get((solver, loss)) or _TYPE_NAMES.get(liblinear_type(solver, loss))
+
+
+def _from_liblinear(name: str) -> tuple[str, str] | None:
+    """The (solver, loss) of a LIBLINEAR solver_type name, or None if distsvm has none."""
+    if name in _FROM_LIBLINEAR:
+        return _FROM_LIBLINEAR[name]
+    code = next((k for k, v in _TYPE_NAMES.items() if v == name), None)
+    return LIBLINEAR_TYPES.get(code)
 
 
 class ModelFormatError(ValueError):
@@ -69,10 +97,16 @@ class Model:
     summary: dict
     n_features: int
     thresholds: tuple[float, ...] | None = None
+    rho: float | None = None  # a one-class model's ρ (decision value wᵀx − ρ)
 
     @property
     def is_ranking(self) -> bool:
         return self.thresholds is not None
+
+    @property
+    def is_regression(self) -> bool:
+        """Whether this is a regression (SVR) model: no classes, predicts wᵀx + b."""
+        return self.loss in REGRESSION_LOSSES
 
     @property
     def coef_(self) -> np.ndarray:
@@ -80,6 +114,8 @@ class Model:
 
     @property
     def intercept_(self):
+        if self.rho is not None:
+            return -self.rho
         if self.bias < 0:
             return 0.0 if self.w.ndim == 1 else np.zeros(self.w.shape[0])
         return self.w[..., self.n_features] * self.bias
@@ -93,6 +129,8 @@ class Model:
 
     def predict(self, X) -> np.ndarray:
         dv = self.decision_function(X)
+        if self.is_regression:
+            return dv
         classes = np.asarray(self.classes)
         if self.is_ranking:
             return classes[self.ranks_of(dv)]
@@ -122,13 +160,17 @@ class Model:
         width = self.n_features + (1 if self.bias >= 0 else 0)
         n = len(self.classes)
         multiclass = self.solver in SOLVERS and SOLVERS[self.solver].multiclass
-        one_vector = (n == 2 and not multiclass) or self.is_ranking
+        one_vector = (n == 2 and not multiclass) or self.is_ranking or self.is_regression
         expected = (width,) if one_vector else (n, width)
         if self.w.shape != expected:
             raise ModelFormatError(f"{where}: weights have shape {self.w.shape}, expected "
                                    f"{expected} for {n} classes, {self.n_features} features "
                                    f"and bias {self.bias:g}")
-        if n < 2 or list(self.classes) != sorted(set(self.classes)):
+        if self.is_regression:
+            if n:
+                raise ModelFormatError(f"{where}: a regression model ({self.loss}) has no "
+                                       f"classes, got {list(self.classes)}")
+        elif n < 2 or list(self.classes) != sorted(set(self.classes)):
             raise ModelFormatError(f"{where}: classes must be two or more sorted distinct "
                                    f"values, got {list(self.classes)}")
         if not np.all(np.isfinite(self.w)):
@@ -139,6 +181,12 @@ class Model:
                 raise ModelFormatError(f"{where}: a ranking model with {n} ranks needs {n - 1} "
                                        f"finite nondecreasing thresholds, got "
                                        f"{list(self.thresholds)}")
+        # ρ = +inf is LIBLINEAR's at ν = 1 (every α at 1, no row at 0): every row −1
+        if self.rho is not None and (np.isnan(self.rho) or self.bias >= 0
+                                     or tuple(self.classes) != ONECLASS_CLASSES):
+            raise ModelFormatError(f"{where}: a one-class model needs a rho (not NaN), no bias "
+                                   f"and classes {list(ONECLASS_CLASSES)}, got rho {self.rho!r}, "
+                                   f"bias {self.bias:g}, classes {list(self.classes)}")
 
 
 def probabilities(dv) -> np.ndarray:
@@ -174,6 +222,9 @@ def save_model(model: Model, path, storage_options: dict | None = None) -> None:
     if model.is_ranking:
         header.update(format_version=RANKING_FORMAT_VERSION, kind="ranking",
                       thresholds=[float(t) for t in model.thresholds])
+    if model.rho is not None:
+        header.update(format_version=ONECLASS_FORMAT_VERSION, kind="oneclass",
+                      rho=float(model.rho))
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(model.w, dtype="<f8"), allow_pickle=False)
 
@@ -220,7 +271,9 @@ def load_model(path, storage_options: dict | None = None) -> Model:
                       n_features=int(header["n_features"]),
                       thresholds=(tuple(float(t) for t in header["thresholds"])
                                   if header["format_version"] == RANKING_FORMAT_VERSION
-                                  else None))
+                                  else None),
+                      rho=(float(header["rho"])
+                           if header["format_version"] == ONECLASS_FORMAT_VERSION else None))
     except (KeyError, TypeError, ValueError) as exc:
         raise ModelFormatError(f"{path}: malformed model header: {exc!r}") from exc
     model.check(path)
@@ -239,19 +292,24 @@ def export_liblinear(model: Model, path, storage_options: dict | None = None) ->
         raise ModelFormatError(f"{path}: a ranking (ordinal regression) model with "
                                f"{len(model.classes)} ranks and thresholds cannot be written "
                                "in LIBLINEAR's format, which has no ranking models")
-    name = _LIBLINEAR_NAMES.get((model.solver, model.loss))
+    name = _liblinear_name(model.solver, model.loss)
     if name is None:
         raise ModelFormatError(f"{path}: LIBLINEAR has no solver type for solver "
                                f"{model.solver!r} with loss {model.loss!r}")
     binary = model.w.ndim == 1
-    labels = [model.classes[k] for k in liblinear_label_order(model)]
+    labels = [] if model.is_regression else [model.classes[k]
+                                             for k in liblinear_label_order(model)]
     cols = model.w[:, None] if binary else model.w.T  # one line per feature, nr_w weights
 
     def write(f):
         out = io.StringIO()
-        out.write(f"solver_type {name}\nnr_class {len(model.classes)}\n")
-        out.write("label " + " ".join(f"{c:.17g}" for c in labels) + "\n")
-        out.write(f"nr_feature {model.n_features}\nbias {model.bias:.17g}\nw\n")
+        out.write(f"solver_type {name}\nnr_class {2 if model.is_regression else len(model.classes)}\n")
+        if not model.is_regression and model.rho is None:  # SVR and one-class: no labels
+            out.write("label " + " ".join(f"{c:.17g}" for c in labels) + "\n")
+        out.write(f"nr_feature {model.n_features}\nbias {model.bias:.17g}\n")
+        if model.rho is not None:
+            out.write(f"rho {model.rho:.17g}\n")
+        out.write("w\n")
         for row in cols:
             out.write("".join(f"{v:.17g} " for v in row) + "\n")
         f.write(out.getvalue().encode())
@@ -281,16 +339,24 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
     try:
         name = header["solver_type"][0]
         n_class = int(header["nr_class"][0])
-        labels = [float(v) for v in header["label"]]
+        oneclass = name == "ONECLASS_SVM"  # no labels; a rho line
+        labels = (list(ONECLASS_CLASSES[::-1]) if oneclass else [] if name in _REGRESSION_NAMES
+                  else [float(v) for v in header["label"]])
+        rho = float(header["rho"][0]) if oneclass else None
         n_features = int(header["nr_feature"][0])
         bias = float(header["bias"][0])
     except (KeyError, IndexError, ValueError) as exc:
         raise ModelFormatError(f"{path}: malformed LIBLINEAR header: {exc!r}") from exc
-    if name not in _FROM_LIBLINEAR:
-        raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (regression, one-class "
-                               "or regression) is not a classifier distsvm can use")
-    solver, loss = _FROM_LIBLINEAR[name]
-    if len(labels) != n_class or n_class < 2:
+    if _from_liblinear(name) is None:
+        raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (a type not trained "
+                               "here) is not a model distsvm can use")
+    solver, loss = _from_liblinear(name)
+    regression = name in _REGRESSION_NAMES
+    if regression:
+        labels = []
+        if n_class != 2:
+            raise ModelFormatError(f"{path}: a regression model has nr_class 2, got {n_class}")
+    elif len(labels) != n_class or n_class < 2:
         raise ModelFormatError(f"{path}: nr_class {n_class} does not match labels {labels}")
     nr_w = 1 if n_class == 2 and name != "MCSVM_CS" else n_class
     width = n_features + (1 if bias >= 0 else 0)
@@ -303,12 +369,14 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
                                f"values, expected {width} of {nr_w}")
     order = np.argsort(labels)
     classes = tuple(labels[i] for i in order)
-    if nr_w == 1:
+    if regression:
+        w = W[:, 0]
+    elif nr_w == 1:
         w = W[:, 0] if labels[0] > labels[1] else -W[:, 0]
     else:
         w = W.T[order]
     model = Model(w=np.ascontiguousarray(w), bias=bias, classes=classes, solver=solver,
                   loss=loss, params={"liblinear_solver_type": name},
-                  summary={"imported_from": path}, n_features=n_features)
+                  summary={"imported_from": path}, n_features=n_features, rho=rho)
     model.check(path)
     return model

@@ -49,9 +49,14 @@ REFUSALS = {
                        "bias {bias!r}.",
     "warm_start": "The 'warm_start' parameter of {owner} belongs to solver(s) {listed}. Got "
                   "solver {solver!r}.",
+    "epsilon": "The 'epsilon' parameter of {owner} (LIBLINEAR's -p) is the epsilon of the "
+               "epsilon-insensitive losses of SVR ({losses}; solver {takers}). Got solver "
+               "{solver!r}, loss {loss!r}.",
     "weights": "Class and instance weights of {owner} are not taken by solver {solver!r} "
                "(LIBLINEAR has no such solver; {takers} take them). Got class_weight={value!r} "
                "on a store {stored} instance weights.",
+    "nu": "The 'nu' parameter of {owner} belongs to solver {takers} (LIBLINEAR's -n of "
+          "-s 21). Got solver {solver!r}.",
 }
 
 
@@ -82,6 +87,10 @@ class Params:
     * ``objective`` ("ordinal": a ranking model) and ``c_perf`` (SVMperf's C, replacing C):
       the cutting plane's; ``pcd_mode``: primal CD's; ``p``, ``method``, ``mu0``, ``rho``,
       ``rtol``: SVM-ALM's (:mod:`distsvm.solvers.alm`).
+    * ``epsilon`` (the SVR losses, :data:`~distsvm.solvers.registry.REGRESSION_LOSSES`): the
+      half-width of the ε-insensitive tube, LIBLINEAR's ``-p`` (default 0.1).
+    * ``nu`` (oneclass, LIBLINEAR's ``-n`` of ``-s 21``): the one-class SVM's ν in (0, 1]
+      (:mod:`distsvm.solvers.oneclass`).
     """
 
     solver: str = "dcd"
@@ -107,6 +116,8 @@ class Params:
     warm_start: object = None
     class_weight: object = None
     primal_switch: int | None = None
+    epsilon: float = 0.1  # the ε of the SVR losses (LIBLINEAR's -p, scikit-learn's epsilon)
+    nu: float = 0.5  # one-class SVM's ν (LIBLINEAR's -n): 0 < ν ≤ 1
 
 
 DEFAULTS = Params()
@@ -160,6 +171,8 @@ def check_params(owner: str, p: Params, names: dict | None = None) -> None:
         check_int(owner, "primal_switch", p.primal_switch, 1)
     if p.c_perf is not None:
         check_real(owner, "c_perf", p.c_perf, 0.0)
+    check_real(owner, "epsilon", p.epsilon, 0.0, low_open=False)
+    check_real(owner, "nu", p.nu, 0.0, 1.0)
 
 
 def _named(names: dict | None, key: str) -> str:
@@ -172,6 +185,8 @@ def _takers(option: str) -> list[registry.Solver]:
 
 def _phrase(words: list[str]) -> str:
     """'a', 'a and b', 'a, b and c'."""
+    if not words:
+        return "none"
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
@@ -209,7 +224,7 @@ def check_solver(owner: str, p: Params, weighted: bool = False,
     if p.loss not in spec.losses:
         raise ValueError(f"The 'loss' parameter of {owner} must be one of {list(spec.losses)} "
                          f"with solver={p.solver!r}. Got {p.loss!r} instead.")
-    p = dataclasses.replace(p, eps=spec.eps if p.eps is None else p.eps,
+    p = dataclasses.replace(p, eps=spec.default_eps(p.loss) if p.eps is None else p.eps,
                             max_rounds=p.max_rounds or spec.max_rounds)
     check_real(owner, _named(names, "eps"), p.eps, 0.0)
     for option in REFUSALS:
@@ -217,6 +232,10 @@ def check_solver(owner: str, p: Params, weighted: bool = False,
             _refuse(owner, option, p, weighted)
     if not p.regularize_bias and p.bias < 0:
         _refuse(owner, "regularize_bias", p)
+    if p.bias >= 0 and not spec.bias_feature:  # LIBLINEAR's check_parameter for -s 21
+        raise ValueError(f"The 'bias' parameter of {owner} must be < 0 (no bias feature) "
+                         f"with solver {p.solver!r}, as LIBLINEAR's -s 21. Got {p.bias!r} "
+                         "instead.")
     if spec.takes("alm"):
         p = dataclasses.replace(p, p=check_alm(owner, p),
                                 bias=1.0 if p.bias >= 0 else -1.0)  # an intercept, or none
@@ -248,10 +267,17 @@ def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool
         raise ValueError(f"The 'solver' parameter of {owner} cannot be {p.solver!r} on a view "
                          "of some row blocks (a cross-validation fold): it reads the store's "
                          "column view, which covers every row")
-    if len(meta.classes) < 2:
+    if spec.labels:
+        check_task(p, dataset)
+    if meta.regression:
+        if p.class_weight is not None:
+            raise ValueError(f"The 'class_weight' parameter of {owner} needs classes; "
+                             f"{dataset.url} is a regression store (instance weights apply)")
+    elif len(meta.classes) < 2 and spec.labels:
         raise ValueError(f"{dataset.url}: {len(meta.classes)} class; a classifier needs labels "
                          "of at least two values")
-    multiclass = len(meta.classes) > 2 and p.objective != "ordinal" and not spec.multiclass
+    multiclass = (len(meta.classes) > 2 and p.objective != "ordinal" and not spec.multiclass
+                  and spec.labels)
     if p.warm_start is not None:
         warm = np.asarray(p.warm_start, dtype=np.float64)
         dim = meta.n_features + (p.bias >= 0)
@@ -270,9 +296,29 @@ def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool
     return p, class_costs(owner, p.class_weight, float(p.C), meta), multiclass
 
 
+def check_task(p: Params, dataset) -> None:
+    """A regression loss needs a regression store and any other loss a store of classes:
+    one clear ``ValueError`` otherwise (a classifier must never threshold real targets)."""
+    regression = p.loss in registry.REGRESSION_LOSSES
+    if regression == dataset.meta.regression:
+        return
+    code = registry.liblinear_type(p.solver, p.loss)
+    what = f"-s {code}" if code is not None else f"solver {p.solver!r} with loss {p.loss!r}"
+    if regression:
+        raise ValueError(f"{what} needs a regression store (ingest --regression); "
+                         f"{dataset.url} has class labels {list(dataset.meta.classes)}")
+    svr = [f"-s {c}" for c, (_, loss) in registry.LIBLINEAR_TYPES.items()
+           if loss in registry.REGRESSION_LOSSES]
+    raise ValueError(f"{what} needs a store of class labels; {dataset.url} is a regression "
+                     f"store (real-valued targets): train an SVR loss "
+                     f"({', '.join(registry.REGRESSION_LOSSES)}; {', '.join(svr)}) on it")
+
+
 def class_costs(owner: str, class_weight, C: float, meta) -> np.ndarray:
     """C times each class's weight (:class:`Params`' ``class_weight``), in the store's class
-    order."""
+    order; a regression store's rows all have class index 0: ``[C]``."""
+    if meta.regression:
+        return np.array([C])
     n = np.asarray(meta.class_counts, dtype=np.float64)
     if class_weight is None:
         return np.full(len(n), C)

@@ -94,7 +94,8 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress):
                   block_rows=opts.get("block_rows"),
                   block_mb=None if opts.get("block_rows") else opts.get("block_mb",
                                                                          DEFAULT_BLOCK_MB),
-                  n_features=opts.get("n_features"), client=client, progress=progress)
+                  n_features=opts.get("n_features"), client=client, progress=progress,
+                  regression=bool(opts.get("regression", False)))
     try:
         dataset = open_dataset(url, so)
     except StoreNotFoundError:
@@ -173,14 +174,17 @@ def run(spec: dict, progress: Progress | None = None, client=None) -> tuple[int,
                 progress.note(f"pipeline: solver {solver} takes no warm start; cold start")
         model = jobs.train(dataset, client=c, progress=progress,
                            owner=f"{spec['source']}: solver", **settings, **warm)
-        acc = jobs.predict(holdout, model, client=c)["accuracy"]
-        cur_acc = jobs.predict(holdout, current, client=c)["accuracy"] if current else None
-    better = cur_acc is None or acc >= cur_acc
+        # a regression model is compared by its holdout mean squared error (lower is better)
+        what = "mean_squared_error" if model.is_regression else "accuracy"
+        acc = jobs.predict(holdout, model, client=c)[what]
+        cur_acc = jobs.predict(holdout, current, client=c)[what] if current else None
+    better = cur_acc is None or (acc <= cur_acc if model.is_regression else acc >= cur_acc)
+    sign = ("<=" if better else ">") if model.is_regression else (">=" if better else "<")
     reason = ("no current model" if cur_acc is None else
-              f"holdout accuracy {acc:.6f} {'>=' if better else '<'} current v{cur}'s "
+              f"holdout {what.replace('_', ' ')} {acc:.6f} {sign} current v{cur}'s "
               f"{cur_acc:.6f}")
-    metrics = {"holdout": spec["holdout"], "holdout_accuracy": acc,
-               "current_version": cur, "current_holdout_accuracy": cur_acc,
+    metrics = {"holdout": spec["holdout"], f"holdout_{what}": acc,
+               "current_version": cur, f"current_holdout_{what}": cur_acc,
                "promote": better, "reason": reason, "partitions_added": added}
     version = registry.publish(reg, name, model, metrics=metrics, storage_options=so,
                                lineage=registry.lineage(dataset, settings))
@@ -191,7 +195,9 @@ def run(spec: dict, progress: Progress | None = None, client=None) -> tuple[int,
 def _decided(reg, name, rec, cur, so, progress) -> tuple[int, dict]:
     """Act on a published candidate's decision (again, on a re-run)."""
     v, m = rec["version"], rec["metrics"]
-    summary = {"version": v, "holdout_accuracy": m["holdout_accuracy"], "reason": m["reason"]}
+    summary = {"version": v, **{k: m[k] for k in ("holdout_accuracy",
+                                                   "holdout_mean_squared_error") if k in m},
+               "reason": m["reason"]}
     if m["promote"]:
         if cur != v:
             registry.promote(reg, name, v, so)

@@ -108,8 +108,13 @@ def plot(rows: list[dict], out: str, title: str = "") -> str:
         for k in keys:
             pts = [(x, r[k]) for x, r in zip(t, rows)
                    if isinstance(r.get(k), (int, float)) and r[k] > 0]
+            name = k
+            if not pts and keys is OBJECTIVES:  # negative objectives (one-class SVM): −value
+                pts = [(x, -r[k]) for x, r in zip(t, rows)
+                       if isinstance(r.get(k), (int, float)) and r[k] < 0]
+                name = f"-{k}"
             if pts:
-                ax.plot(*zip(*pts), marker=".", label=k)
+                ax.plot(*zip(*pts), marker=".", label=name)
         ax.set_yscale("log")
         ax.set_xlabel("training time (s)")
         ax.set_ylabel(label)

@@ -72,7 +72,9 @@ class _Folds:
         self.groups = min(concurrent, len(plan.workers))
         starts = np.cumsum([0] + [info.n_rows for info in meta.blocks])
         # one task a block: its class counts and non-zeros per fold, its largest ‖xᵢ‖²
-        futures = [c.submit(workers.blocks.block_stats, dataset.url, info, len(meta.classes),
+        # (a regression store's rows all have class index 0: one "class")
+        n_classes = 1 if meta.regression else len(meta.classes)
+        futures = [c.submit(workers.blocks.block_stats, dataset.url, info, n_classes,
                             self.fold[starts[b]:starts[b + 1]], n_folds,
                             plan.cache_bytes[plan.owners[b]], dataset.storage_options,
                             workers=[plan.owners[b]], pure=False)
@@ -118,13 +120,20 @@ def _run_folds(c, folds: _Folds, train_kwargs: dict, concurrent: int,
         model = jobs.train(train_view, client=c, plan=folds.plan_of(k, train_view),
                            **train_kwargs, **extra)
         res = jobs.predict(test_view, model, client=c, plan=folds.plan_of(k, test_view))
+        row = {"fold": k, "n_train": train_view.meta.n_rows, "n_test": res["n_rows"],
+               "rounds": model.summary["rounds"]}
+        if model.is_regression:
+            row.update(mean_squared_error=res["mean_squared_error"],
+                       regression_sums=res["regression_sums"])
+            what = f"mean squared error {res['mean_squared_error']:g}"
+        else:
+            row.update(correct=int(round(res["accuracy"] * res["n_rows"])),
+                       accuracy=res["accuracy"])
+            what = f"accuracy {100 * res['accuracy']:g}%"
         if progress is not None:
-            progress.note(f"fold {k + 1}/{folds.n_folds}: "
-                          f"{res['n_rows']} rows, accuracy {100 * res['accuracy']:g}% "
+            progress.note(f"fold {k + 1}/{folds.n_folds}: {res['n_rows']} rows, {what} "
                           f"({model.summary['rounds']} rounds)")
-        return model, {"fold": k, "n_train": train_view.meta.n_rows, "n_test": res["n_rows"],
-                       "correct": int(round(res["accuracy"] * res["n_rows"])),
-                       "accuracy": res["accuracy"], "rounds": model.summary["rounds"]}
+        return model, row
 
     with concurrent_futures.ThreadPoolExecutor(concurrent) as pool:
         done = list(pool.map(one, range(folds.n_folds)))
@@ -139,7 +148,9 @@ def cross_validate(data, n_folds: int = 5, *, seed: int = 0, concurrent_folds: i
     ``train_kwargs`` go to :func:`distsvm.jobs.train` for every fold; ``seed`` draws
     the folds and is the solver's seed too.  Each fold trains on the cluster on a view
     of the other rows and predicts its own rows there.  Returns ``accuracy`` (held-out
-    rows predicted correctly / all rows, as LIBLINEAR's "Cross Validation Accuracy") and
+    rows predicted correctly / all rows, as LIBLINEAR's "Cross Validation Accuracy"; on a
+    regression store ``mean_squared_error`` and ``squared_correlation`` instead, over all
+    held-out rows as LIBLINEAR's "Cross Validation Mean squared error") and
     ``folds``, one entry per fold (its row counts, accuracy, solver rounds).
     ``concurrent_folds`` folds train at the same time (each holds its solver state on the
     workers, so memory grows with it; 1, the default, trains them one after the other).
@@ -154,9 +165,14 @@ def cross_validate(data, n_folds: int = 5, *, seed: int = 0, concurrent_folds: i
         folds = _Folds(c, dataset, n_folds, seed, n_workers, concurrent_folds, progress)
         _, rows = _run_folds(c, folds, dict(train_kwargs, solver=solver, seed=seed),
                              concurrent_folds, progress=progress)
+    n = dataset.meta.n_rows
+    if dataset.meta.regression:  # LIBLINEAR's train.c: the sums over all held-out rows
+        sums = np.sum([r["regression_sums"] for r in rows], axis=0)
+        return {**jobs.regression_metrics(n, sums), "n_folds": len(rows), "n_rows": n,
+                "folds": rows}
     correct = sum(r["correct"] for r in rows)
-    return {"accuracy": correct / max(1, dataset.meta.n_rows), "n_folds": len(rows),
-            "n_rows": dataset.meta.n_rows, "folds": rows}
+    return {"accuracy": correct / max(1, n), "n_folds": len(rows), "n_rows": n,
+            "folds": rows}
 
 
 def start_c(loss: str, n_rows: int, max_sqnorm: float) -> float:

@@ -234,15 +234,23 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
                       converged=s["converged"], primal_objective=s["primal_objective"])
         if "test" in data:
             test = jobs.predict(open_dataset(data["test"], so), model, client=c)
-            result["test_accuracy"] = test["accuracy"]
-            progress.note(f"run: test accuracy {100 * test['accuracy']:.4f}% on "
-                          f"{test['n_rows']} rows of {data['test']}")
+            if model.is_regression:
+                result.update(test_mean_squared_error=test["mean_squared_error"],
+                              test_squared_correlation=test["squared_correlation"])
+                progress.note(f"run: test mean squared error {test['mean_squared_error']:.6g} "
+                              f"on {test['n_rows']} rows of {data['test']}")
+            else:
+                result["test_accuracy"] = test["accuracy"]
+                progress.note(f"run: test accuracy {100 * test['accuracy']:.4f}% on "
+                              f"{test['n_rows']} rows of {data['test']}")
     if "model" in out:
         save_model(model, out["model"])
         result["model"] = out["model"]
         progress.note(f"run: model written to {out['model']}")
     if "registry" in out:
-        metrics = {k: result[k] for k in ("test_accuracy", "primal_objective") if k in result}
+        metrics = {k: result[k] for k in ("test_accuracy", "test_mean_squared_error",
+                                          "test_squared_correlation", "primal_objective")
+                   if k in result}
         version = registry.publish(out["registry"], name, model, metrics=metrics,
                                    lineage=registry.lineage(dataset, params, run_dir))
         if out.get("promote", True):

@@ -8,6 +8,12 @@ Layout (full specification in ``docs/storage-format.md``)::
     STORE/rows/<block>/data      float32 (nnz_b,)         one chunk (float64 by option)
     STORE/rows/<block>/y         int32   (n_rows_b,)      one chunk, class index
     STORE/rows/<block>/weight    float64 (n_rows_b,)      one chunk, optional: instance weights
+    STORE/rows/<block>/target    float64 (n_rows_b,)      one chunk, regression stores only
+
+A store's labels are classes (``task`` "classification": ``y`` indexes ``classes``) or
+real-valued targets (``task`` "regression", format version 2: ``target`` holds them, ``y``
+is all zeros, one "class index" so that a per-class cost table ``cost[y]`` is C, and
+``classes`` and ``class_counts`` are empty).
 
 A block is a contiguous range of (shuffled) rows and the unit of work: reading
 one block reads exactly four chunks and nothing else.  Each array is checked
@@ -44,9 +50,12 @@ from .errors import (
 )
 
 FORMAT_NAME = "distsvm-dataset"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest this reads; classification stores are still written as 1
+READ_VERSIONS = (1, 2)  # 2: a regression store (task, targets, a target array per block)
 ROW_ARRAYS = ("indptr", "indices", "data", "y")
 WEIGHT = "weight"  # the optional array of per-row instance weights (in every block or none)
+TARGET = "target"  # regression stores: every block's real-valued targets (float64)
+TASKS = ("classification", "regression")
 DTYPES = ("float32", "float64")
 # The codecs a store's arrays may use (what distsvm writes, and other lossless ones that
 # decode data only); any other is refused before a chunk is decoded (see checked_array).
@@ -61,8 +70,9 @@ class RowBlock:
     indptr: np.ndarray  # int64 (n_rows + 1,)
     indices: np.ndarray  # int32 (nnz,)
     data: np.ndarray  # float32 or float64 (nnz,)
-    y: np.ndarray  # int32 (n_rows,), index into DatasetMeta.classes
+    y: np.ndarray  # int32 (n_rows,), index into DatasetMeta.classes (regression: zeros)
     weight: np.ndarray | None = None  # float64 (n_rows,) instance weights, or None: all 1
+    target: np.ndarray | None = None  # float64 (n_rows,) regression targets, else None
 
     @property
     def n_rows(self) -> int:
@@ -75,7 +85,8 @@ class RowBlock:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.indptr, self.indices, self.data, self.y,
-                                       *(() if self.weight is None else (self.weight,))))
+                                       *(a for a in (self.weight, self.target)
+                                         if a is not None)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +153,8 @@ def take_rows(block: RowBlock, rows) -> RowBlock:
     np.cumsum(lengths, out=indptr[1:])
     pick = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
     return RowBlock(indptr, block.indices[pick], block.data[pick], block.y[rows],
-                    None if block.weight is None else block.weight[rows])
+                    None if block.weight is None else block.weight[rows],
+                    None if block.target is None else block.target[rows])
 
 
 def join_parts(blocks: list[RowBlock], parts) -> RowBlock:
@@ -160,14 +172,19 @@ def join_blocks(blocks: list[RowBlock]) -> RowBlock:
     indptr = np.concatenate([[0]] + [b.indptr[1:] + o
                                      for b, o in zip(blocks, offsets, strict=True)])
     weight = None if blocks[0].weight is None else np.concatenate([b.weight for b in blocks])
+    target = None if blocks[0].target is None else np.concatenate([b.target for b in blocks])
     return RowBlock(indptr.astype(np.int64), np.concatenate([b.indices for b in blocks]),
                     np.concatenate([b.data for b in blocks]),
-                    np.concatenate([b.y for b in blocks]), weight)
+                    np.concatenate([b.y for b in blocks]), weight, target)
 
 
 @dataclasses.dataclass(frozen=True)
 class DatasetMeta:
-    """The validated metadata of a committed dataset."""
+    """The validated metadata of a committed dataset.
+
+    ``task`` "classification" (``classes`` the sorted labels, ``class_counts`` their rows) or
+    "regression" (``classes`` and ``class_counts`` empty; ``targets`` the targets' "min",
+    "max" and "mean")."""
 
     n_rows: int
     n_features: int
@@ -178,7 +195,14 @@ class DatasetMeta:
     blocks: tuple[BlockInfo, ...]
     source: dict[str, Any]
     created: str
-    format_version: int = FORMAT_VERSION
+    format_version: int = FORMAT_VERSION  # unused: to_json writes 1, or 2 for regression
+    task: str = "classification"
+    targets: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def regression(self) -> bool:
+        """Whether the labels are real-valued targets (``RowBlock.target``), not classes."""
+        return self.task == "regression"
 
     @property
     def weighted(self) -> bool:
@@ -186,9 +210,11 @@ class DatasetMeta:
         return bool(self.blocks) and WEIGHT in self.blocks[0].crc32
 
     def to_json(self) -> dict:
+        extra = {"task": self.task, "targets": dict(self.targets)} if self.regression else {}
         return {
             "format": FORMAT_NAME,
-            "format_version": self.format_version,
+            # version 1 readers open classification stores; a regression store needs 2
+            "format_version": 2 if self.regression else 1,
             "n_rows": self.n_rows,
             "n_features": self.n_features,
             "nnz": self.nnz,
@@ -198,6 +224,7 @@ class DatasetMeta:
             "blocks": [b.to_json() for b in self.blocks],
             "source": self.source,
             "created": self.created,
+            **extra,
         }
 
     @classmethod
@@ -206,10 +233,10 @@ class DatasetMeta:
         if not isinstance(d, dict) or d.get("format") != FORMAT_NAME:
             raise CorruptStoreError(f"{url}: group attributes are not a {FORMAT_NAME} header")
         version = d.get("format_version")
-        if version != FORMAT_VERSION:
+        if version not in READ_VERSIONS:
             raise FormatVersionError(
                 f"{url}: dataset format version {version!r} is not supported "
-                f"(this distsvm reads version {FORMAT_VERSION})"
+                f"(this distsvm reads versions {', '.join(map(str, READ_VERSIONS))})"
             )
         try:
             blocks = tuple(
@@ -227,6 +254,8 @@ class DatasetMeta:
                 blocks=blocks,
                 source=dict(d.get("source", {})),
                 created=str(d.get("created", "")),
+                task=str(d.get("task", "classification")),
+                targets={str(k): float(v) for k, v in d.get("targets", {}).items()},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptStoreError(f"{url}: malformed dataset metadata: {exc!r}") from exc
@@ -242,8 +271,19 @@ class DatasetMeta:
             problems.append("block row counts do not add up to n_rows")
         if sum(b.nnz for b in self.blocks) != self.nnz:
             problems.append("block nnz do not add up to nnz")
-        if len(self.classes) != len(self.class_counts) or sum(self.class_counts) != self.n_rows:
+        if self.task not in TASKS:
+            problems.append(f"task {self.task!r} is not one of {TASKS}")
+        elif self.regression:
+            if self.classes or self.class_counts:
+                problems.append("a regression store has classes")
+            if set(self.targets) != {"min", "max", "mean"}:
+                problems.append("a regression store needs its targets' min, max and mean")
+            if any(TARGET not in b.crc32 for b in self.blocks):
+                problems.append("some blocks of a regression store have no targets")
+        elif len(self.classes) != len(self.class_counts) or sum(self.class_counts) != self.n_rows:
             problems.append("class counts do not add up to n_rows")
+        if not self.regression and any(TARGET in b.crc32 for b in self.blocks):
+            problems.append("a classification store has target arrays")
         if list(self.classes) != sorted(set(self.classes)):
             problems.append("classes are not sorted and unique")
         if len({WEIGHT in b.crc32 for b in self.blocks}) > 1:
@@ -327,16 +367,18 @@ class Dataset:
                 continue
             if nnz is None or class_counts is None:
                 block = take_rows(read_row_block(self.url, info, self.storage_options), chosen)
-                counts += np.bincount(block.y, minlength=len(counts))
+                if not self.meta.regression:
+                    counts += np.bincount(block.y, minlength=len(counts))
             whole = len(chosen) == info.n_rows
             b_nnz = info.nnz if whole else int(block.nnz if nnz is None else nnz[b])
             blocks.append(info if whole else joined_block([(info, chosen)], b_nnz))
             ids.append(b)
             total_nnz += b_nnz
+        # a regression view keeps the store's target stats (informative only)
         meta = dataclasses.replace(
             self.meta, n_rows=len(rows), nnz=total_nnz, blocks=tuple(blocks),
-            class_counts=tuple(int(c) for c in (counts if class_counts is None
-                                                else class_counts)))
+            class_counts=() if self.meta.regression else tuple(
+                int(c) for c in (counts if class_counts is None else class_counts)))
         meta.check(self.url)
         return Dataset(self.url, meta, self.storage_options, tuple(ids))
 
@@ -358,7 +400,11 @@ class Dataset:
                 raise CorruptStoreError(f"{where}: indptr is not a valid row pointer")
             if b.nnz and (b.indices.min() < 0 or b.indices.max() >= self.meta.n_features):
                 raise CorruptStoreError(f"{where}: column index out of range")
-            if b.n_rows and (b.y.min() < 0 or b.y.max() >= n_classes):
+            if self.meta.regression:
+                if np.any(b.y != 0) or not np.all(np.isfinite(b.target)):
+                    raise CorruptStoreError(f"{where}: a regression block needs y = 0 and "
+                                            "finite targets")
+            elif b.n_rows and (b.y.min() < 0 or b.y.max() >= n_classes):
                 raise CorruptStoreError(f"{where}: class index out of range")
             if not np.all(np.isfinite(b.data)):
                 raise CorruptStoreError(f"{where}: non-finite values")
@@ -379,7 +425,7 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
         return join_parts([read_row_block(url, part, storage_options, verify)
                            for part, _ in info.parts], info.parts)
     arrays = {}
-    names = ROW_ARRAYS + ((WEIGHT,) if WEIGHT in info.crc32 else ())
+    names = ROW_ARRAYS + tuple(k for k in (WEIGHT, TARGET) if k in info.crc32)
     where = f"rows/{info.name}"
     try:
         g = zarr.open_group(url, mode="r", storage_options=storage_options)["rows"][info.name]
@@ -392,7 +438,7 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
         chunk = f" (its chunk 0, {where}/c/0)" if where.count("/") == 2 else ""
         raise CorruptStoreError(f"{url}: cannot read array {where}{chunk}: {exc!r}") from exc
     expected = {"indptr": info.n_rows + 1, "indices": info.nnz, "data": info.nnz,
-                "y": info.n_rows, WEIGHT: info.n_rows}
+                "y": info.n_rows, WEIGHT: info.n_rows, TARGET: info.n_rows}
     for k in names:
         a = arrays[k]
         if a.shape != (expected[k],):
@@ -401,7 +447,7 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
         if verify and _crc(a) != info.crc32[k]:
             raise checksum_error(url, f"rows/{info.name}/{k}", g[k])
     return RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"],
-                    arrays.get(WEIGHT))
+                    arrays.get(WEIGHT), arrays.get(TARGET))
 
 
 def checked_array(url: str, path: str, array):
@@ -501,11 +547,12 @@ def _exists(url: str, storage_options: dict | None) -> bool:
 
 def write_row_block(stage: str, name: str, block: RowBlock,
                     storage_options: dict | None = None) -> BlockInfo:
-    """Write one row block (one chunk per array, ``weight`` if it has one) into a staging group."""
+    """Write one row block (one chunk per array, ``weight`` and ``target`` if it has them)
+    into a staging group."""
     g = zarr.open_group(stage, mode="r+", storage_options=storage_options)
     bg = g["rows"].create_group(name, overwrite=True)
     crcs = {}
-    for k in ROW_ARRAYS + ((WEIGHT,) if block.weight is not None else ()):
+    for k in ROW_ARRAYS + tuple(k for k in (WEIGHT, TARGET) if getattr(block, k) is not None):
         a = np.ascontiguousarray(getattr(block, k))
         arr = bg.create_array(k, shape=a.shape, chunks=(max(1, a.shape[0]),), dtype=a.dtype,
                               compressors=_COMPRESSOR, fill_value=0)
@@ -572,6 +619,10 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
     m = target.meta
     from .errors import InputDataError
 
+    if part.meta.task != m.task:
+        raise InputDataError(f"{part.url}: a {part.meta.task} part cannot be appended to the "
+                             f"{m.task} store {url} (ingest it with"
+                             f"{'' if m.regression else 'out'} --regression)")
     unknown = sorted(set(part.meta.classes) - set(m.classes))
     if unknown:
         raise InputDataError(f"{part.url}: labels {unknown} are not classes of {url} "
@@ -583,13 +634,19 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
     infos = []
     for i in range(part.n_blocks):
         b = part.read_block(i)
-        block = RowBlock(b.indptr, b.indices, b.data, remap[b.y])
+        block = RowBlock(b.indptr, b.indices, b.data,
+                         b.y if m.regression else remap[b.y], target=b.target)
         infos.append(write_row_block(url, block_name(len(m.blocks) + i), block, storage_options))
     counts = list(m.class_counts)
     for k, c in zip(remap, part.meta.class_counts, strict=True):
         counts[k] += c
     source = {**m.source, "appended": [*m.source.get("appended", []), record]}
-    meta = dataclasses.replace(m, n_rows=m.n_rows + part.meta.n_rows,
+    targets = m.targets
+    if m.regression:
+        t, u, n = m.targets, part.meta.targets, m.n_rows + part.meta.n_rows
+        targets = {"min": min(t["min"], u["min"]), "max": max(t["max"], u["max"]),
+                   "mean": (t["mean"] * m.n_rows + u["mean"] * part.meta.n_rows) / n}
+    meta = dataclasses.replace(m, n_rows=m.n_rows + part.meta.n_rows, targets=targets,
                                n_features=max(m.n_features, part.meta.n_features),
                                nnz=m.nnz + part.meta.nnz, class_counts=tuple(counts),
                                blocks=m.blocks + tuple(infos), source=source)

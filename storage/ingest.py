@@ -45,6 +45,7 @@ class PartInfo:
     max_index: int
     labels: tuple[float, ...]
     label_counts: tuple[int, ...]
+    targets: tuple[float, ...] = ()  # regression: (min, max, sum) of its targets; else ()
 
 
 @numba.njit(cache=True, nogil=True)
@@ -106,8 +107,11 @@ def _read_slice(fs, path: str, dtype, start: int, stop: int) -> np.ndarray:
 
 def write_part(stage: str, part: int, indptr, indices, data, labels, positions, *,
                shuffle: bool, seed: int, weights=None, keep_order: bool = False,
-               storage_options: dict | None = None) -> PartInfo:
+               storage_options: dict | None = None, regression: bool = False) -> PartInfo:
     """Phase 1: sort one parsed chunk by key and write it under ``STAGE/_parts/<part>``.
+
+    ``regression``: the labels are real-valued targets, summarized by (min, max, sum)
+    rather than counted per distinct value.
 
     ``weights`` (instance weights of the chunk's rows) are written in key order with the
     rows; ``keep_order`` writes the key order itself, for :func:`attach_weights`.
@@ -129,6 +133,11 @@ def write_part(stage: str, part: int, indptr, indices, data, labels, positions, 
                     ("labels", labels), ("keys", keys[order]), *extra):
         with fs.open(_part_path(root, part, name), "wb") as f:
             f.write(np.ascontiguousarray(a).data)
+    max_index = int(indices.max()) if len(indices) else -1
+    if regression:
+        stats = ((float(labels.min()), float(labels.max()), float(labels.sum()))
+                 if len(labels) else ())
+        return PartInfo(part, len(labels), len(data), max_index, (), (), stats)
     values, counts = np.unique(labels, return_counts=True)
     return PartInfo(part, len(labels), len(data), int(indices.max()) if len(indices) else -1,
                     tuple(float(v) for v in values), tuple(int(c) for c in counts))
@@ -181,9 +190,10 @@ def ordered_bounds(part_rows: list[int], n_blocks: int) -> list[np.ndarray]:
 
 def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
                 classes: tuple[float, ...], dtype: str, weighted: bool = False,
-                storage_options: dict | None = None) -> ds.BlockInfo:
+                storage_options: dict | None = None, regression: bool = False) -> ds.BlockInfo:
     """Phase 3: gather ``(part, row_start, row_stop)`` slices, order rows by key, write the
-    block (with its instance weights if ``weighted``)."""
+    block (with its instance weights if ``weighted``; ``regression``: the labels as the
+    block's targets, ``y`` zeros)."""
     fs, root = _fs(stage, storage_options)
     ptrs, inds, dats, labs, keys, wts = [], [], [], [], [], []
     offset = 0
@@ -215,9 +225,13 @@ def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
         indptr, indices = np.zeros(1, np.int64), np.zeros(0, np.int32)
         data, labels = np.zeros(0, dtype), np.zeros(0)
         weight = np.zeros(0) if weighted else None
-    y = np.searchsorted(np.asarray(classes), labels).astype(np.int32)
+    if regression:
+        y, target = np.zeros(len(labels), np.int32), np.asarray(labels, np.float64)
+    else:
+        y, target = np.searchsorted(np.asarray(classes), labels).astype(np.int32), None
     return ds.write_row_block(stage, ds.block_name(block),
-                              ds.RowBlock(indptr, indices, data, y, weight), storage_options)
+                              ds.RowBlock(indptr, indices, data, y, weight, target),
+                              storage_options)
 
 
 def plan_blocks(infos: list[PartInfo], bounds: list[np.ndarray]) -> list[list[tuple[int, int, int]]]:
@@ -227,12 +241,19 @@ def plan_blocks(infos: list[PartInfo], bounds: list[np.ndarray]) -> list[list[tu
             for b in range(n_blocks)]
 
 
-def summarize(infos: list[PartInfo], n_features: int | None, where: str):
-    """Totals over all parts; reject data that cannot be trained on."""
+def summarize(infos: list[PartInfo], n_features: int | None, where: str,
+              regression: bool = False):
+    """Totals over all parts; reject data that cannot be trained on.  Regression parts
+    (:func:`write_part` with ``regression``) give no classes (use :func:`target_stats`)."""
     n_rows = sum(i.n_rows for i in infos)
     nnz = sum(i.nnz for i in infos)
     if n_rows == 0:
         raise InputDataError(f"{where}: no rows (the input is empty)")
+    if regression:
+        seen = max(i.max_index for i in infos) + 1
+        if n_features is not None and seen > n_features:
+            raise InputDataError(f"{where}: feature index {seen} exceeds n_features={n_features}")
+        return n_rows, nnz, seen if n_features is None else n_features, (), ()
     counts: dict[float, int] = {}
     for i in infos:
         for v, c in zip(i.labels, i.label_counts):
@@ -249,6 +270,14 @@ def summarize(infos: list[PartInfo], n_features: int | None, where: str):
     return n_rows, nnz, n_features, classes, tuple(counts[c] for c in classes)
 
 
+def target_stats(infos: list[PartInfo]) -> dict[str, float]:
+    """The targets' min, max and mean over regression parts (DatasetMeta.targets)."""
+    stats = [i.targets for i in infos if i.targets]
+    n = sum(i.n_rows for i in infos if i.targets)
+    return {"min": min(s[0] for s in stats), "max": max(s[1] for s in stats),
+            "mean": sum(s[2] for s in stats) / n}
+
+
 def remove_parts(stage: str, storage_options: dict | None = None) -> None:
     """Delete the staged parts once every block is written."""
     fs, root = _fs(stage, storage_options)
@@ -258,7 +287,7 @@ def remove_parts(stage: str, storage_options: dict | None = None) -> None:
 def part_from_text(stage: str, part: int, path: str, *, buf=None, start: int = 0, end: int = 0,
                    first_line: int = 1, dtype: str = "float32", index_base: int = 1,
                    shuffle: bool = True, seed: int = 0, keep_order: bool = False,
-                   storage_options: dict | None = None) -> PartInfo:
+                   storage_options: dict | None = None, regression: bool = False) -> PartInfo:
     """Phase 1 for LIBSVM text: parse ``buf`` (a streamed piece starting at byte
     ``start``, line ``first_line``) or, when ``buf`` is None, the byte range
     [start, end) of an uncompressed file, and write the part."""
@@ -271,4 +300,4 @@ def part_from_text(stage: str, part: int, path: str, *, buf=None, start: int = 0
                                    dtype=np.dtype(dtype), index_base=index_base)
     return write_part(stage, part, chunk.indptr, chunk.indices, chunk.data, chunk.labels,
                       chunk.line_starts, shuffle=shuffle, seed=seed, keep_order=keep_order,
-                      storage_options=storage_options)
+                      storage_options=storage_options, regression=regression)

@@ -98,6 +98,27 @@ def liblinear_optimum(X, y, loss, C=1.0, bias=-1.0, eps=1e-5):
     return w, primal_objective(w, X, y, loss, C, bias)
 
 
+def svr_objective(w, X, y, loss="squared_epsilon_insensitive", C=1.0, p=0.1, bias=-1.0):
+    """LIBLINEAR's SVR primal ½‖w‖² + C Σ ξ(wᵀxᵢ − yᵢ), ξ(r) = max(0, |r| − p) (L1 loss) or
+    its square (L2 loss; Fan et al. 2008, A.6 (9)), computed independently in NumPy."""
+    dv = X.astype(np.float64) @ w[: X.shape[1]]
+    if bias >= 0:
+        dv = dv + w[X.shape[1]] * bias
+    xi = np.maximum(0.0, np.abs(dv - y) - p)
+    return 0.5 * float(w @ w) + C * float(np.sum(xi if loss == "epsilon_insensitive" else xi * xi))
+
+
+def liblinear_svr_optimum(X, y, options: str, loss="squared_epsilon_insensitive", C=1.0,
+                          p=0.1, bias=-1.0):
+    """LIBLINEAR's SVR weights for ``options`` (e.g. "-s 11 -e 1e-10") and their objective."""
+    from liblinear.liblinearutil import parameter, problem, train
+
+    m = train(problem(y, X.astype(np.float64)),
+              parameter(f"{options} -c {C} -p {p} -B {bias} -q"))
+    w = np.array([m.w[i] for i in range(X.shape[1] + (1 if bias >= 0 else 0))])
+    return w, svr_objective(w, X, y, loss, C, p, bias)
+
+
 def weighted_stores(tmp, X, y, seed: int, block_rows: int, dup_block_rows: int):
     """Integer instance weights 1–3 (seeded) for rows (X, y): the weights, a weighted store
     and a store with each row repeated weight times (weighted = duplicated rows)."""

@@ -11,6 +11,7 @@ from workers import losses
 from workers.kernels import dcd, linear
 
 CODES = [losses.HINGE, losses.SQUARED_HINGE, losses.LOGISTIC]
+REGRESSION_CODES = [losses.EPSILON_INSENSITIVE, losses.SQUARED_EPSILON_INSENSITIVE]
 # margins on both sides of the hinge's kink at 1, close to it and far from it
 MARGINS = [-30.0, -3.0, -0.5, 0.0, 0.3, 0.999, 1.001, 1.5, 4.0, 30.0]
 H = 1e-6  # finite-difference step, below every margin's distance to the kink
@@ -168,6 +169,6 @@ def test_one_registry():
     assert set(losses.CODES) <= set(registry.LOSSES)
     for solver in registry.SOLVERS.values():
         assert set(solver.losses) <= set(registry.LOSSES)
-    assert {losses.NAMES[c] for c in CODES} == set(losses.CODES)
+    assert {losses.NAMES[c] for c in CODES + REGRESSION_CODES} == set(losses.CODES)
     with pytest.raises(ValueError, match="'loss' parameter must be one of"):
         losses.code("lp")

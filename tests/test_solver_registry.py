@@ -24,7 +24,7 @@ IGNORED = {"seed", "inner_passes", "join_blocks", "pcd_mode"}
 
 
 def test_every_liblinear_type_is_a_registered_solver_and_loss():
-    assert sorted(registry.LIBLINEAR_TYPES) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert sorted(registry.LIBLINEAR_TYPES) == [0, 1, 2, 3, 4, 5, 6, 7, 11, 21]
     for code, (solver, loss) in registry.LIBLINEAR_TYPES.items():
         assert solver in registry.SOLVERS and loss in registry.SOLVERS[solver].losses, code
         assert registry.liblinear_type(solver, loss) == code
@@ -68,7 +68,8 @@ def test_job_schema_choices_are_filled_from_the_registry():
 
 @pytest.mark.parametrize("solver,eps", [("dcd", 0.1), ("pcd", 0.1), ("cutting_plane", 1e-3),
                                         ("alm", 0.01), ("newton", 0.01),
-                                        ("crammer_singer", 0.1), ("l1", 0.01)])
+                                        ("crammer_singer", 0.1), ("l1", 0.01),
+                                        ("oneclass", 0.01)])
 def test_default_eps(solver, eps):
     assert registry.SOLVERS[solver].eps == eps
     p = Params(solver=solver, loss=registry.SOLVERS[solver].default_loss)
@@ -110,7 +111,9 @@ def test_every_option_belongs_to_a_solver_and_is_refused_by_the_others():
              "c_perf": {"c_perf": 1.0}, "parallel": {"parallel": "add"},
              "alm": {"rho": 1.5}, "primal_switch": {"primal_switch": 5},
              "regularize_bias": {"regularize_bias": False, "bias": 1.0},
-             "warm_start": {"warm_start": np.zeros(3)}, "weights": {"class_weight": "balanced"}}
+             "warm_start": {"warm_start": np.zeros(3)}, "weights": {"class_weight": "balanced"},
+             "epsilon": {"epsilon": 0.5},
+             "nu": {"nu": 0.3}}
     assert set(given) == set(params.REFUSALS)
     for s in registry.SOLVERS.values():
         for option, kwargs in given.items():
@@ -152,6 +155,8 @@ def test_factories_call_their_solver_s_solve(name, monkeypatch):
                               **common) == "result"
     for call in calls:  # C reaches a solver as C per class index, or an unweighted one's C
         assert call["dataset"] == "data" and call["eps"] == spec.eps
+        if not spec.labels:  # the one-class SVM has no C (LIBLINEAR's -s 21 ignores -c)
+            continue
         costs = call.get("costs", [call.get("cost", call.get("C"))])
         assert np.all(np.concatenate([np.ravel(c) for c in costs]) == 1.0)
         assert call.get("max_rounds", call.get("max_iter")) == 7

@@ -220,14 +220,15 @@ def row_costs(block: RowBlock, class_cost: np.ndarray) -> np.ndarray:
 
 def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_features: int,
                     cache_bytes: int, storage_options: dict | None = None):
-    """Decision values wᵀxᵢ of one block and its class indices: (float64 array, int32 array).
+    """Decision values wᵀxᵢ of one block and its class indices: (float64 array, int32 array)
+    — a regression block's targets (float64) instead of its class indices.
     With one weight vector per class (``w`` of shape (K, n [+1])), the values are (n_rows, K)."""
     block, _ = load(url, info, cache_bytes, storage_options)
     W = np.atleast_2d(w)
     out = np.empty((len(W), block.n_rows))
     for k in range(len(W)):
         decision_values(block.indptr, block.indices, block.data, W[k], bias, n_features, out[k])
-    return (out[0] if w.ndim == 1 else out.T), block.y
+    return (out[0] if w.ndim == 1 else out.T), (block.y if block.target is None else block.target)
 
 
 def block_stats(url: str, info: BlockInfo, n_classes: int, groups: np.ndarray, n_groups: int,

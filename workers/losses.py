@@ -25,8 +25,14 @@ import numba
 HINGE = 0  # L1-loss SVM: max(0, 1 - m)
 SQUARED_HINGE = 1  # L2-loss SVM: max(0, 1 - m)²
 LOGISTIC = 2  # logistic regression: log(1 + e^{-m})
+# Support vector regression (Fan et al. 2008, A.6), of the residual r = wᵀxᵢ − yᵢ and the
+# ε of the loss, p (LIBLINEAR's -p): max(0, |r| − p) and max(0, |r| − p)²
+EPSILON_INSENSITIVE = 3  # L1-loss SVR
+SQUARED_EPSILON_INSENSITIVE = 4  # L2-loss SVR
 
-CODES = {"hinge": HINGE, "squared_hinge": SQUARED_HINGE, "logistic": LOGISTIC}
+CODES = {"hinge": HINGE, "squared_hinge": SQUARED_HINGE, "logistic": LOGISTIC,
+         "epsilon_insensitive": EPSILON_INSENSITIVE,
+         "squared_epsilon_insensitive": SQUARED_EPSILON_INSENSITIVE}
 NAMES = {v: k for k, v in CODES.items()}
 
 def code(name: str) -> int:
@@ -152,4 +158,46 @@ def dpower_hinge(m, p):
     """Its derivative −p max(0, 1 − m)ᵖ⁻¹ (for p = 1 the hinge's subgradient of :func:`dxi`)."""
     if m < 1.0:
         return -1.0 if p == 1.0 else -p * (1.0 - m) ** (p - 1.0)
+    return 0.0
+
+
+# ---------------------------------------------------------------- regression (SVR)
+# Functions of the residual r = wᵀxᵢ − yᵢ and the tube's half-width p ≥ 0 (the ε of the
+# loss, LIBLINEAR's -p), not of a margin: the SVR primal is ½‖w‖² + Σᵢ Cᵢ ξ(wᵀxᵢ − yᵢ)
+# (Fan et al. 2008, A.6 (9)).
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def is_regression(loss):
+    """Whether a loss code is an SVR loss (a function of the residual, not the margin)."""
+    return loss == EPSILON_INSENSITIVE or loss == SQUARED_EPSILON_INSENSITIVE
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def xi_residual(r, p, loss):
+    """ξ(r): max(0, |r| − p) (L1-loss SVR) or max(0, |r| − p)² (L2-loss SVR)."""
+    d = abs(r) - p
+    if d <= 0.0:
+        return 0.0
+    return d if loss == EPSILON_INSENSITIVE else d * d
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def dxi_residual(r, p, loss):
+    """ξ′(r): sign(r) outside the tube |r| > p, else 0 (L1-loss SVR, a subgradient), or
+    2 sign(r) max(0, |r| − p) (L2-loss SVR; LIBLINEAR's l2r_l2_svr_fun::grad)."""
+    if r > p:
+        return 1.0 if loss == EPSILON_INSENSITIVE else 2.0 * (r - p)
+    if r < -p:
+        return -1.0 if loss == EPSILON_INSENSITIVE else 2.0 * (r + p)
+    return 0.0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def d2xi_residual(r, p, loss):
+    """ξ″(r): the generalized second derivative 2 if |r| > p else 0 of the L2-loss SVR (the
+    index set I of LIBLINEAR's l2r_l2_svr_fun, whose Hessian is I + 2C X_Iᵀ X_I); 0 for
+    the L1 loss."""
+    if loss == SQUARED_EPSILON_INSENSITIVE and abs(r) > p:
+        return 2.0
     return 0.0

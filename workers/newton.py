@@ -17,16 +17,17 @@ import numpy as np
 
 from storage import BlockInfo
 
-from . import blocks
+from . import blocks, losses
 from .kernels import newton as kernel
 from .kernels.linear import decision_values
 
 
 def _state(run: str, info: BlockInfo, block=None, class_cost=None) -> dict:
     """The block's kept vectors; made (from ``block``) on the first pass of a run."""
-    def make():
+    def make():  # "y": the class indices, or a regression block's targets
         return {"z": np.zeros(info.n_rows), "z0": np.zeros(info.n_rows),
-                "D": np.zeros(info.n_rows), "t": np.zeros(info.n_rows), "y": block.y,
+                "D": np.zeros(info.n_rows), "t": np.zeros(info.n_rows),
+                "y": block.y if block.target is None else block.target,
                 "cost": blocks.row_costs(block, class_cost)}
 
     return blocks.run_state(run, info.name, make)
@@ -39,11 +40,12 @@ def _point(run: str) -> dict:
 
 
 def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, cache_bytes,
-              storage_options, threads, direction=None) -> dict:
+              storage_options, threads, direction=None, epsilon=0.0) -> dict:
     """:func:`evaluate`'s pass; with ``direction`` s, also t = Xs of each block and the
     loss along it at α = 1 from the block's z (→ z₀) and t, before z becomes Xw.  The
     blocks are shared among ``threads`` threads (:func:`blocks.each_block`)."""
     dim = n_features + (bias >= 0)
+    p = epsilon if losses.is_regression(loss) else None  # the kernels' SVR switch
 
     def make():
         return {"loss": 0.0, "grad": np.zeros(dim), "diag": np.zeros(dim), "grad_b": 0.0,
@@ -56,10 +58,10 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
                             n_features, s["t"])
             s["z"], s["z0"] = s["z0"], s["z"]
             acc["along"] += kernel.loss_along(s["y"], positive, s["cost"], s["z0"], s["t"],
-                                              1.0, loss)
-        out = kernel.fun_grad(block.indptr, block.indices, block.data, block.y, positive,
+                                              1.0, loss, p)
+        out = kernel.fun_grad(block.indptr, block.indices, block.data, s["y"], positive,
                               s["cost"], w, bias, n_features, loss, s["z"], s["D"],
-                              acc["grad"], acc["diag"])
+                              acc["grad"], acc["diag"], p)
         acc["loss"] += out[0]
         acc["grad_b"] += out[1]
         acc["diag_b"] += out[2]
@@ -75,7 +77,8 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
 
 def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, bias: float,
              n_features: int, loss: int, class_cost: np.ndarray, positive: int,
-             cache_bytes: int, storage_options: dict | None = None, threads: int = 1) -> dict:
+             cache_bytes: int, storage_options: dict | None = None, threads: int = 1,
+             epsilon: float = 0.0) -> dict:
     """f's loss part, ∇ of it and the preconditioner's Σ Dᵢxᵢⱼ² at ``w``, over this worker's
     blocks (:func:`workers.kernels.newton.fun_grad`), keeping z = Xw, D and w.
 
@@ -85,7 +88,7 @@ def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, bias:
     "correct"}`` (and ``"along"``, 0).
     """
     return _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive,
-                     cache_bytes, storage_options, threads)
+                     cache_bytes, storage_options, threads, epsilon=epsilon)
 
 
 def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias: float,
@@ -106,7 +109,7 @@ def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias:
 
 def step(url: str, infos: list[BlockInfo], run: str, s: np.ndarray, *, bias: float,
          n_features: int, loss: int, positive: int, cache_bytes: int,
-         storage_options: dict | None = None, threads: int = 1) -> dict:
+         storage_options: dict | None = None, threads: int = 1, epsilon: float = 0.0) -> dict:
     """Along the direction ``s`` from the w of the last evaluation, in one read of each block:
     keep t = Xs and z₀ = Xw for the line search, and return the loss part of f(w + s) from
     z₀ + t (its first trial, ``"along"``) together with :func:`evaluate` at w + s (which
@@ -114,16 +117,17 @@ def step(url: str, infos: list[BlockInfo], run: str, s: np.ndarray, *, bias: flo
     does, the next iteration needs no evaluation pass."""
     w = _point(run)["w"] + 1.0 * s  # the coordinator's w + α·s at α = 1, to the bit
     return _fun_grad(url, infos, run, w, bias, n_features, loss, None, positive, cache_bytes,
-                     storage_options, threads, direction=s)
+                     storage_options, threads, direction=s, epsilon=epsilon)
 
 
 def trial(url: str, infos: list[BlockInfo], run: str, alpha: float, *, loss: int, positive: int,
           cache_bytes: int, bias: float, n_features: int,
-          storage_options: dict | None = None) -> float:
+          storage_options: dict | None = None, epsilon: float = 0.0) -> float:
     """The loss part of f(w + αs) from the kept z₀ = Xw and t = Xs (:func:`step`): a
     line-search trial that reads no block."""
     total = 0.0
     for info in infos:
         st = _state(run, info)
-        total += kernel.loss_along(st["y"], positive, st["cost"], st["z0"], st["t"], alpha, loss)
+        total += kernel.loss_along(st["y"], positive, st["cost"], st["z0"], st["t"], alpha, loss,
+                                   epsilon if losses.is_regression(loss) else None)
     return total

@@ -1,8 +1,11 @@
 """Line-search Newton with preconditioned conjugate gradient: LIBLINEAR's primal solver for
-L2-regularized logistic regression (``-s 0``) and the L2-loss SVM (``-s 2``).
+L2-regularized logistic regression (``-s 0``), the L2-loss SVM (``-s 2``) and the L2-loss SVR
+(``-s 11``).
 
 Problem: ``min_w f(w) = ½wᵀw + Σᵢ Cᵢ ξ(yᵢwᵀxᵢ)`` with ξ the logistic loss or the squared
-hinge (:mod:`workers.kernels.newton`) and Cᵢ = C times the class weight of yᵢ.  With
+hinge (:mod:`workers.kernels.newton`) and Cᵢ = C times the class weight of yᵢ; for SVR
+(Fan et al. 2008, A.6 (9)) ``½wᵀw + Σᵢ Cᵢ max(0, |wᵀxᵢ − yᵢ| − p)²`` on a regression store
+(real targets yᵢ; Cᵢ = C times the instance weight), LIBLINEAR's ``l2r_l2_svr_fun``.  With
 ``bias >= 0`` the last coordinate of w weighs a constant feature of that value (``-B``);
 ``regularize_bias=False`` leaves it out of ½wᵀw, of the Hessian's identity part and of the
 preconditioner (LIBLINEAR's ``-R``).
@@ -14,8 +17,8 @@ trust-region method TRON (Lin, Weng & Keerthi 2008; Fan et al. 2008, Appendix) i
 (:func:`pcg`) with LIBLINEAR's diagonal preconditioner (Hsia, Chiang & Lin 2018) and the
 quadratic-model stopping rule of Galli & Lin (2021, §4); a backtracking line search from
 α = 1 (η = 0.01, at most 20 halvings); stop when ‖∇f(w)‖ ≤ eps'·‖∇f(0)‖ with LIBLINEAR's eps'
-(:func:`stopping_tolerance`, ``train()`` of linear.cpp), when the line search fails or f no
-longer decreases, or after ``max_rounds`` iterations.
+(:func:`stopping_tolerance`, ``train_one()`` of linear.cpp: eps' = eps for SVR), when the
+line search fails or f no longer decreases, or after ``max_rounds`` iterations.
 
 Distributed: the data are touched only through map-reduce passes over the row blocks
 (:mod:`workers.newton`), each returning a vector of n_features[+1]; the workers keep z = Xw and
@@ -89,19 +92,21 @@ def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: float,
           bias: float, max_rounds: int, regularize_bias: bool = True,
           warm_start: np.ndarray | None = None, progress: Progress | None = None,
-          positive: int = 1, checkpoint: Checkpointer | None = None) -> Result:
+          positive: int = 1, checkpoint: Checkpointer | None = None,
+          epsilon: float = 0.0) -> Result:
     """Train by line-search Newton on the cluster behind ``client``; see the module docstring.
 
     ``cost`` is each class index's cost Cᵢ (C times its weight, :func:`distsvm.params.class_costs`);
     ``warm_start`` an initial w of n_features (+1 with a bias) entries; rows of class index
-    ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  With ``checkpoint`` the run
+    ``positive`` have yᵢ = +1, the others −1 (one-vs-rest); ``epsilon`` is the SVR loss's
+    p (LIBLINEAR's ``-p``).  With ``checkpoint`` the run
     continues from its latest checkpoint and writes one every ``checkpoint.every``
     iterations (docs/solvers/newton.md, "Checkpoints and worker faults").
     """
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
     return driver.drive(_Newton(ctx, loss=loss, cost=cost, eps=eps, bias=bias,
                                 regularize_bias=regularize_bias,
-                                warm_start=warm_start, positive=positive),
+                                warm_start=warm_start, positive=positive, epsilon=epsilon),
                         max_rounds=max_rounds)[0]
 
 
@@ -113,7 +118,7 @@ class _Newton(driver.Solver):
     policy = driver.REBUILD
 
     def __init__(self, ctx, *, loss, cost, eps, bias, regularize_bias, warm_start,
-                 positive):
+                 positive, epsilon=0.0):
         super().__init__(ctx)
         meta = ctx.dataset.meta
         d = meta.n_features
@@ -122,9 +127,13 @@ class _Newton(driver.Solver):
             self.reg[d] = 0.0
         self.class_cost = np.asarray(cost, np.float64)
         self.passes = driver.Passes(ctx, bias)
-        self.kw = dict(loss=losses.code(loss), positive=positive)
-        n_pos = meta.class_counts[positive]  # one-vs-rest: this class against the rest
-        self.eps = stopping_tolerance(eps, (meta.n_rows - n_pos, n_pos))
+        self.kw = dict(loss=losses.code(loss), positive=positive, epsilon=float(epsilon))
+        self.regression = meta.regression
+        if self.regression:  # LIBLINEAR's train_one: the primal tolerance is eps itself
+            self.eps = eps
+        else:
+            n_pos = meta.class_counts[positive]  # one-vs-rest: this class against the rest
+            self.eps = stopping_tolerance(eps, (meta.n_rows - n_pos, n_pos))
         self.x = np.zeros(len(self.reg)) if warm_start is None else \
             np.array(warm_start, dtype=np.float64)
         self.gnorm0 = None  # ‖∇f(0)‖, the stopping rule's reference; None: not started
@@ -152,7 +161,9 @@ class _Newton(driver.Solver):
     def row(self, k, gnorm, cg, step, correct) -> tuple[int, dict]:
         return 0, {"round": k, "primal": self.f, "grad_norm": gnorm,
                    "rel_grad_norm": gnorm / self.gnorm0, "cg_iterations": cg, "step": step,
-                   "train_accuracy": correct / max(1, self.ctx.dataset.meta.n_rows),
+                   # SVR: the share of rows in the tube |wᵀxᵢ − yᵢ| ≤ p
+                   "train_in_tube" if self.regression else "train_accuracy":
+                       correct / max(1, self.ctx.dataset.meta.n_rows),
                    "passes": self.passes.count}
 
     def step(self, r):

@@ -21,7 +21,12 @@ from collections.abc import Callable, Mapping
 # Every loss a solver trains, and what it is (the CLI's --loss help).
 LOSSES = {"hinge": "L1-loss SVM", "squared_hinge": "L2-loss SVM",
           "logistic": "logistic regression", "lp": "max(0, 1 - m)^p",
-          "crammer_singer": "Crammer-Singer multi-class SVM"}
+          "crammer_singer": "Crammer-Singer multi-class SVM",
+          "epsilon_insensitive": "L1-loss SVR", "squared_epsilon_insensitive": "L2-loss SVR",
+          "oneclass": "one-class SVM"}
+# The losses of support vector regression: they train on a regression store (real-valued
+# targets), every other loss on a store of classes (distsvm.params.check_data).
+REGRESSION_LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 AUTO = "auto"  # train's solver="auto": jobs.choose_solver picks one per store
 # LIBLINEAR 2.40+'s -s 1 and -s 7 (train_one in linear.cpp): a problem whose dual CD has
 # not converged after this many iterations continues with the primal Newton solver of the
@@ -58,6 +63,14 @@ class Solver:
     hold: Callable | None = None
     solve_ovr: Callable | None = None
     recorded: Callable = lambda params, meta: {}
+    loss_eps: Mapping[str, float] = dataclasses.field(default_factory=dict)  # eps per loss
+    labels: bool = True  # False: one problem whatever the store's labels (one-class SVM)
+    bias_feature: bool = True  # False: bias >= 0 is refused (LIBLINEAR's -s 21)
+
+    def default_eps(self, loss: str) -> float:
+        """The default ``eps`` of this solver with ``loss`` (``loss_eps``, else ``eps``):
+        LIBLINEAR's default differs per type (train.c: -s 11 0.0001)."""
+        return self.loss_eps.get(loss, self.eps)
 
     @property
     def cli_name(self) -> str:
@@ -120,7 +133,7 @@ def _newton(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
                         bias=float(p.bias), max_rounds=p.max_rounds,
                         regularize_bias=bool(p.regularize_bias), warm_start=p.warm_start,
                         progress=progress, positive=positive,
-                        checkpoint=checkpoint)
+                        checkpoint=checkpoint, epsilon=float(p.epsilon))
 
 
 def _l1(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
@@ -167,6 +180,13 @@ def _crammer_singer(client, dataset, plan, p, *, positive, cost, progress, check
                                 checkpoint=checkpoint)
 
 
+def _oneclass(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
+    from . import oneclass
+
+    return oneclass.solve(client, dataset, plan, nu=float(p.nu), eps=float(p.eps),
+                          max_rounds=p.max_rounds, progress=progress, checkpoint=checkpoint)
+
+
 # In the CLI's order; "auto" (AUTO) follows them.  Default eps: LIBLINEAR's for dcd, pcd,
 # crammer_singer (relative to the gradient at w = 0 for pcd) and its Newton solver (-s 0, -s 2);
 # the paper's ε = 0.001 on the average training loss for the cutting plane (Joachims 2006
@@ -188,10 +208,13 @@ SOLVERS = {s.name: s for s in (
            options={"objective": None, "c_perf": None}, recorded=_cutting_plane_recorded),
     Solver("alm", "SVM-ALM primal solver", ("hinge", "squared_hinge", "lp"), 0.01,
            "the gradient norm (the paper's)", _alm, options={"alm": None}, intercept=True),
-    Solver("newton", "LIBLINEAR's line-search Newton", ("logistic", "squared_hinge"), 0.01,
-           "|grad f| relative to the gradient at w = 0, LIBLINEAR's", _newton,
-           types={0: "logistic", 2: "squared_hinge"},
-           options={"weights": None, "regularize_bias": None, "warm_start": None}),
+    Solver("newton", "LIBLINEAR's line-search Newton",
+           ("logistic", "squared_hinge", "squared_epsilon_insensitive"), 0.01,
+           "|grad f| relative to the gradient at w = 0, LIBLINEAR's (-s 11: 0.0001)", _newton,
+           types={0: "logistic", 2: "squared_hinge", 11: "squared_epsilon_insensitive"},
+           options={"weights": None, "regularize_bias": None, "warm_start": None,
+                    "epsilon": ("squared_epsilon_insensitive",)},
+           loss_eps={"squared_epsilon_insensitive": 1e-4}),  # train.c's default for -s 11
     Solver("crammer_singer", "Crammer-Singer multi-class SVM by dual CD", ("crammer_singer",),
            0.1, "the projected-gradient violation", _crammer_singer,
            max_rounds=100000,  # LIBLINEAR's for -s 4: one round is one of its iterations
@@ -203,6 +226,10 @@ SOLVERS = {s.name: s for s in (
            "the subgradient's 1-norm relative to the first iteration's, LIBLINEAR's",
            _l1, types={5: "squared_hinge", 6: "logistic"},
            options={"weights": None, "seed": None, "regularize_bias": None}, reads="columns"),
+    Solver("oneclass", "one-class SVM by dual CD", ("oneclass",), 0.01,
+           "the maximal violation, LIBLINEAR's", _oneclass, types={21: "oneclass"},
+           options={"nu": None, "join_blocks": None}, hold=_joined,
+           recorded=lambda p, meta: {"nu": float(p.nu)}, labels=False, bias_feature=False),
 )}
 # LIBLINEAR's -s codes that this version trains, as (solver, loss).
 LIBLINEAR_TYPES = dict(sorted((code, (s.name, loss)) for s in SOLVERS.values()

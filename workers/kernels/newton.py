@@ -9,7 +9,14 @@ times the class and instance weights).  For row i with zᵢ = wᵀxᵢ and mᵢ 
   ∂/∂zᵢ = −Cᵢyᵢσ(−mᵢ) and Dᵢ = Cᵢσ(mᵢ)σ(−mᵢ) (Lin, Weng & Keerthi 2008, §3);
 * squared hinge (``-s 2``): ξ(m) = max(0, 1 − m)²; on I = {i: mᵢ < 1}
   ∂/∂zᵢ = 2Cᵢ(zᵢ − yᵢ) and Dᵢ = 2Cᵢ (the generalized Hessian, Mangasarian 2002, as
-  LIBLINEAR), Dᵢ = 0 elsewhere.
+  LIBLINEAR), Dᵢ = 0 elsewhere;
+* L2-loss SVR (``-s 11``, Fan et al. 2008, A.6; LIBLINEAR's ``l2r_l2_svr_fun``), a function
+  of the residual rᵢ = zᵢ − yᵢ with yᵢ the real target: ξ(r) = max(0, |r| − p)²;
+  ∂/∂zᵢ = 2Cᵢ(rᵢ ∓ p) and Dᵢ = 2Cᵢ on I = {i: |rᵢ| > p}, 0 elsewhere.
+
+The kernels take ``y`` as the block's class indices (the row is +1 when ``y[i] ==
+positive``) and ``p`` None, or, for an SVR loss, ``y`` as its float64 targets and ``p``
+the loss's ε (LIBLINEAR's ``-p``).
 
 Then ∇f = w + Xᵀ(∂/∂z), ∇²f = I + XᵀDX, and the diagonal preconditioner of
 LIBLINEAR ≥ 2.40 (Hsia, Chiang & Lin 2018) is ``1 + Σᵢ Dᵢxᵢⱼ²``.  The bias
@@ -21,7 +28,7 @@ float32 or float64; w, z, D and every accumulator are float64.
 import numba
 import numpy as np
 
-from ..losses import d2xi, dxi, xi
+from ..losses import d2xi, d2xi_residual, dxi, dxi_residual, xi, xi_residual
 from .linear import row_dot
 
 
@@ -37,28 +44,41 @@ def dot(a, b):
 
 @numba.njit(cache=True, nogil=True)
 def fun_grad(indptr, indices, data, y, positive, cost, w, bias, n_features, loss, z, D, grad,
-             diag):
+             diag, p=None):
     """The loss part of f, ∇f and the preconditioner at w, in one pass over a block.
 
     Writes zᵢ = wᵀxᵢ into ``z`` and Dᵢ into ``D``;
     adds Xᵀ(∂/∂z) to ``grad`` and Σᵢ Dᵢxᵢⱼ² to ``diag`` (their first ``n_features``
     entries).  Returns ``(Σ Cᵢξᵢ, bias part of the gradient, bias part of the
-    preconditioner, rows with mᵢ > 0)``.
+    preconditioner, rows with mᵢ > 0 (SVR: rows in the tube, |rᵢ| ≤ p))``.
+
+    ``p`` None: a classification loss; a float: an SVR loss of that ε.  Numba prunes the
+    ``p is None`` branches when it compiles each case, so the classification kernel is the
+    one without SVR (a run-time test of the loss code made it 7% slower, and ``loss_along``
+    2.4x: benchmarks/bench_datafit.py).
     """
     total = 0.0
     grad_b = 0.0
     diag_b = 0.0
     correct = 0
     for i in range(len(indptr) - 1):
-        yi = 1.0 if y[i] == positive else -1.0
         z[i] = row_dot(indptr, indices, data, i, w, bias, n_features)
-        m = yi * z[i]
-        if m > 0.0:
-            correct += 1
         c = cost[i]
-        total += c * xi(m, loss)
-        coef = c * yi * dxi(m, loss)  # ∂/∂zᵢ
-        D[i] = c * d2xi(m, loss)
+        if p is None:
+            yi = 1.0 if y[i] == positive else -1.0
+            m = yi * z[i]
+            if m > 0.0:
+                correct += 1
+            total += c * xi(m, loss)
+            coef = c * yi * dxi(m, loss)  # ∂/∂zᵢ
+            D[i] = c * d2xi(m, loss)
+        else:
+            r = z[i] - y[i]
+            if abs(r) <= p:
+                correct += 1
+            total += c * xi_residual(r, p, loss)
+            coef = c * dxi_residual(r, p, loss)  # ∂/∂zᵢ
+            D[i] = c * d2xi_residual(r, p, loss)
         if D[i] == 0.0 and coef == 0.0:
             continue
         d = D[i]
@@ -89,10 +109,14 @@ def hess_vec(indptr, indices, data, D, v, bias, n_features, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def loss_along(y, positive, cost, z, t, alpha, loss):
-    """Σᵢ Cᵢξ(yᵢ(zᵢ + αtᵢ)): the loss part of f(w + αs) given z = Xw and t = Xs (no data read)."""
+def loss_along(y, positive, cost, z, t, alpha, loss, p=None):
+    """Σᵢ Cᵢξ(yᵢ(zᵢ + αtᵢ)) (SVR, ``p`` given: Σᵢ Cᵢξ(zᵢ + αtᵢ − yᵢ)): the loss part of
+    f(w + αs) given z = Xw and t = Xs (no data read)."""
     total = 0.0
     for i in range(len(z)):
-        yi = 1.0 if y[i] == positive else -1.0
-        total += cost[i] * xi(yi * (z[i] + alpha * t[i]), loss)
+        if p is None:  # pruned at compile time (see fun_grad)
+            yi = 1.0 if y[i] == positive else -1.0
+            total += cost[i] * xi(yi * (z[i] + alpha * t[i]), loss)
+        else:
+            total += cost[i] * xi_residual(z[i] + alpha * t[i] - y[i], p, loss)
     return total
