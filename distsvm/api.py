@@ -288,6 +288,27 @@ class _LinearClassifier(_Params):
                     input_tags=InputTags(sparse=True))
 
 
+def _l1_penalty(est, loss: str) -> bool:
+    """Whether ``est.penalty`` is "l1" (LIBLINEAR -s 5 / -s 6, primal only), in
+    scikit-learn's words for what it refuses (its ``_get_liblinear_solver_type``)."""
+    name = type(est).__name__
+    if est.penalty not in ("l1", "l2"):
+        raise ValueError(f"The 'penalty' parameter of {name} must be a str among "
+                         f"{{'l1', 'l2'}}. Got {est.penalty!r} instead.")
+    if est.penalty == "l2":
+        return False
+    given = getattr(est, "loss", loss)
+    if given == "hinge":
+        raise ValueError("Unsupported set of arguments: The combination of penalty='l1' and "
+                         "loss='hinge' is not supported, Parameters: penalty='l1', "
+                         f"loss='hinge', dual={est.dual!r}")
+    if est.dual is True:
+        raise ValueError(f"Unsupported set of arguments: The combination of penalty='l1' and "
+                         f"loss='{loss}' are not supported when dual=True, Parameters: "
+                         f"penalty='l1', loss='{loss}', dual=True")
+    return True
+
+
 class LinearSVC(_LinearClassifier):
     """Linear SVM (L1- or L2-loss), scikit-learn's ``LinearSVC`` on the distributed solvers.
 
@@ -296,11 +317,14 @@ class LinearSVC(_LinearClassifier):
     the L2-loss problem in the primal (``-s 2``); ``dual="auto"`` (the default, as
     scikit-learn's since 1.5) the primal when rows are at least as many as features and the
     loss has one (squared_hinge), else the dual.  ``inner_passes`` is the dual solver's.
+    ``penalty="l1"`` (squared_hinge, primal): ``‖w‖₁ + C Σᵢ loss``, LIBLINEAR ``-s 5``
+    (docs/solvers/l1.md).
     """
 
     def __init__(self, C=1.0, loss="squared_hinge", dual="auto", tol=1e-4, max_iter=1000,
                  fit_intercept=True, intercept_scaling=1.0, class_weight=None,
-                 random_state=None, inner_passes=1, scheduler=None, n_workers=None, verbose=0):
+                 random_state=None, inner_passes=1, scheduler=None, n_workers=None, verbose=0,
+                 penalty="l2"):
         self._keep(locals())
 
     def _liblinear_type(self, shape: tuple[int, int]) -> int:
@@ -310,6 +334,8 @@ class LinearSVC(_LinearClassifier):
         if not (isinstance(self.dual, bool) or self.dual == "auto"):
             raise ValueError(f"The 'dual' parameter of LinearSVC must be a bool or 'auto'. "
                              f"Got {self.dual!r} instead.")
+        if _l1_penalty(self, "squared_hinge"):
+            return 5  # L1-regularized L2-loss SVC (the primal: "auto" picks it)
         if self.dual is False and self.loss == "hinge":
             raise ValueError("Unsupported set of arguments: The combination of penalty='l2' "
                              "and loss='hinge' are not supported when dual=False")
@@ -324,17 +350,20 @@ class LinearSVC(_LinearClassifier):
 
 class LogisticRegression(_LinearClassifier):
     """L2-regularized logistic regression, ``½‖w‖² + C Σᵢ log(1 + e^{−yᵢwᵀxᵢ})``:
-    LIBLINEAR ``-s 0`` (primal, ``dual=False``) or ``-s 7`` (dual, ``dual=True``)."""
+    LIBLINEAR ``-s 0`` (primal, ``dual=False``) or ``-s 7`` (dual, ``dual=True``);
+    ``penalty="l1"``: ``‖w‖₁ + C Σᵢ log(1 + e^{−yᵢwᵀxᵢ})``, LIBLINEAR ``-s 6``."""
 
     def __init__(self, C=1.0, dual=False, tol=1e-4, max_iter=1000, fit_intercept=True,
                  intercept_scaling=1.0, class_weight=None, random_state=None, scheduler=None,
-                 n_workers=None, verbose=0):
+                 n_workers=None, verbose=0, penalty="l2"):
         self._keep(locals())
 
     def _liblinear_type(self, shape: tuple[int, int]) -> int:
         if self.dual not in (True, False):
             raise ValueError(f"The 'dual' parameter of LogisticRegression must be a bool. Got "
                              f"{self.dual!r} instead.")
+        if _l1_penalty(self, "logistic_regression"):
+            return 6  # L1-regularized logistic regression
         return 7 if self.dual else 0
 
     def predict_proba(self, X):

@@ -440,10 +440,13 @@ def _train(a, progress):
     gap = s["duality_gap"]  # NaN without a dual; SVM-ALM's certificate is its gradient norm
     detail = (f"duality gap {gap:.3g}, " if gap == gap else
               f"|grad| {s['grad_norm']:.3g}, {s['passes']} passes, " if "passes" in s else "")
+    if "nnz" in s:  # an L1-regularized model's sparsity
+        detail += f"{s['nnz']} of {s['n_weights']} weights non-zero, "
     progress.note(f"train: {s['rounds']} rounds, primal {s['primal_objective']:.8g}, "
                   f"{detail}{s['train_seconds']:.2f}s; model written to {a.model}")
     keys = ("rounds", "converged", "primal_objective", "dual_objective", "duality_gap",
-            *(k for k in ("grad_norm", "passes", "rho") if k in s), "train_seconds", "n_rows",
+            *(k for k in ("grad_norm", "passes", "rho", "nnz", "n_weights") if k in s),
+            "train_seconds", "n_rows",
             "n_features")
     options = {k: model.params[k] for k in ("p",) if k in model.params}
     ranking = ({"ranks": list(model.classes), "thresholds": list(model.thresholds),

@@ -238,6 +238,9 @@ def _combined(results: list, seconds: float) -> tuple[np.ndarray, dict]:
                "per_class": per, "history": []}
     for key in ("primal_objective", "dual_objective", "duality_gap"):
         summary[key] = sum(s[key] for s in per)
+    for key in ("nnz", "n_weights"):  # an L1-regularized model's sparsity, over the K
+        if key in per[0]:
+            summary[key] = sum(s[key] for s in per)
     return np.stack([r.w for r in results]), summary
 
 

@@ -55,6 +55,8 @@ _LIBLINEAR_NAMES = {
     ("newton", "squared_hinge"): "L2R_L2LOSS_SVC",
     ("newton", "logistic"): "L2R_LR",
     ("crammer_singer", "crammer_singer"): "MCSVM_CS",
+    ("l1", "squared_hinge"): "L1R_L2LOSS_SVC",
+    ("l1", "logistic"): "L1R_LR",
     ("oneclass", "oneclass"): "ONECLASS_SVM",
 }
 _FROM_LIBLINEAR = {v: k for k, v in _LIBLINEAR_NAMES.items()}
@@ -346,9 +348,8 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
     except (KeyError, IndexError, ValueError) as exc:
         raise ModelFormatError(f"{path}: malformed LIBLINEAR header: {exc!r}") from exc
     if _from_liblinear(name) is None:
-        raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (L1-regularized or a type not"
-                               " trained here) is not "
-                               "a model distsvm can use")
+        raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (a type not trained "
+                               "here) is not a model distsvm can use")
     solver, loss = _from_liblinear(name)
     regression = name in _REGRESSION_NAMES
     if regression:

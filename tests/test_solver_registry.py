@@ -24,7 +24,7 @@ IGNORED = {"seed", "inner_passes", "join_blocks", "pcd_mode"}
 
 
 def test_every_liblinear_type_is_a_registered_solver_and_loss():
-    assert sorted(registry.LIBLINEAR_TYPES) == [0, 1, 2, 3, 4, 7, 11, 12, 13, 21]
+    assert sorted(registry.LIBLINEAR_TYPES) == [0, 1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 21]
     for code, (solver, loss) in registry.LIBLINEAR_TYPES.items():
         assert solver in registry.SOLVERS and loss in registry.SOLVERS[solver].losses, code
         assert registry.liblinear_type(solver, loss) == code
@@ -68,7 +68,8 @@ def test_job_schema_choices_are_filled_from_the_registry():
 
 @pytest.mark.parametrize("solver,eps", [("dcd", 0.1), ("pcd", 0.1), ("cutting_plane", 1e-3),
                                         ("alm", 0.01), ("newton", 0.01),
-                                        ("crammer_singer", 0.1), ("oneclass", 0.01)])
+                                        ("crammer_singer", 0.1), ("l1", 0.01),
+                                        ("oneclass", 0.01)])
 def test_default_eps(solver, eps):
     assert registry.SOLVERS[solver].eps == eps
     p = Params(solver=solver, loss=registry.SOLVERS[solver].default_loss)

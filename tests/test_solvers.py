@@ -28,7 +28,7 @@ from distsvm.columns import columnize
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.progress import Progress
-from distsvm.solvers import dcd, pcd
+from distsvm.solvers import dcd, l1, pcd
 
 from .conftest import (
     DATA,
@@ -42,6 +42,7 @@ from .conftest import (
     svr_objective,
 )
 from .test_crammer_singer import cs_primal
+from .test_l1 import l1_objective, liblinear_l1
 from .test_multiclass import liblinear_model, ovr_objectives
 from .test_svr_dual import abalone_rows
 
@@ -63,6 +64,7 @@ class Case:
     exact: bool = False
     blocks_rtol: float = 1e-6
     kill_at: int = 2
+    victim: int | None = None  # the killed worker's index (None: seeded by the id)
 
 
 DCD = dict(solver="dcd", C=0.003, eps=1e-9, gap_tol=4e-5, max_rounds=2000, seed=1,
@@ -106,8 +108,14 @@ CASES = [
          data="abalone-1500", liblinear="-s 12", rtol=1e-4, blocks_rtol=1e-4),
     Case("dcd-svr-l1", {**DCD, "loss": "epsilon_insensitive", "C": 0.01},
          data="abalone-1500", liblinear="-s 13", rtol=1e-4, blocks_rtol=1e-4),
+    # exact mode runs on the plan's first worker: the kill must hit it to be a fault
+    Case("l1-cdn", dict(solver="l1", loss="squared_hinge", C=0.01, eps=1e-4, max_rounds=1000,
+                       seed=3), liblinear="-s 5", victim=0),
+    Case("l1-glmnet", dict(solver="l1", loss="logistic", C=0.1, eps=1e-6, max_rounds=1000,
+                       seed=3), liblinear="-s 6", kill_at=3, victim=0),
 ]
 REGRESSION_DATA = {"abalone", "abalone-1500"}  # stores of real-valued targets (regression=True)
+L1_TYPES = ("-s 5", "-s 6")  # L1-regularized: ‖w‖₁ for ½‖w‖² (tests/test_l1.py)
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +171,8 @@ def _objective(case: Case, w, X, y) -> float:
         return cs_primal(w, X, y, p["C"], p.get("bias", -1.0))
     if len(np.unique(y)) > 2:
         return float(np.sum(ovr_objectives(w, X, y, p["loss"], p["C"])))
+    if case.liblinear in L1_TYPES:
+        return l1_objective(w, X, y, p["loss"], p["C"], p.get("bias", -1.0))
     if p["solver"] == "alm":  # its intercept is unregularized: not LIBLINEAR's objective
         return float("nan")
     return primal_objective(w, X, y, p["loss"], C=p["C"], bias=p.get("bias", -1.0))
@@ -193,6 +203,9 @@ class SolverTests:
         elif len(np.unique(y)) > 2 or p["loss"] == "crammer_singer":
             _, W = liblinear_model(X, y, f"{case.liblinear} -c {p['C']} -e 1e-10")
             f_star = _objective(case, W, X, y)
+        elif case.liblinear in L1_TYPES:
+            ref, _ = liblinear_l1(X, y, f"{case.liblinear} -c {p['C']} -e 1e-10")
+            f_star = _objective(case, ref, X, y)
         else:
             loss = {"-s 7": "logistic"}.get(case.liblinear, p["loss"])
             f_star = liblinear_optimum(X, y, loss, C=p["C"], eps=1e-8)[1]
@@ -215,12 +228,16 @@ class SolverTests:
                                                       monkeypatch):
         monkeypatch.setattr(dcd, "BATCH_SECONDS", 0.0)  # a kill lands between batches
         monkeypatch.setattr(pcd, "BATCH_SECONDS", 0.0)
+        monkeypatch.setattr(l1, "BATCH_SECONDS", 0.0)
         ref = refs(case)
         kw = {}
         if case.params["solver"] == "alm":  # RELOAD: the no-fault path from a checkpoint
             kw["checkpoint"] = Checkpointer(tmp_path, 2, {"case": case.id})
         with local_client(2) as c:  # its own: a nanny does not always bring a worker back
-            killer = Killer(c, case.kill_at, int(np.random.default_rng(len(case.id)).integers(2)))
+            victim = case.victim
+            if victim is None:
+                victim = int(np.random.default_rng(len(case.id)).integers(2))
+            killer = Killer(c, case.kill_at, victim)
             model = _train(case, stores(case.data, 6), c, progress=killer, **kw)
         assert f"worker {killer.killed} left the cluster" in killer.stream.getvalue(), \
             killer.stream.getvalue()[-2000:]

@@ -136,6 +136,15 @@ def _newton(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
                         checkpoint=checkpoint, epsilon=float(p.epsilon))
 
 
+def _l1(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
+    from . import l1
+
+    return l1.solve(client, dataset, plan, loss=p.loss, cost=cost, eps=float(p.eps),
+                    bias=float(p.bias), max_rounds=p.max_rounds, seed=p.seed,
+                    regularize_bias=bool(p.regularize_bias), progress=progress,
+                    checkpoint=checkpoint, positive=positive)
+
+
 def _cutting_plane(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
     from . import cutting_plane
 
@@ -217,6 +226,11 @@ SOLVERS = {s.name: s for s in (
            types={4: "crammer_singer"},
            options={"weights": None, "seed": None, "gap_tol": None, "join_blocks": None},
            multiclass=True, hold=_joined),
+    Solver("l1", "L1-regularized SVC (CDN) and LR (newGLMNET) over column blocks",
+           ("squared_hinge", "logistic"), 0.01,
+           "the subgradient's 1-norm relative to the first iteration's, LIBLINEAR's",
+           _l1, types={5: "squared_hinge", 6: "logistic"},
+           options={"weights": None, "seed": None, "regularize_bias": None}, reads="columns"),
     Solver("oneclass", "one-class SVM by dual CD", ("oneclass",), 0.01,
            "the maximal violation, LIBLINEAR's", _oneclass, types={21: "oneclass"},
            options={"nu": None, "join_blocks": None}, hold=_joined,

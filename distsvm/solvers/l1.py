@@ -1,0 +1,152 @@
+"""L1-regularized linear classification: LIBLINEAR's -s 5 and -s 6 over the column view.
+
+Problems (Fan et al. 2008, 2022 revision)::
+
+    -s 5:  min_w ‖w‖₁ + Σⱼ Cⱼ max(0, 1 − yⱼwᵀxⱼ)²     CDN, Appendix F
+    -s 6:  min_w ‖w‖₁ + Σⱼ Cⱼ log(1 + e^{−yⱼwᵀxⱼ})    newGLMNET, Appendix G
+
+Both are coordinate methods over features, so they read the store's column view
+(``distsvm columnize``), as primal CD does.  Kernels: :mod:`workers.kernels.l1`; tasks:
+:mod:`workers.l1`.  Stopping and defaults are LIBLINEAR 2.50's (``solve_l1r_l2_svc``,
+``solve_l1r_lr`` in linear.cpp): stop when the 1-norm of the minimum-norm subgradient,
+summed over the features, falls to eps·max(min(#pos, #neg), 1)/l of its value at the
+first iteration (eps = 0.01); shrinking of zero weights with gradients inside (−1, 1).
+The bias feature (``-B``) is an ordinary, L1-regularized feature, as in LIBLINEAR;
+``regularize_bias=False`` (``-R``) leaves its |w| out of the objective, as LIBLINEAR's.
+Row j costs Cⱼ = C × its class weight (``-wi``) × its instance weight.
+
+Distributed: **exact** mode only — LIBLINEAR's sequential algorithm on one worker, which
+reads every column block through its block cache (prefetching the next); the worker keeps
+the state of length l between tasks and returns, per batch of rounds (up to
+``BATCH_SECONDS``), w and the shrinking state: 8(n+1) + (n+1) bytes for CDN and 8(n+1)
+for newGLMNET, plus ~100 bytes a round of statistics; nothing else crosses the network
+(the column blocks come from the store).  Faults (:mod:`distsvm.solvers.driver`): REBUILD —
+the state is a function of w and the shrinking state, rebuilt on a survivor.  The model's
+sparsity (non-zero weights) is in every round's log row and the result's ``extra``.
+More: docs/solvers/l1.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import workers.l1
+from storage import Dataset
+from storage.columns import read_columns_meta
+from workers import losses
+from workers.kernels import l1 as kernel
+
+from .. import cluster
+from ..checkpoint import Checkpointer
+from ..cluster import WorkerPlan
+from ..progress import Progress
+from . import driver
+
+BATCH_SECONDS = 0.5  # rounds one task may run before it reports
+
+
+def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: float,
+          bias: float, max_rounds: int, seed: int, regularize_bias: bool = True,
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None,
+          positive: int = 1) -> driver.Result:
+    """Train -s 5 (``loss="squared_hinge"``) or -s 6 (``"logistic"``) on the cluster behind
+    ``client``; rows of class index ``positive`` are +1.  ``cost`` is C per class index
+    (:func:`distsvm.params.class_costs`); the store's instance weights multiply it."""
+    ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
+    return driver.drive(_L1(ctx, loss=loss, cost=cost, eps=eps, bias=bias, seed=seed,
+                            max_rounds=max_rounds, reg=regularize_bias, positive=positive),
+                        max_rounds=max_rounds)[0]
+
+
+def scaled_eps(eps: float, class_counts, positive: int) -> float:
+    """LIBLINEAR's tolerance for these solvers (``train_one``): eps·max(min(#pos, #neg), 1)/l."""
+    counts = np.asarray(class_counts, dtype=np.int64)
+    pos = int(counts[positive])
+    neg = int(counts.sum()) - pos
+    return eps * max(min(pos, neg), 1) / int(counts.sum())
+
+
+class _L1(driver.Solver):
+    """One step: a batch of LIBLINEAR's outer iterations on one worker."""
+
+    name = "l1"
+    policy = driver.REBUILD
+
+    def __init__(self, ctx, *, loss, cost, eps, bias, seed, max_rounds, reg, positive):
+        super().__init__(ctx)
+        meta = ctx.dataset.meta
+        self.code = losses.code(loss)
+        self.cmeta = read_columns_meta(ctx.dataset)
+        self.eps = eps
+        self.eps_rel = scaled_eps(eps, meta.class_counts, positive)
+        self.max_rounds, self.seed = max_rounds, seed
+        self.common = dict(loss=self.code, bias=bias, reg=bool(reg) or bias < 0,
+                           n_features=meta.n_features,
+                           class_cost=np.asarray(cost, dtype=np.float64), positive=positive,
+                           row_infos=list(meta.blocks) if meta.weighted else None,
+                           storage_options=ctx.dataset.storage_options)
+        self.dim = meta.n_features + (1 if bias >= 0 else 0)
+        self.carry: dict = {}  # w and the shrinking state after the last round reported
+        self.gnorm1_init = self.f = np.nan
+        self.nnz = 0
+        self.fresh = True
+
+    def step(self, r):
+        ctx = self.ctx
+        addr = ctx.plan.workers[0]
+        every = ctx.checkpoint.every if ctx.checkpoint is not None else None
+        ctx.pending = [ctx.client.submit(
+            workers.l1.exact_rounds, ctx.dataset.url, self.cmeta, r, self.max_rounds,
+            self.seed, ctx.run, eps=self.eps_rel, gnorm1_init=self.gnorm1_init,
+            seconds=BATCH_SECONDS, stop_at=-(-r // every) * every if every else None,
+            resume=(self.carry or None) if self.fresh else None,
+            cache_bytes=ctx.plan.cache_bytes[addr], workers=[addr], pure=False,
+            **self.common)]
+        out = cluster.gather(ctx.client, ctx.pending, [addr])[0]
+        self.fresh = False
+        self.carry = out["resume"]
+        rows = []
+        for rep in out["reports"]:
+            self.gnorm1_init, self.f, self.nnz = rep["gnorm1_init"], rep["f"], rep["nnz"]
+            rows.append((0, {"round": r, "primal": rep["f"],
+                             "gnorm1": rep["gnorm1"] / rep["gnorm1_init"],
+                             "nnz": rep["nnz"], "active": int(rep["stats"][kernel.VISITED]),
+                             "inner": rep.get("inner", 0), "line_search": rep.get(
+                                 "line_search", int(rep["stats"][kernel.EVALS])),
+                             "ago": out["reports"][-1]["elapsed"] - rep["elapsed"]}))
+            self.done[0] = self.converged[0] = rep["done"]
+            r += 1
+        return rows
+
+    def line(self, row):
+        inner = f"  CD cycles {row['inner']:3d}" if self.code == losses.LOGISTIC else ""
+        return (f"round {row['round']:4d}  objective {row['primal']:.8e}  |subgrad|_1 "
+                f"{row['gnorm1']:.2e} rel (stop at {self.eps_rel:.2e})  nnz {row['nnz']}/"
+                f"{self.dim}  active {row['active']}{inner}  {row['seconds']:.2f}s")
+
+    def limit(self, k, history):
+        return (f"the 1-norm of the minimum-norm subgradient fell to {self.eps_rel:.3g} of its "
+                f"first value ({history[-1]['gnorm1']:.3g})")
+
+    def w(self, k):
+        w = self.carry.get("w")
+        return np.zeros(self.dim) if w is None else w
+
+    def extra(self, k):
+        return {"nnz": int(self.nnz), "n_weights": int(self.dim)}
+
+    def state(self):
+        arrays = {k: v for k, v in self.carry.items() if isinstance(v, np.ndarray)}
+        scalars = {k: float(v) for k, v in self.carry.items() if not isinstance(v, np.ndarray)}
+        return arrays, {**scalars, "gnorm1_init": self.gnorm1_init, "f": self.f,
+                        "nnz": self.nnz}
+
+    def resume(self, found):
+        self.carry = {**dict(found.arrays), **{k: found.state[k] for k in
+                                              ("gmax_old", "inner_eps") if k in found.state}}
+        self.gnorm1_init, self.f = found.state["gnorm1_init"], found.state["f"]
+        self.nnz = found.state["nnz"]
+        self.fresh = True
+
+    def rebuild(self):
+        self.fresh = True

@@ -1,0 +1,301 @@
+"""The worker tasks of L1-regularized classification (LIBLINEAR -s 5 CDN, -s 6 newGLMNET).
+
+Exact mode (:func:`exact_rounds`): one worker runs LIBLINEAR's sequential algorithm over
+every column block, read through its block cache (:func:`workers.pcd.load_columns`) with
+the next block prefetched, the state staying on the worker between tasks
+(:func:`workers.blocks.run_state`):
+
+* CDN: w, bⱼ = 1 − yⱼwᵀxⱼ, Cⱼ, the active (unshrunk) features and the shrinking bound;
+* newGLMNET: w, wᵀxⱼ, τ, D, Cⱼ, the gradient and Hessian diagonal at w with the
+  active features, and the inner tolerance.
+
+Everything is a function of w and a few scalars that every task returns (the active set
+for CDN), so the coordinator can checkpoint, or rebuild the state on another worker, from
+them (:func:`initial`).  One round is one outer iteration of LIBLINEAR's (CDN: one pass
+over the active features; newGLMNET: one Newton iteration — quadratic model, line search,
+and the gradient at the new w that the stopping rule reads).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from storage import BlockInfo, read_row_block
+from storage.columns import ColumnsMeta, read_labels
+
+from . import blocks
+from .kernels import l1 as kernel
+from .pcd import _reader, load_columns
+
+MAX_INNER = 1000  # newGLMNET's inner CD cycles per Newton iteration (LIBLINEAR's max_iter)
+
+
+def _plan(seed: int, *key) -> tuple[list[int], list[int]]:
+    """A random order of the items and a kernel seed per item, a function of the key only."""
+    rng = np.random.default_rng([seed, *key])
+    return [int(k) for k in rng.permutation(key[-1])], [int(v) for v in
+                                                       rng.integers(0, 2**31, key[-1])]
+
+
+def _visit(url, cmeta, keys, cache_bytes, storage_options, fn, bias_fn):
+    """``fn(k, block)`` for each column block number in ``keys`` (``bias_fn()`` for the bias
+    item, number ``len(cmeta.blocks)``), the next block read by the prefetch thread while
+    the kernel (which releases the GIL) works on the current one."""
+    def load(k):
+        if k == len(cmeta.blocks):
+            return None
+        return load_columns(url, cmeta.blocks[k], cache_bytes, storage_options)[0]
+
+    ahead = _reader().submit(load, keys[0]) if keys else None
+    for i, k in enumerate(keys):
+        block = ahead.result()
+        ahead = _reader().submit(load, keys[i + 1]) if i + 1 < len(keys) else None
+        if block is None:
+            bias_fn()
+        else:
+            fn(k, block)
+
+
+def initial(url: str, cmeta: ColumnsMeta, *, loss: int, bias: float, class_cost,
+            row_infos: list[BlockInfo] | None, positive: int, w: np.ndarray | None,
+            cache_bytes: int, storage_options: dict | None = None, **_) -> dict:
+    """The state at ``w`` (None: 0): labels, costs Cⱼ (class cost × instance weight), and
+    wᵀxⱼ by one pass over the column blocks; CDN's b or newGLMNET's wᵀxⱼ, τ, D."""
+    y = read_labels(url, cmeta, storage_options)
+    cost = np.asarray(class_cost, dtype=np.float64)[y]
+    if row_infos is not None:
+        cost *= np.concatenate([read_row_block(url, info, storage_options).weight
+                                for info in row_infos])
+    n = cmeta.n_features
+    dim = n + (1 if bias >= 0 else 0)
+    w = np.zeros(dim) if w is None else np.array(w, dtype=np.float64)
+    wx = np.zeros(cmeta.n_rows)
+    if np.any(w[:n]):
+        for info in cmeta.blocks:
+            block, _ = load_columns(url, info, cache_bytes, storage_options)
+            kernel.margins(block.indptr, block.indices, block.data, info.col_start, w, wx)
+    if bias >= 0:
+        wx += w[n] * bias
+    state = {"y": y, "w": w, "c": cost, "active": np.ones(dim, dtype=np.uint8)}
+    if loss == 1:  # squared hinge: b = 1 − y wᵀx
+        state["b"] = 1.0 - np.where(y == positive, wx, -wx)
+    else:  # newGLMNET keeps the margins wᵀx (LIBLINEAR: e^{wᵀx}; see glm_loss_change)
+        state["wx"] = wx
+        state["tau"], state["D"] = np.empty_like(wx), np.empty_like(wx)
+        kernel.glm_weights(wx, cost, state["tau"], state["D"])
+        state["grad"], state["hdiag"] = np.zeros(dim), np.zeros(dim)
+    return state
+
+
+def _norm1(w, n_features, reg):
+    s = float(np.abs(w).sum())
+    return s - abs(w[n_features]) if not reg and len(w) > n_features else s
+
+
+def objective(state, *, loss, n_features, reg, positive) -> float:
+    """‖w‖₁ (the bias's term left out if unregularized) + Σⱼ Cⱼ ξⱼ."""
+    w = state["w"]
+    if loss == 1:
+        data = kernel.l2_loss_sum(state["b"], state["c"])
+    else:
+        data = kernel.lr_loss_sum(state["wx"], state["y"], positive, state["c"])
+    return _norm1(w, n_features, reg) + data
+
+
+def _cdn_round(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, shrink_at,
+               cache_bytes, storage_options):
+    """One outer iteration of CDN (Appendix F) over every item; returns the stats."""
+    n_items = len(cmeta.blocks) + (1 if bias >= 0 else 0)
+    order, seeds = _plan(seed, r, n_items)
+    y, b, w, c, active = state["y"], state["b"], state["w"], state["c"], state["active"]
+    stats = kernel.new_stats()
+
+    def columns(k, block):
+        kernel.cdn_columns(block.indptr, block.indices, block.data, cmeta.blocks[k].col_start,
+                           y, positive, b, w, c, active, shrink_at, seeds[k], stats)
+
+    def biased():
+        kernel.cdn_bias(bias, y, positive, b, w, n_features, c, reg, active, shrink_at, stats)
+
+    _visit(url, cmeta, order, cache_bytes, storage_options, columns, biased)
+    return stats
+
+
+def _glm_gradient(state, url, cmeta, *, bias, reg, positive, n_features, shrink_at,
+                  cache_bytes, storage_options):
+    """newGLMNET's gradient pass at w (the start of a Newton iteration): stats."""
+    y, w, c = state["y"], state["w"], state["c"]
+    tau, D, grad, hdiag, active = (state[k] for k in ("tau", "D", "grad", "hdiag", "active"))
+    stats = kernel.new_stats()
+
+    def columns(k, block):
+        kernel.glm_gradient(block.indptr, block.indices, block.data, cmeta.blocks[k].col_start,
+                            y, positive, tau, D, c, w, shrink_at, grad, hdiag, active, stats)
+
+    def biased():
+        kernel.glm_gradient_bias(bias, y, positive, tau, D, c, w, n_features, reg, shrink_at,
+                                 grad, hdiag, active, stats)
+
+    _visit(url, cmeta, list(range(len(cmeta.blocks) + (bias >= 0))), cache_bytes,
+           storage_options, columns, biased)
+    return stats
+
+
+def _glm_newton(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, gnorm1_init,
+                cache_bytes, storage_options):
+    """Appendix G's Newton iteration from the gradient in ``state``: inner CD cycles on the
+    quadratic model (inner shrinking, LIBLINEAR's inner tolerance), then the line search;
+    updates the state to the new w.  Returns (inner cycles, line-search steps, t)."""
+    y, w, c, D = state["y"], state["w"], state["c"], state["D"]
+    grad, hdiag, active = state["grad"], state["hdiag"], state["active"]
+    n_rows = len(y)
+    n_items = len(cmeta.blocks) + (1 if bias >= 0 else 0)
+    wpd = w.copy()
+    xTd = np.zeros(n_rows)
+    qp_active = active.copy()
+    qp_gmax_old = math.inf
+    inner = 0
+    while inner < MAX_INNER:
+        stats = kernel.new_stats()
+        shrink_at = qp_gmax_old / n_rows
+        order, seeds = _plan(seed, r, inner, n_items)
+        keys = [k for k in order
+                if (k == len(cmeta.blocks) and qp_active[n_features])
+                or (k < len(cmeta.blocks) and qp_active[cmeta.blocks[k].col_start:
+                                                       cmeta.blocks[k].col_stop].any())]
+
+        def columns(k, block, stats=stats, shrink_at=shrink_at, seeds=seeds):
+            kernel.glm_qp_columns(block.indptr, block.indices, block.data,
+                                  cmeta.blocks[k].col_start, D, xTd, w, wpd, grad, hdiag,
+                                  qp_active, shrink_at, seeds[k], stats)
+
+        def biased(stats=stats, shrink_at=shrink_at):
+            kernel.glm_qp_bias(bias, D, xTd, w, wpd, n_features, grad, hdiag, reg, qp_active,
+                               shrink_at, stats)
+
+        _visit(url, cmeta, keys, cache_bytes, storage_options, columns, biased)
+        inner += 1
+        if stats[kernel.GNORM1] <= state["inner_eps"] * gnorm1_init:
+            if np.array_equal(qp_active, active):
+                break
+            qp_active[:] = active  # active-set reactivation
+            qp_gmax_old = math.inf
+            continue
+        qp_gmax_old = stats[kernel.GMAX]
+    # line search on w + t·d, t = 1, ½, … (Appendix G; LIBLINEAR's sufficient decrease)
+    w_norm = _norm1(w, n_features, reg)
+    delta = float(grad @ (wpd - w))
+    w_norm_new = _norm1(wpd, n_features, reg)
+    delta += w_norm_new - w_norm
+    e_new = np.empty(n_rows)
+    steps, t = 0, 1.0
+    accepted = False
+    while steps < kernel.MAX_LINESEARCH:
+        s, negsum = kernel.glm_loss_change(state["wx"], xTd, y, positive, c, e_new)
+        if w_norm_new - w_norm + negsum - kernel.SIGMA * delta + s <= 0.0:
+            w[:] = wpd
+            state["wx"][:] = e_new
+            kernel.glm_weights(state["wx"], c, state["tau"], D)
+            accepted = True
+            break
+        wpd = 0.5 * (w + wpd)
+        w_norm_new = _norm1(wpd, n_features, reg)
+        delta *= 0.5
+        xTd *= 0.5
+        t *= 0.5
+        steps += 1
+    if not accepted:  # LIBLINEAR recomputes e^{wᵀx} from w here
+        state["wx"][:] = initial_margins(state, url, cmeta, bias=bias, n_features=n_features,
+                                         cache_bytes=cache_bytes,
+                                         storage_options=storage_options)
+    if inner == 1:
+        state["inner_eps"] *= 0.25
+    return inner, steps, t if accepted else 0.0
+
+
+def initial_margins(state, url, cmeta, *, bias, n_features, cache_bytes, storage_options):
+    """wᵀxⱼ for every row, by one pass over the column blocks."""
+    w = state["w"]
+    wx = np.zeros(len(state["y"]))
+    for info in cmeta.blocks:
+        block, _ = load_columns(url, info, cache_bytes, storage_options)
+        kernel.margins(block.indptr, block.indices, block.data, info.col_start, w, wx)
+    if bias >= 0:
+        wx += w[n_features] * bias
+    return wx
+
+
+def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: int, run: str, *,
+                 loss: int, eps: float, gnorm1_init: float, seconds: float, bias: float,
+                 reg: bool, n_features: int, class_cost, positive: int,
+                 row_infos: list[BlockInfo] | None, cache_bytes: int,
+                 storage_options: dict | None = None, stop_at: int | None = None,
+                 resume: dict | None = None) -> dict:
+    """Rounds r, r+1, … of LIBLINEAR's algorithm on this worker until its stopping rule
+    (Gnorm1 ≤ ``eps``·Gnorm1 of the first iteration; ``eps`` already scaled by
+    max(min(#pos, #neg), 1)/l as linear.cpp's ``train_one``), ``max_rounds``, ``seconds``
+    or round ``stop_at``.  ``resume`` (w, the shrinking bound, the active set / inner
+    tolerance) makes the state on a worker that has none (the run's first task, or after
+    a recovery).  Returns {"reports": [per round], "resume": the same, after the last}."""
+    start = time.perf_counter()
+    common = dict(bias=bias, reg=reg, positive=positive, n_features=n_features,
+                  cache_bytes=cache_bytes, storage_options=storage_options)
+    state = blocks.run_state(run, "state", dict)
+    if not state:
+        if r > 1 and resume is None:
+            raise RuntimeError(f"l1 run {run}: round {r} on a worker that has no state of it")
+        resume = resume or {}
+        state.update(initial(url, cmeta, loss=loss, class_cost=class_cost, row_infos=row_infos,
+                             w=resume.get("w"), **common))
+        state["gmax_old"] = resume.get("gmax_old", math.inf)
+        if resume.get("active") is not None:
+            state["active"][:] = resume["active"]
+        state["inner_eps"] = resume.get("inner_eps", 1.0)
+        state["ready"] = False
+    n_rows = cmeta.n_rows
+    reports = []
+    while True:
+        row = {}
+        if loss == 1:
+            stats = _cdn_round(state, url, cmeta, r, seed, shrink_at=state["gmax_old"] / n_rows,
+                               **common)
+            gnorm1 = stats[kernel.GNORM1]
+            gnorm1_init = gnorm1 if r == 1 else gnorm1_init
+            done = False
+            if gnorm1 <= eps * gnorm1_init:
+                if state["active"].all():
+                    done = True
+                else:  # LIBLINEAR: converged on the active set; check all features again
+                    state["active"][:] = 1
+                    state["gmax_old"] = math.inf
+            else:
+                state["gmax_old"] = stats[kernel.GMAX]
+        else:
+            if not state["ready"]:  # the gradient at w: the first, or a rebuilt state
+                g = _glm_gradient(state, url, cmeta, shrink_at=state["gmax_old"] / n_rows, **common)
+                state["ready"], state["gmax_used"] = True, state["gmax_old"]
+                state["gmax_old"] = g[kernel.GMAX]
+                gnorm1_init = g[kernel.GNORM1] if r == 1 else gnorm1_init
+            inner, steps, t = _glm_newton(state, url, cmeta, r, seed, gnorm1_init=gnorm1_init,
+                                          **common)
+            stats = _glm_gradient(state, url, cmeta, shrink_at=state["gmax_old"] / n_rows, **common)
+            state["gmax_used"], state["gmax_old"] = state["gmax_old"], stats[kernel.GMAX]
+            gnorm1 = stats[kernel.GNORM1]
+            done = gnorm1 <= eps * gnorm1_init
+            row = {"inner": inner, "line_search": steps, "t": t}
+        f = objective(state, loss=loss, n_features=n_features, reg=reg, positive=positive)
+        reports.append({"f": f, "gnorm1": gnorm1, "gnorm1_init": gnorm1_init, "stats": stats,
+                        "nnz": int(np.count_nonzero(state["w"])), "done": bool(done),
+                        "elapsed": time.perf_counter() - start, **row})
+        r += 1
+        if done or r > max_rounds or time.perf_counter() - start > seconds \
+                or (stop_at and r > stop_at):
+            out = {"w": state["w"].copy(), "inner_eps": state["inner_eps"]}
+            if loss == 1:
+                out.update(gmax_old=state["gmax_old"], active=state["active"].copy())
+            else:  # the bound the last gradient pass used: a rebuild repeats that pass
+                out.update(gmax_old=state["gmax_used"])
+            return {"reports": reports, "resume": out}
