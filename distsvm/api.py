@@ -64,6 +64,23 @@ class _Params:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
+    def _check_fitted(self):
+        if not hasattr(self, "model_"):
+            error = _sklearn_class("exceptions", "NotFittedError", NotFittedError)
+            raise error(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
+                        "with appropriate arguments before using this estimator.")
+
+    def decision_function(self, X):
+        """The model's decision values for every row of an in-memory matrix: wᵀx + b, (n,)
+        for two classes (> 0 means ``classes_[1]``) or a regression, (n, n_classes) for
+        more; a one-class model's wᵀx − ρ (> 0: an inlier)."""
+        self._check_fitted()
+        if _is_store(X):
+            raise ValueError("decision_function takes an in-memory matrix; for a dataset "
+                             "store use distsvm.jobs.predict")
+        return self.model_.decision_function(_check_X(X, type(self).__name__,
+                                                      self.n_features_in_))
+
 
 def _is_store(X) -> bool:
     return isinstance(X, (str, os.PathLike, Dataset))
@@ -250,22 +267,6 @@ class _LinearClassifier(_Params):
         self.n_features_in_ = model.n_features
         self.n_iter_ = model.summary["rounds"]
         self.objective_ = model.summary["primal_objective"]
-
-    def _check_fitted(self):
-        if not hasattr(self, "model_"):
-            error = _sklearn_class("exceptions", "NotFittedError", NotFittedError)
-            raise error(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
-                        "with appropriate arguments before using this estimator.")
-
-    def decision_function(self, X):
-        """wᵀx + b for every row of an in-memory matrix: (n,) for two classes (> 0 means
-        ``classes_[1]``), else (n, n_classes)."""
-        self._check_fitted()
-        if _is_store(X):
-            raise ValueError("decision_function takes an in-memory matrix; use score() or "
-                             "distsvm.jobs.predict for a dataset store")
-        return self.model_.decision_function(_check_X(X, type(self).__name__,
-                                                      self.n_features_in_))
 
     def predict(self, X):
         """Predicted labels (values from ``classes_``) for an in-memory matrix."""
@@ -547,21 +548,6 @@ class LinearOneClassSVM(_Params):
         self.n_iter_ = model.summary["rounds"]
         self.objective_ = model.summary["primal_objective"]
         return self
-
-    def _check_fitted(self):
-        if not hasattr(self, "model_"):
-            error = _sklearn_class("exceptions", "NotFittedError", NotFittedError)
-            raise error(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' "
-                        "with appropriate arguments before using this estimator.")
-
-    def decision_function(self, X):
-        """wᵀx − ρ for every row of an in-memory matrix (> 0: an inlier)."""
-        self._check_fitted()
-        if _is_store(X):
-            raise ValueError("decision_function takes an in-memory matrix; use "
-                             "distsvm.jobs.predict for a dataset store")
-        return self.model_.decision_function(_check_X(X, type(self).__name__,
-                                                      self.n_features_in_))
 
     def score_samples(self, X):
         """wᵀx for every row."""

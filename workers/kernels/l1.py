@@ -27,10 +27,11 @@ Cⱼ = ``cost[j]`` (C times the class and instance weights).  Kernels update the
 arrays in place and accumulate into the float64 ``stats`` array (layout below).
 """
 
-import math
-
 import numba
 import numpy as np
+
+from ..losses import LOGISTIC, SQUARED_HINGE, d2xi, dxi, xi, xi_slack
+from .linear import column_entry
 
 SIGMA = 0.01
 MAX_LINESEARCH = 20
@@ -44,14 +45,6 @@ N_STATS = 6
 
 def new_stats():
     return np.zeros(N_STATS)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _entry(k, indices, data, dense, dval):
-    """Row index and value of the k-th entry of a column (dense: row k, value dval)."""
-    if dense:
-        return k, dval
-    return indices[k], np.float64(data[k])
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -80,7 +73,7 @@ def _cdn_feature(lo, hi, indices, data, dense, dval, y, positive, b, w, j, cost,
     h = 0.0
     xj_sq = 0.0
     for k in range(lo, hi):
-        r, x = _entry(k, indices, data, dense, dval)
+        r, x = column_entry(k, indices, data, dense, dval)
         c = cost[r]
         xj_sq += c * x * x
         if b[r] > 0.0:
@@ -120,13 +113,13 @@ def _cdn_feature(lo, hi, indices, data, dense, dval, y, positive, b, w, j, cost,
         cond = -SIGMA * delta if not reg else abs(wj + d) - abs(wj) - SIGMA * delta
         if xj_sq * d * d + g_loss * d + cond <= 0.0:  # the bound: no evaluation needed
             for k in range(lo, hi):
-                r, x = _entry(k, indices, data, dense, dval)
+                r, x = column_entry(k, indices, data, dense, dval)
                 b[r] += d_diff * x if y[r] == positive else -d_diff * x
             break
         stats[EVALS] += 1.0
         loss_new = 0.0
         for k in range(lo, hi):
-            r, x = _entry(k, indices, data, dense, dval)
+            r, x = column_entry(k, indices, data, dense, dval)
             c = cost[r]
             if n_ls == 0 and b[r] > 0.0:
                 loss_old += c * b[r] * b[r]
@@ -147,7 +140,7 @@ def _cdn_feature(lo, hi, indices, data, dense, dval, y, positive, b, w, j, cost,
         stats[LS_FAIL] += 1.0
         d_diff = d_old - d
         for k in range(lo, hi):
-            r, x = _entry(k, indices, data, dense, dval)
+            r, x = column_entry(k, indices, data, dense, dval)
             b[r] += d_diff * x if y[r] == positive else -d_diff * x
     w[j] = wj + d
     return False
@@ -197,8 +190,7 @@ def l2_loss_sum(b, cost):
     """Σⱼ Cⱼ max(0, bⱼ)²."""
     s = 0.0
     for r in range(len(b)):
-        if b[r] > 0.0:
-            s += cost[r] * b[r] * b[r]
+        s += cost[r] * xi_slack(b[r], SQUARED_HINGE)
     return s
 
 
@@ -211,7 +203,7 @@ def _glm_gradient(lo, hi, indices, data, dense, dval, y, positive, tau, D, cost,
     g = 0.0
     h = NU
     for k in range(lo, hi):
-        r, x = _entry(k, indices, data, dense, dval)
+        r, x = column_entry(k, indices, data, dense, dval)
         h += x * x * D[r]
         g -= x * tau[r]
         if y[r] != positive:
@@ -256,7 +248,7 @@ def _glm_qp(lo, hi, indices, data, dense, dval, D, xTd, w, wpd, j, grad, hdiag, 
     h = hdiag[j]
     g = grad[j] + (wpd[j] - w[j]) * NU
     for k in range(lo, hi):
-        r, x = _entry(k, indices, data, dense, dval)
+        r, x = column_entry(k, indices, data, dense, dval)
         g += x * D[r] * xTd[r]
     viol, inside = _violation(g, wpd[j], reg)
     if inside and g + 1.0 > shrink_at and g - 1.0 < -shrink_at:
@@ -278,7 +270,7 @@ def _glm_qp(lo, hi, indices, data, dense, dval, D, xTd, w, wpd, j, grad, hdiag, 
     z = min(max(z, -10.0), 10.0)
     wpd[j] += z
     for k in range(lo, hi):
-        r, x = _entry(k, indices, data, dense, dval)
+        r, x = column_entry(k, indices, data, dense, dval)
         xTd[r] += z * x
     return False
 
@@ -306,8 +298,8 @@ def glm_qp_bias(bias, D, xTd, w, wpd, j, grad, hdiag, reg, qp_active, shrink_at,
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _softplus(a):
-    """log(1 + eᵃ) without overflow."""
-    return max(a, 0.0) + math.log1p(math.exp(-abs(a)))
+    """log(1 + eᵃ) = ξ(−a) of the logistic loss."""
+    return xi(-a, LOGISTIC)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -331,11 +323,9 @@ def glm_loss_change(wx, xTd, y, positive, cost, wx_new):
 @numba.njit(cache=True, nogil=True)
 def glm_weights(wx, cost, tau, D):
     """τⱼ = Cⱼ/(1 + e^{wᵀxⱼ}) and Dⱼ = Cⱼe^{wᵀxⱼ}/(1 + e^{wᵀxⱼ})², from the margins."""
-    for r in range(len(wx)):
-        e = math.exp(-abs(wx[r]))
-        t = 1.0 / (1.0 + e) if wx[r] < 0.0 else e / (1.0 + e)  # 1/(1 + e^{wᵀx})
-        tau[r] = cost[r] * t
-        D[r] = cost[r] * t * (1.0 - t)
+    for r in range(len(wx)):  # as functions of m = wᵀxⱼ: 1/(1 + eᵐ) = −ξ′(m), σ(1 − σ) = ξ″(m)
+        tau[r] = -cost[r] * dxi(wx[r], LOGISTIC)
+        D[r] = cost[r] * d2xi(wx[r], LOGISTIC)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -1,4 +1,5 @@
-"""Kernels shared by every solver: decision values and the primal loss of a CSR block.
+"""Kernels shared by every solver: decision values and the primal loss of a CSR block, and
+the entries of a CSC column that the primal CD solvers (pcd, l1) walk.
 
 Data may be float32 or float64; ``w`` and every accumulator are float64.  When
 ``bias >= 0`` the block has an implicit last feature of constant value
@@ -20,6 +21,14 @@ def row_dot(indptr, indices, data, i, w, bias, n_features):
     if bias >= 0.0:
         s += w[n_features] * bias
     return s
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def column_entry(k, indices, data, dense, dval):
+    """Row index and value of the k-th entry of a column (dense: row k, value dval)."""
+    if dense:
+        return k, dval
+    return indices[k], np.float64(data[k])
 
 
 @numba.njit(cache=True, nogil=True)

@@ -38,6 +38,7 @@ import numba
 import numpy as np
 
 from ..losses import d2xi, d2xi_max, dxi, xi_slack
+from .linear import column_entry
 
 SIGMA = 0.01  # (12)
 BETA = 0.5  # Algorithm 2
@@ -51,14 +52,6 @@ def new_stats():
     return np.zeros(N_STATS)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _entry(k, indices, data, dense, dval):
-    """Row index and value of the k-th entry of a column (dense: row k, value dval)."""
-    if dense:
-        return k, dval
-    return indices[k], np.float64(data[k])
-
-
 @numba.njit(cache=True, nogil=True)
 def derivatives(lo, hi, indices, data, dense, dval, y, positive, b, wi, loss, cost):
     """(D′ᵢ(0), D″ᵢ(0), Σⱼ Cⱼyⱼxⱼᵢ) for the column whose entries are lo..hi: (9)-(10), or §6.2:
@@ -67,7 +60,7 @@ def derivatives(lo, hi, indices, data, dense, dval, y, positive, b, wi, loss, co
     h = 0.0
     sy = 0.0
     for k in range(lo, hi):
-        j, x = _entry(k, indices, data, dense, dval)
+        j, x = column_entry(k, indices, data, dense, dval)
         yx = x if y[j] == positive else -x
         c = cost[j]
         sy += c * yx
@@ -82,7 +75,7 @@ def delta(lo, hi, indices, data, dense, dval, y, positive, b, wi, z, loss, cost)
     """Dᵢ(z) − Dᵢ(0) by (18): only the rows of the column's non-zeros change."""
     s = 0.0
     for k in range(lo, hi):
-        j, x = _entry(k, indices, data, dense, dval)
+        j, x = column_entry(k, indices, data, dense, dval)
         yx = x if y[j] == positive else -x
         s += cost[j] * (xi_slack(b[j] - z * yx, loss) - xi_slack(b[j], loss))
     return 0.5 * (wi + z) * (wi + z) - 0.5 * wi * wi + s
@@ -124,7 +117,7 @@ def _solve(lo, hi, indices, data, dense, dval, colsq, y, positive, b, w, i, loss
     z = lam * d
     w[i] = wi + z
     for k in range(lo, hi):  # (17)
-        j, x = _entry(k, indices, data, dense, dval)
+        j, x = column_entry(k, indices, data, dense, dval)
         b[j] -= z * x if y[j] == positive else -z * x
 
 
