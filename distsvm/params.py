@@ -78,10 +78,11 @@ class Params:
     * ``parallel`` "average" or "add": DCD as CoCoA / CoCoA+ across the workers;
       ``inner_passes`` DCD's passes over a block per visit; ``join_blocks`` (sequential dual
       CD): one permutation of all rows per round where one worker's cache holds the store.
-    * ``primal_switch`` (dcd, the losses of newton): LIBLINEAR's fallback for ``-s 1`` and
-      ``-s 7`` (:data:`~distsvm.solvers.registry.LIBLINEAR_DUAL_ROUNDS`) — a problem whose
-      dual CD has not converged after that many rounds continues with the primal Newton
-      solver of the same loss from the dual's w, at 0.1·eps and ``max_rounds`` iterations.
+    * ``primal_switch`` (dcd, the losses of newton): LIBLINEAR's fallback for ``-s 1``,
+      ``-s 7`` and ``-s 12`` (:data:`~distsvm.solvers.registry.LIBLINEAR_DUAL_ROUNDS`) — a
+      problem whose dual CD has not converged after that many rounds continues with the
+      primal Newton solver of the same loss from the dual's w, at 0.1·eps (SVR: 0.001·eps)
+      and ``max_rounds`` iterations.
     * ``regularize_bias=False`` (newton, ``bias >= 0``): LIBLINEAR's ``-R``;
       ``warm_start`` (newton): the initial w, n_features (+1 with a bias) values.
     * ``objective`` ("ordinal": a ranking model) and ``c_perf`` (SVMperf's C, replacing C):
@@ -274,8 +275,9 @@ def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool
             raise ValueError(f"The 'class_weight' parameter of {owner} needs classes; "
                              f"{dataset.url} is a regression store (instance weights apply)")
     elif len(meta.classes) < 2 and spec.labels:
-        raise ValueError(f"{dataset.url}: {len(meta.classes)} class; a classifier needs labels "
-                         "of at least two values")
+        raise ValueError(f"{dataset.url}: one class (label {meta.classes[0]:g}); a classifier "
+                         "needs labels of at least two values (the one-class SVM, -s 21, "
+                         "trains on one)")
     multiclass = (len(meta.classes) > 2 and p.objective != "ordinal" and not spec.multiclass
                   and spec.labels)
     if p.warm_start is not None:

@@ -258,10 +258,7 @@ def summarize(infos: list[PartInfo], n_features: int | None, where: str,
     for i in infos:
         for v, c in zip(i.labels, i.label_counts):
             counts[v] = counts.get(v, 0) + c
-    classes = tuple(sorted(counts))
-    if len(classes) < 2:
-        raise InputDataError(f"{where}: only one class (label {classes[0]:g}) in {n_rows} rows; "
-                             "a classifier needs at least two")
+    classes = tuple(sorted(counts))  # one label is a store too: the one-class SVM's data
     seen = max(i.max_index for i in infos) + 1
     if n_features is None:
         n_features = seen

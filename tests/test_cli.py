@@ -116,12 +116,20 @@ def test_bad_input_names_file_line_token_and_leaves_no_store(tmp_path, line, nee
     assert sorted(os.listdir(tmp_path)) == ["bad.svm"]  # nothing left behind
 
 
-@pytest.mark.parametrize("content,needle", [("", "empty"), ("+1 1:1\n+1 2:1\n", "one class")])
-def test_empty_or_single_class_file(tmp_path, content, needle):
+def test_a_file_of_one_label_ingests(tmp_path):
+    """A one-class SVM's data: every row +1 (tests/test_store.py trains on such a store)."""
     src = tmp_path / "f.svm"
-    src.write_text(content)
+    src.write_text("+1 1:1\n+1 2:1\n")
+    run("ingest", src, tmp_path / "s.zarr", "--serial", "-q")
+    info = json.loads(run("info", tmp_path / "s.zarr", "--json").stdout)
+    assert info["classes"] == [1.0] and info["n_rows"] == 2
+
+
+def test_empty_file(tmp_path):
+    src = tmp_path / "f.svm"
+    src.write_text("")
     p = run("ingest", src, tmp_path / "s.zarr", "--serial", ok=False)
-    assert p.returncode != 0 and needle in p.stderr and str(src) in p.stderr
+    assert p.returncode != 0 and "empty" in p.stderr and str(src) in p.stderr
     assert sorted(os.listdir(tmp_path)) == ["f.svm"]
 
 

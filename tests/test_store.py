@@ -102,10 +102,24 @@ def test_existing_store_is_not_overwritten(tmp_path, a9a):
 
 def test_failed_ingest_leaves_nothing(tmp_path, a9a):
     X, y = a9a
-    path = tmp_path / "one-class.zarr"
-    with pytest.raises(InputDataError, match="only one class"):
-        ingest((X, np.ones(X.shape[0])), str(path))
+    path = tmp_path / "narrow.zarr"
+    with pytest.raises(InputDataError, match="exceeds n_features=100"):
+        ingest((X, y), str(path), n_features=100)  # a9a has 123
     assert list(tmp_path.iterdir()) == []
+
+
+def test_one_label_is_a_store_that_classifiers_refuse(tmp_path, client, a9a):
+    """A file of one label (a one-class SVM's data) ingests; a classifier on it is one
+    clear error, the one-class SVM trains."""
+    from distsvm import jobs
+
+    X = a9a[0][:500]
+    d = ingest((X, np.ones(X.shape[0])), str(tmp_path / "one.zarr"))
+    assert d.meta.classes == (1.0,) and d.meta.class_counts == (500,)
+    with pytest.raises(ValueError, match=r"one class \(label 1\); a classifier needs"):
+        jobs.train(d, client=client, solver="dcd", loss="squared_hinge")
+    model = jobs.train(d, client=client, solver="oneclass", loss="oneclass", nu=0.5)
+    assert model.rho is not None and model.summary["converged"]
 
 
 def test_uncommitted_store_is_refused(tmp_path, a9a):
