@@ -424,7 +424,7 @@ def _train(a, progress):
                    epsilon=a.epsilon, scheduler=a.scheduler, n_workers=_workers(a, store),
                    owner="distsvm train")
     if a.liblinear_type is not None and spec.takes("primal_switch", loss):
-        options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS  # LIBLINEAR's -s 1, -s 7; in -v too
+        options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS  # LIBLINEAR's -s 1, 7, 12; in -v too
     if a.find_c or a.n_folds is not None:
         return _select(a, progress, solver, loss, options, store)
     if a.model is None:

@@ -159,13 +159,15 @@ def _solve(client, p, dataset, plan, class_cost, multiclass: bool, progress, che
 def _switch_to_primal(client, dataset, plan, dual, positive: int, cost, p, progress):
     """LIBLINEAR's switch (``train_one``, linear.cpp, since 2.40) for a dual CD result
     ``dual`` that stopped at its round limit: the primal Newton solver of the same loss from
-    its w, stopping at 0.1·eps (LIBLINEAR: "primal_solver_tol obtained from eps for dual may
-    be too loose").  The result is Newton's, its rounds and history after the dual's."""
+    its w, stopping at 0.1·eps, or 0.001·eps for SVR (-s 12 → -s 11; LIBLINEAR:
+    "primal_solver_tol obtained from eps for dual may be too loose").  The result is
+    Newton's, its rounds and history after the dual's."""
     progress.note(f"{p.solver} reached {dual.rounds} rounds without converging: switching to "
                   f"the primal Newton solver (LIBLINEAR's -s "
                   f"{registry.liblinear_type('newton', p.loss)})")
+    tighter = 1e-3 if p.loss in registry.REGRESSION_LOSSES else 0.1
     primal = registry.SOLVERS["newton"].solve(
-        client, dataset, plan, dataclasses.replace(p, eps=0.1 * p.eps, warm_start=dual.w),
+        client, dataset, plan, dataclasses.replace(p, eps=tighter * p.eps, warm_start=dual.w),
         positive=positive, cost=cost, progress=progress, checkpoint=None)
     history = dual.history + [{**row, "round": dual.rounds + row["round"]}
                               for row in primal.history[1:]]

@@ -164,6 +164,25 @@ def test_train_reaches_liblinears_optimum(abalone, svr_stores, client, loss):
     assert mse == pytest.approx(mse_ll, rel=1e-6 if tight else 1e-3)
 
 
+def test_s12_switches_to_the_primal_newton_solver_at_its_round_limit(abalone, svr_stores,
+                                                                    client):
+    """LIBLINEAR's -s 12 (linear.cpp train_one): dual CD stopped by its round limit goes on
+    with -s 11's Newton solver from its w at 0.001·eps; the end is -s 11's optimum."""
+    from distsvm.errors import ConvergenceWarning
+
+    X, y = abalone
+    many, _ = svr_stores
+    loss = "squared_epsilon_insensitive"
+    with pytest.warns(ConvergenceWarning):  # the dual's limit
+        model = _train(many, client, loss, eps=1e-3, max_rounds=100, primal_switch=3)
+    s = model.summary
+    f, _ = svr_primal(model.w, X, y, loss)
+    assert s["converged"] and s["rounds"] > 3 and model.params["primal_switch"] == 3
+    assert f == pytest.approx(s["primal_objective"], rel=1e-9)
+    best, _ = svr_primal(liblinear_svr(X, y, loss), X, y, loss)
+    assert best * (1 - 1e-9) <= f <= best * (1 + 1e-7)
+
+
 @pytest.mark.parametrize("loss", list(TYPES))
 def test_default_eps_stops_with_liblinears_rule(abalone, svr_stores, client, loss, capfd):
     """eps 0.1 (the registry's default, LIBLINEAR's for -s 12/13): the run stops on

@@ -28,9 +28,10 @@ LOSSES = {"hinge": "L1-loss SVM", "squared_hinge": "L2-loss SVM",
 # targets), every other loss on a store of classes (distsvm.params.check_data).
 REGRESSION_LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 AUTO = "auto"  # train's solver="auto": jobs.choose_solver picks one per store
-# LIBLINEAR 2.40+'s -s 1 and -s 7 (train_one in linear.cpp): a problem whose dual CD has
-# not converged after this many iterations continues with the primal Newton solver of the
-# same loss (-s 2, -s 0) from the dual's w; train's ``primal_switch`` (the CLI's -s 1, -s 7)
+# LIBLINEAR 2.40+'s -s 1, -s 7 and -s 12 (train_one in linear.cpp): a problem whose dual CD
+# has not converged after this many iterations continues with the primal Newton solver of
+# the same loss (-s 2, -s 0, -s 11) from the dual's w; train's ``primal_switch`` (the CLI's
+# -s 1, -s 7, -s 12)
 LIBLINEAR_DUAL_ROUNDS = 300
 
 
@@ -201,7 +202,7 @@ SOLVERS = {s.name: s for s in (
                   12: "squared_epsilon_insensitive", 13: "epsilon_insensitive"},
            options={"weights": None, "seed": None, "inner_passes": None, "gap_tol": None,
                     "join_blocks": None, "parallel": ("hinge", "squared_hinge"),
-                    "primal_switch": ("squared_hinge", "logistic"),
+                    "primal_switch": ("squared_hinge", "logistic", "squared_epsilon_insensitive"),
                     "epsilon": ("epsilon_insensitive", "squared_epsilon_insensitive")},
            hold=_joined, solve_ovr=_dcd_ovr),
     Solver("pcd", "primal CD over column blocks", ("squared_hinge", "logistic"), 0.1,
