@@ -627,6 +627,11 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
     if unknown:
         raise InputDataError(f"{part.url}: labels {unknown} are not classes of {url} "
                              f"{list(m.classes)}; an append cannot add classes")
+    if part.meta.weighted != m.weighted:
+        has = "has" if part.meta.weighted else "has no"
+        raise InputDataError(f"{part.url}: {has} instance weights and {url} "
+                             f"{'has them' if m.weighted else 'has none'}; a store's blocks all "
+                             "carry them or none does")
     if part.meta.dtype != m.dtype:
         raise InputDataError(f"{part.url}: dtype {part.meta.dtype} differs from {url}'s "
                              f"{m.dtype}")
@@ -635,7 +640,7 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
     for i in range(part.n_blocks):
         b = part.read_block(i)
         block = RowBlock(b.indptr, b.indices, b.data,
-                         b.y if m.regression else remap[b.y], target=b.target)
+                         b.y if m.regression else remap[b.y], weight=b.weight, target=b.target)
         infos.append(write_row_block(url, block_name(len(m.blocks) + i), block, storage_options))
     counts = list(m.class_counts)
     for k, c in zip(remap, part.meta.class_counts, strict=True):

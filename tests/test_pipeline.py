@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from distsvm import pipeline, registry
 from distsvm.ingest import ingest
@@ -116,6 +117,27 @@ def test_append_maps_labels_and_keeps_the_store_checked(tmp_path):
     other = write("other", [4, 1])
     with pytest.raises(InputDataError, match=r"labels \[4.0\] are not classes"):
         append(base.url, other, {})
+    assert open_dataset(base.url).meta == d.meta
+
+
+def test_append_keeps_instance_weights(tmp_path):
+    """A weighted part appends with its weights (they were dropped, and the store then
+    failed its check); a part without them is refused with one line, the store unchanged."""
+    rng = np.random.default_rng(1)
+    X = sp.random(20, 5, density=0.5, format="csr", random_state=2, dtype=np.float32)
+    y = np.where(rng.random(20) > 0.5, 1.0, -1.0)
+    sw = rng.integers(1, 4, 20).astype(np.float64)
+    base = ingest((X[:12], y[:12]), str(tmp_path / "base.zarr"), block_rows=4,
+                  sample_weight=sw[:12], shuffle=False)
+    part = ingest((X[12:], y[12:]), str(tmp_path / "part.zarr"), block_rows=4,
+                  sample_weight=sw[12:], shuffle=False)
+    d = append(base.url, part, {"partition": "part"})
+    d.verify()
+    got = np.concatenate([d.read_block(b).weight for b in range(d.n_blocks)])
+    np.testing.assert_array_equal(got, sw)
+    plain = ingest((X[12:], y[12:]), str(tmp_path / "plain.zarr"), block_rows=4)
+    with pytest.raises(InputDataError, match="has no instance weights and .* has them"):
+        append(base.url, plain, {})
     assert open_dataset(base.url).meta == d.meta
 
 
