@@ -7,9 +7,6 @@ ring counts as targets); cpusmall_scale from ../shared is a slow test, skipped w
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -23,17 +20,6 @@ from storage.errors import InputDataError
 from .conftest import DATA, liblinear_svr_optimum, load_xy, shared_dataset, svr_objective
 
 ABALONE = DATA / "abalone_scale.xz"
-ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
-
-
-def cli(*args, ok=True):
-    p = subprocess.run([sys.executable, "-m", "distsvm.cli", *map(str, args)],
-                       capture_output=True, text=True, env=ENV, timeout=600)
-    if ok:
-        assert p.returncode == 0, p.stderr
-    return p
-
-
 @pytest.fixture(scope="module")
 def abalone():
     return load_xy(ABALONE, 8)
