@@ -233,12 +233,7 @@ class _LinearClassifier(_Params):
         (its labels and any instance weights are stored)."""
         owner = type(self).__name__
         if _is_store(X):
-            if y is not None or sample_weight is not None:
-                raise ValueError("y must be None when X is a dataset store (labels are stored), "
-                                 "and so must sample_weight (so are instance weights)")
-            dataset = jobs.as_dataset(X)
-            meta = dataset.meta
-            model = jobs.train(dataset, **self._train_kwargs((meta.n_rows, meta.n_features)))
+            model = self._fit_store(X, y, sample_weight)
             self._set_model(model, np.asarray(model.classes))
             return self
         X = _check_X(X, owner)
@@ -258,6 +253,18 @@ class _LinearClassifier(_Params):
                 columnize(store)  # in this process: the rows were in its memory anyway
             self._set_model(jobs.train(store, **kwargs), classes)
         return self
+
+    _stored = "labels"  # what a store holds for y (the message of _fit_store)
+
+    def _fit_store(self, X, y, sample_weight) -> Model:
+        """Train on the dataset store ``X``: its labels (targets) and instance weights are
+        stored, so ``y`` and ``sample_weight`` must be None."""
+        if y is not None or sample_weight is not None:
+            raise ValueError(f"y must be None when X is a dataset store ({self._stored} are "
+                             "stored), and so must sample_weight (so are instance weights)")
+        dataset = jobs.as_dataset(X)
+        meta = dataset.meta
+        return jobs.train(dataset, **self._train_kwargs((meta.n_rows, meta.n_features)))
 
     def _set_model(self, model: Model, classes):
         self.model_ = model
@@ -390,6 +397,7 @@ class LinearSVR(_LinearClassifier):
     """
 
     _estimator_type = "regressor"
+    _stored = "targets"
 
     def __init__(self, epsilon=0.0, tol=1e-4, C=1.0, loss="epsilon_insensitive",
                  fit_intercept=True, intercept_scaling=1.0, dual="auto", verbose=0,
@@ -420,13 +428,7 @@ class LinearSVR(_LinearClassifier):
         ``y=None``."""
         owner = type(self).__name__
         if _is_store(X):
-            if y is not None or sample_weight is not None:
-                raise ValueError("y must be None when X is a dataset store (targets are "
-                                 "stored), and so must sample_weight (so are instance weights)")
-            dataset = jobs.as_dataset(X)
-            meta = dataset.meta
-            self._set_model(jobs.train(dataset, **self._train_kwargs((meta.n_rows,
-                                                                      meta.n_features))))
+            self._set_model(self._fit_store(X, y, sample_weight))
             return self
         X = _check_X(X, owner)
         kwargs = self._train_kwargs(X.shape)
