@@ -45,37 +45,26 @@ ONECLASS_FORMAT_VERSION = 3  # a one-class model's file: version 1's fields plus
 SUPPORTED_VERSIONS = (1, 2, 3)
 ONECLASS_CLASSES = (-1.0, 1.0)
 
-# (solver, loss) -> LIBLINEAR solver_type name, and back.
-_LIBLINEAR_NAMES = {
-    ("dcd", "squared_hinge"): "L2R_L2LOSS_SVC_DUAL",
-    ("dcd", "hinge"): "L2R_L1LOSS_SVC_DUAL",
-    ("dcd", "logistic"): "L2R_LR_DUAL",
-    ("pcd", "squared_hinge"): "L2R_L2LOSS_SVC",  # same problem as newton's; import maps to newton
-    ("pcd", "logistic"): "L2R_LR",
-    ("newton", "squared_hinge"): "L2R_L2LOSS_SVC",
-    ("newton", "logistic"): "L2R_LR",
-    ("crammer_singer", "crammer_singer"): "MCSVM_CS",
-    ("l1", "squared_hinge"): "L1R_L2LOSS_SVC",
-    ("l1", "logistic"): "L1R_LR",
-    ("oneclass", "oneclass"): "ONECLASS_SVM",
-}
-_FROM_LIBLINEAR = {v: k for k, v in _LIBLINEAR_NAMES.items()}
-# LIBLINEAR's solver_type names by -s code (linear.cpp's solver_type_table) for the types the
-# pairs above do not name: a (solver, loss) the registry gives such a code is written and read
-# by its code, so a registry entry is all a new LIBLINEAR type needs here.
-_TYPE_NAMES = {11: "L2R_L2LOSS_SVR", 12: "L2R_L2LOSS_SVR_DUAL", 13: "L2R_L1LOSS_SVR_DUAL"}
-_REGRESSION_NAMES = tuple(_TYPE_NAMES.values())  # LIBLINEAR's regression types
+# LIBLINEAR's solver_type names by -s code (linear.cpp's solver_type_table): a (solver, loss)
+# is written and read by its registry code, so a registry entry is all a new type needs here.
+_TYPE_NAMES = {0: "L2R_LR", 1: "L2R_L2LOSS_SVC_DUAL", 2: "L2R_L2LOSS_SVC",
+               3: "L2R_L1LOSS_SVC_DUAL", 4: "MCSVM_CS", 5: "L1R_L2LOSS_SVC", 6: "L1R_LR",
+               7: "L2R_LR_DUAL", 11: "L2R_L2LOSS_SVR", 12: "L2R_L2LOSS_SVR_DUAL",
+               13: "L2R_L1LOSS_SVR_DUAL", 21: "ONECLASS_SVM"}
+# primal CD has no code of its own: it solves -s 2's and -s 0's problems (imported as newton)
+_SAME_PROBLEM = {("pcd", "squared_hinge"): 2, ("pcd", "logistic"): 0}
+_REGRESSION_NAMES = tuple(_TYPE_NAMES[c] for c, (_, loss) in LIBLINEAR_TYPES.items()
+                          if loss in REGRESSION_LOSSES)  # LIBLINEAR's regression types
 
 
 def _liblinear_name(solver: str, loss: str) -> str | None:
     """LIBLINEAR's solver_type name of a model trained by ``solver`` with ``loss``."""
-    return _LIBLINEAR_NAMES.get((solver, loss)) or _TYPE_NAMES.get(liblinear_type(solver, loss))
+    code = _SAME_PROBLEM.get((solver, loss), liblinear_type(solver, loss))
+    return _TYPE_NAMES.get(code)
 
 
 def _from_liblinear(name: str) -> tuple[str, str] | None:
     """The (solver, loss) of a LIBLINEAR solver_type name, or None if distsvm has none."""
-    if name in _FROM_LIBLINEAR:
-        return _FROM_LIBLINEAR[name]
     code = next((k for k, v in _TYPE_NAMES.items() if v == name), None)
     return LIBLINEAR_TYPES.get(code)
 
