@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import psutil
@@ -100,7 +101,13 @@ def test_cli_in_process_error_and_interrupt_are_one_line(store, tmp_path):
             break
     assert lines[0].startswith("cluster: scheduler inproc://"), lines
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=120)
+    # the rest from the same buffered reader as the loop (communicate() reads the pipe
+    # itself and would cut the line the loop's buffer had begun); a stuck child is killed
+    watchdog = threading.Timer(120, p.kill)
+    watchdog.start()
+    err, out = p.stderr.read(), p.stdout.read()
+    p.wait()
+    watchdog.cancel()
     assert p.returncode == 130 and out == ""
     assert [line for line in err.splitlines() if not line.startswith("round")] == \
         ["ERROR: interrupted"]
