@@ -20,6 +20,7 @@ import warnings
 
 from storage import open_dataset
 from storage.errors import StorageError
+from storage.lock import LockHeldError
 
 from . import __version__
 from .errors import ClusterError, MissingDependencyError
@@ -29,6 +30,7 @@ from .solvers.registry import AUTO, LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, LOSS
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_LOCKED = 4  # another writer held the store's or the registry's lock (storage.lock)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,6 +48,12 @@ def _cluster_options(p):
                         "threads are this process's, or worker processes (one per core, at "
                         "most 4) for a store over a quarter of the machine's memory and for "
                         "train --parallel")
+
+
+def _lock_options(p):
+    p.add_argument("--lock-timeout", type=float, metavar="SECONDS",
+                   help="wait up to SECONDS for another writer of the same store or registry "
+                        "model to finish (default 60), then exit 4 naming it")
 
 
 def _columnize_options(p):
@@ -122,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "12, 13), not classes, even where they are integers")
     p.add_argument("--columns", action="store_true",
                    help="also build the column view (as `distsvm columnize` does)")
+    _lock_options(p)
     _columnize_options(p)
     _cluster_options(p)
     _storage_options(p)
@@ -284,10 +293,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a training job spec (YAML, TOML or JSON; docs/jobs.md)")
     p.add_argument("spec")
     p.add_argument("--run-id", help="name of the run directory (default: time and a random tag)")
+    _lock_options(p)
     _common(p)
 
     p = sub.add_parser("resume", help="continue a killed `distsvm run` from its last checkpoint")
     p.add_argument("run", help="the run directory (RUNS/RUN_ID)")
+    _lock_options(p)
     _common(p)
 
     p = sub.add_parser("registry", help="list, show or promote models of a model registry")
@@ -301,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "retrain, evaluate, promote if not worse (docs/pipeline.md)")
     p.add_argument("action", choices=("run",))
     p.add_argument("spec")
+    _lock_options(p)
     _common(p)
     return parser
 
@@ -313,7 +325,8 @@ def _ingest(a, progress):
                   seed=a.seed, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
                   n_features=a.n_features, overwrite=a.overwrite, storage_options=_so(a),
-                  progress=progress, sample_weight=a.weights, regression=a.regression)
+                  progress=progress, sample_weight=a.weights, regression=a.regression,
+                  lock_timeout=a.lock_timeout)
     if a.serial:
         d = ingest(a.source, a.store, **kwargs)
         if a.columns:
@@ -369,7 +382,16 @@ def _columnize(a, progress):
 
 
 def _info(a):
-    d = open_dataset(a.store, _so(a))
+    from storage.errors import StoreNotFoundError
+
+    try:
+        d = open_dataset(a.store, _so(a))
+    except StoreNotFoundError:
+        listed = _info_directory(a)  # a folder of stores: what killed writers left in it
+        if listed is None:
+            raise
+        return None
+    _leftovers_beside(a)
     if not a.no_verify:
         d.verify()
     meta = d.meta.to_json()
@@ -390,6 +412,32 @@ def _info(a):
     sizes = [b["n_rows"] for b in blocks]
     print(f"{'blocks':16s} {len(blocks)} (rows per block: min {min(sizes)}, max {max(sizes)})")
     return None
+
+
+def _info_directory(a):
+    """``info`` on a folder that is not a store: the leftovers of killed writers in it
+    (:func:`storage.leftovers.scan`); None if there are none (then: no store here)."""
+    from storage.leftovers import scan
+
+    found = scan(a.store, _so(a))
+    if not found:
+        return None
+    if a.json:
+        print(json.dumps({"directory": a.store, "leftovers": found}))
+        return found
+    print(f"{a.store}: not a dataset; {len(found)} leftover(s) of interrupted writes:")
+    for f in found:
+        print(f"  {f['kind']:18s} {f['path']}: {f['detail']}")
+    return found
+
+
+def _leftovers_beside(a) -> None:
+    """``info STORE``: a warning for each leftover of a killed writer of STORE."""
+    from storage.leftovers import leftovers_of
+
+    for path in leftovers_of(a.store, _so(a)):
+        print(f"WARNING: {path}: left by an interrupted write to {a.store} (the next ingest "
+              "or append to it removes it)", file=sys.stderr)
 
 
 def _train(a, progress):
@@ -556,8 +604,9 @@ def _run(a, progress):
     from . import spec
 
     if a.command == "resume":
-        return spec.resume(a.run, progress=progress)
-    return spec.run(spec.load_spec(a.spec), run_id=a.run_id, progress=progress)
+        return spec.resume(a.run, progress=progress, lock_timeout=a.lock_timeout)
+    return spec.run(spec.load_spec(a.spec), run_id=a.run_id, progress=progress,
+                    lock_timeout=a.lock_timeout)
 
 
 def _registry(a):
@@ -659,13 +708,16 @@ def main(argv=None) -> int:
     if a.command == "pipeline":  # exit codes of its own, for schedulers (docs/pipeline.md)
         from . import pipeline
 
-        code, result = pipeline.main(a.spec, progress)
+        code, result = pipeline.main(a.spec, progress, a.lock_timeout)
         if a.json and result is not None:
             print(json.dumps(result))
         return code
     try:
         with _quiet_interrupt():
             result = _dispatch(a, progress)
+    except LockHeldError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
     except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         from .spec import SpecError

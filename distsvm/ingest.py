@@ -22,6 +22,9 @@ from storage import Dataset
 from storage import dataset as ds
 from storage import ingest as ing
 from storage.errors import InputDataError
+from storage.leftovers import remove_leftovers
+from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
+from storage.lock import Lock
 
 from .progress import Progress
 
@@ -66,19 +69,26 @@ class _Runner:
 
 
 @contextlib.contextmanager
-def staging(store: str, overwrite: bool, storage_options: dict | None, client):
-    """Yield ``(stage, runner)`` for writing a new dataset at ``store``; on any failure
+def staging(store: str, overwrite: bool, storage_options: dict | None, client,
+            lock_timeout: float | None = None, progress: Progress | None = None):
+    """Yield ``(stage, runner)`` for writing a new dataset at ``store``, holding the store's
+    lock (:mod:`storage.lock`; waiting up to ``lock_timeout`` seconds) and having removed
+    what killed writers left (:func:`storage.leftovers.remove_leftovers`); on any failure
     cancel the runner's pending tasks and remove the staging group, so that nothing a later
     command could take for a whole store is left behind."""
-    stage = ds.prepare(store, overwrite, storage_options)
-    run = _Runner(client)
-    try:
-        yield stage, run
-    except BaseException:
-        if client is not None:
-            client.cancel(run.pending)
-        ds.abort(stage, store, storage_options)
-        raise
+    with Lock(store, storage_options, what=f"{store}",
+              timeout=DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout,
+              progress=progress):
+        remove_leftovers(store, storage_options, progress)
+        stage = ds.prepare(store, overwrite, storage_options)
+        run = _Runner(client)
+        try:
+            yield stage, run
+        except BaseException:
+            if client is not None:
+                client.cancel(run.pending)
+            ds.abort(stage, store, storage_options)
+            raise
 
 
 def ingest(source, store: str, *, client=None, dtype: str = "float32", index_base: int = 1,
@@ -86,7 +96,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
            block_mb: float | None = DEFAULT_BLOCK_MB, n_features: int | None = None,
            overwrite: bool = False, chunk_mb: float = DEFAULT_CHUNK_MB,
            storage_options: dict | None = None, progress: Progress | None = None,
-           sample_weight=None, regression: bool = False) -> Dataset:
+           sample_weight=None, regression: bool = False,
+           lock_timeout: float | None = None) -> Dataset:
     """Ingest ``source`` — a LIBSVM/svmlight file path or fsspec URL (plain, .gz, .bz2, .xz;
     a URL is read with ``storage_options``, as the store) or an ``(X, y)`` pair of a
     NumPy/SciPy matrix and labels — into a dataset at ``store``.
@@ -99,6 +110,9 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     ``regression``: the labels are real-valued targets (a regression store: task
     "regression", each block's ``target`` array; docs/storage-format.md), whatever their
     values — integer labels do not make classes.
+
+    ``lock_timeout``: seconds to wait for another writer of ``store`` (default 60;
+    :class:`storage.lock.LockHeldError` then).
     """
     progress = progress or Progress(quiet=True)
     if dtype not in ds.DTYPES:
@@ -116,7 +130,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
         raise FileNotFoundError(f"{source}: no such file")
     weights = _read_weights(sample_weight)
     start = time.perf_counter()
-    with staging(store, overwrite, storage_options, client) as (stage, run):
+    with staging(store, overwrite, storage_options, client, lock_timeout,
+                 progress) as (stage, run):
         common = dict(shuffle=shuffle, seed=seed, storage_options=storage_options,
                       regression=bool(regression))
         if is_text:
