@@ -396,7 +396,7 @@ class Lock:
                                    f"{describe(doc)}")
             waited = True
             time.sleep(max(0.01, min(self.poll, deadline - time.monotonic())))
-        self._tag, self._count = tag, 1
+        self._tag, self._count, self._key = tag, 1, key
         with _HELD_LOCK:
             _HELD[key] = self
         self._stop.clear()
@@ -419,8 +419,15 @@ class Lock:
             self._tag = tag
 
     def check(self) -> None:
-        """Raise :class:`LockLostError` if another writer took this lock over."""
+        """Raise :class:`LockLostError` if another writer took this lock over (the lock
+        object is read: it must still hold this lock's token)."""
         lock = self._reentered or self
+        if not lock.lost and lock._tag is not None:
+            cur = lock._backend.read()
+            try:
+                lock.lost = cur is None or json.loads(cur[0]).get("token") != lock._token
+            except ValueError:
+                lock.lost = True
         if lock.lost:
             raise LockLostError(f"{self.what}: this run's lock {self.lock_url} was taken over "
                                 "by another writer (its heartbeat stopped); stopping")
@@ -436,7 +443,7 @@ class Lock:
         if self._thread is not None:
             self._thread.join()
         with _HELD_LOCK:
-            _HELD.pop((self.lock_url, threading.get_ident()), None)
+            _HELD.pop(self._key, None)
         with contextlib.suppress(OSError):
             if not self.lost:
                 self._backend.delete(self._tag)
