@@ -6,7 +6,9 @@ and listed by ``info`` on the folder."""
 from __future__ import annotations
 
 import json
+import lzma
 import os
+import pathlib
 import signal
 import socket
 import subprocess
@@ -23,7 +25,7 @@ from storage import open_dataset
 from storage.leftovers import leftovers_of, scan
 from storage.lock import Lock, LockHeldError, LockLostError, lock_url, read_lock
 
-from .conftest import REPO
+from .conftest import DATA, REPO
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 BUCKET = "distsvm-lock"
@@ -198,3 +200,77 @@ def test_killed_ingest_leftovers_listed_and_removed(tmp_path):
     assert main(["ingest", str(src), str(store), "--serial", "-q"]) == 0
     assert leftovers_of(str(store)) == [] and scan(str(tmp_path)) == []
     assert open_dataset(str(store)).meta.n_rows == 4
+
+
+@pytest.fixture(scope="module")
+def holdout(tmp_path_factory) -> str:
+    """A holdout store of 500 a9a rows (and its LIBSVM file beside it, hold.svm)."""
+    d = tmp_path_factory.mktemp("holdout")
+    with lzma.open(DATA / "a9a.xz", "rt") as f:
+        rows = [next(f) for _ in range(1500)][1000:]
+    (d / "hold.svm").write_text("".join(rows))
+    assert main(["ingest", str(d / "hold.svm"), str(d / "hold.zarr"), "--serial", "-q",
+                 "--n-features", "123"]) == 0
+    return str(d / "hold.zarr")
+
+
+def _pipeline(tmp_path, dataset: str, reg: str, holdout: str, options: dict | None = None,
+              **extra) -> pathlib.Path:
+    """A pipeline spec over two a9a partitions (500 rows each) in ``tmp_path/in``."""
+    with lzma.open(DATA / "a9a.xz", "rt") as f:
+        rows = [next(f) for _ in range(1000)]
+    (tmp_path / "in").mkdir(exist_ok=True)
+    (tmp_path / "in" / "p1.svm").write_text("".join(rows[:500]))
+    (tmp_path / "in" / "p2.svm").write_text("".join(rows[500:]))
+    doc = {"name": "a9a", "dataset": dataset, "partitions": str(tmp_path / "in" / "*.svm"),
+           "holdout": holdout, "registry": reg, "ingest": {"block_rows": 250, "n_features": 123},
+           "solver": {"solver": "newton", "loss": "squared_hinge"}, **extra}
+    if options:
+        doc["storage_options"] = options
+    path = tmp_path / "pipeline.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _cli(*args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "distsvm.cli", *map(str, args)], env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _two_runs_after_a_killed_one(spec, dataset: str, reg: str, options: dict | None):
+    """A run SIGKILLed holding the dataset's lock, then two runs at once: the first takes the
+    stale lock over, the other waits for it; each partition is appended once, one version."""
+    _killed_holder(dataset, options)
+    procs = [_cli("pipeline", "run", spec, "--json") for _ in range(2)]
+    out = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e for _, e in out]
+    err = "".join(e for _, e in out)
+    assert err.count("took over the stale lock") == 1 and "waiting up to 60s" in err
+    ledger = open_dataset(dataset, options).meta.source["appended"]
+    assert [r["partition"] for r in ledger] == ["p1.svm", "p2.svm"]  # once each
+    assert registry.versions(reg, "a9a", options) == [1]
+    assert [json.loads(o)["version"] for o, _ in out] == [1, 1]
+    assert read_lock(lock_url(dataset), options) is None
+
+
+def test_two_pipeline_runs_at_once_on_disk(tmp_path, holdout):
+    dataset, reg = str(tmp_path / "data.zarr"), str(tmp_path / "registry")
+    spec = _pipeline(tmp_path, dataset, reg, holdout)
+    _two_runs_after_a_killed_one(spec, dataset, reg, None)
+    with Lock(dataset, run="busy"):  # a live holder: --lock-timeout 0 exits 4 at once
+        r = _cli("pipeline", "run", spec, "--lock-timeout", "0", "-q")
+        _, err = r.communicate(timeout=120)
+    assert r.returncode == 4 and err.count("\n") == 1, err
+    assert err.startswith(f"ERROR: pipeline a9a: dataset {dataset}: another writer holds the "
+                          "lock") and "run busy (pid" in err
+
+
+@pytest.mark.slow
+def test_two_pipeline_runs_at_once_on_s3(tmp_path, s3, holdout):
+    dataset, reg = f"s3://{BUCKET}/pipe/data.zarr", f"s3://{BUCKET}/pipe/registry"
+    remote = f"s3://{BUCKET}/pipe/hold.zarr"
+    assert main(["ingest", holdout.removesuffix(".zarr") + ".svm", remote, "--serial", "-q",
+                 "--n-features", "123",
+                 *[f"--storage-option={k}={v}" for k, v in s3.items()]]) == 0
+    spec = _pipeline(tmp_path, dataset, reg, remote, s3)
+    _two_runs_after_a_killed_one(spec, dataset, reg, s3)
