@@ -274,3 +274,27 @@ def test_two_pipeline_runs_at_once_on_s3(tmp_path, s3, holdout):
                  *[f"--storage-option={k}={v}" for k, v in s3.items()]]) == 0
     spec = _pipeline(tmp_path, dataset, reg, remote, s3)
     _two_runs_after_a_killed_one(spec, dataset, reg, s3)
+
+
+@pytest.mark.slow
+def test_killed_ingest_on_s3_is_cleared_by_the_next(tmp_path, s3):
+    """On S3 an ingest writes in place: a SIGKILLed one leaves an uncommitted group (and its
+    lock); ``info`` on the prefix lists both, the next ingest removes it and commits."""
+    src = tmp_path / "a.svm"
+    src.write_text("+1 1:1 2:0.5\n-1 1:-1 3:1\n+1 2:1\n-1 3:-1\n")
+    store = f"s3://{BUCKET}/killed/a.zarr"
+    p = _python("""
+        import json, os, signal, sys
+        from distsvm.ingest import staging
+        with staging(sys.argv[1], False, json.loads(sys.argv[2]), None):
+            os.kill(os.getpid(), signal.SIGKILL)
+    """, store, json.dumps(s3))
+    p.communicate(timeout=60)
+    assert p.returncode == -signal.SIGKILL
+    assert leftovers_of(store, s3) == [store]
+    assert {f["kind"] for f in scan(f"s3://{BUCKET}/killed", s3)} == {"uncommitted store",
+                                                                      "stale lock"}
+    so = [f"--storage-option={k}={v}" for k, v in s3.items()]
+    assert main(["ingest", str(src), store, "--serial", "-q", *so]) == 0
+    assert leftovers_of(store, s3) == [] and scan(f"s3://{BUCKET}/killed", s3) == []
+    assert open_dataset(store, s3).meta.n_rows == 4
