@@ -121,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-features", type=int, metavar="N",
                    help="number of features (default: the largest index seen)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--append", action="store_true",
+                   help="append SOURCE's rows to STORE (created if absent) as a pipeline run "
+                        "does: recorded in its ledger by file name and SHA-256, skipped if "
+                        "already there, refused if that name was appended with other content; "
+                        "one writer at a time (docs/pipeline.md)")
     p.add_argument("--weights", metavar="FILE",
                    help="instance weights, one per line in the rows' order (LIBLINEAR's -W "
                         "file), kept in the store")
@@ -321,6 +326,8 @@ def _ingest(a, progress):
     from .ingest import DEFAULT_BLOCK_MB, ingest
     from .jobs import client_for
 
+    if a.append:
+        return _append(a, progress)
     kwargs = dict(dtype=a.dtype, index_base=0 if a.zero_based else 1, shuffle=not a.no_shuffle,
                   seed=a.seed, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
@@ -340,6 +347,38 @@ def _ingest(a, progress):
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
             "n_blocks": len(m.blocks), "classes": list(m.classes), "task": m.task,
             **({"targets": m.targets} if m.regression else {})}
+
+
+def _append(a, progress):
+    """``ingest --append``: the pipeline's append of one partition file
+    (:func:`distsvm.pipeline.ingest_partitions`), holding the store's lock throughout."""
+    from storage.lock import DEFAULT_TIMEOUT, Lock
+
+    from .jobs import client_for
+    from .pipeline import ingest_partitions
+
+    given = [flag for flag, on in (("--overwrite", a.overwrite), ("--weights", a.weights),
+                                   ("--columns", a.columns), ("--no-shuffle", a.no_shuffle),
+                                   ("--dtype", a.dtype != "float32")) if on]
+    if given:
+        raise ValueError(f"distsvm ingest --append: {given[0]} does not apply (an append "
+                         "takes the store's dtype, shuffles, and drops the column view)")
+    spec = {"dataset": a.store, "storage_options": _so(a),
+            "ingest": {k: v for k, v in dict(
+                block_rows=a.block_rows, block_mb=a.block_mb, zero_based=a.zero_based,
+                n_features=a.n_features, seed=a.seed, regression=a.regression).items()
+                if v not in (None, False)}}
+    with Lock(a.store, _so(a), what=a.store, progress=progress,
+              timeout=DEFAULT_TIMEOUT if a.lock_timeout is None else a.lock_timeout):
+        from storage.leftovers import remove_leftovers
+
+        remove_leftovers(a.store, _so(a), progress)
+        with (contextlib.nullcontext() if a.serial
+              else client_for(a.scheduler, a.workers, progress=progress)) as c:
+            d, added = ingest_partitions(spec, [a.source], c, progress)
+    m = d.meta
+    return {"store": a.store, "appended": added, "n_rows": m.n_rows, "n_features": m.n_features,
+            "nnz": m.nnz, "n_blocks": len(m.blocks), "classes": list(m.classes), "task": m.task}
 
 
 def _generate(a, progress):

@@ -174,7 +174,7 @@ def test_concurrent_publishes_get_distinct_versions(tmp_path, where, request):
     assert registry.versions(reg, "m", options) == [1, 2]
 
 
-def test_killed_ingest_leftovers_listed_and_removed(tmp_path):
+def test_killed_ingest_leftovers_listed_and_removed(tmp_path, capsys):
     """An ingest SIGKILLed while writing leaves its staging folder and its lock; ``info`` on
     the folder lists both, and the next ingest to that path removes them and commits."""
     src = tmp_path / "a.svm"
@@ -192,11 +192,10 @@ def test_killed_ingest_leftovers_listed_and_removed(tmp_path):
     assert len(left) == 1 and ".a.zarr.staging-" in left[0]
     kinds = {f["kind"] for f in scan(str(tmp_path))}
     assert kinds == {"staging folder", "stale lock"}
-    r = subprocess.run([sys.executable, "-m", "distsvm.cli", "info", str(tmp_path)], env=ENV,
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    assert "2 leftover(s)" in r.stdout and ".a.zarr.staging-" in r.stdout
-    assert "stale lock" in r.stdout and f"pid {p.pid}" in r.stdout
+    assert main(["info", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 leftover(s)" in out and ".a.zarr.staging-" in out
+    assert "stale lock" in out and f"pid {p.pid}" in out
     assert main(["ingest", str(src), str(store), "--serial", "-q"]) == 0
     assert leftovers_of(str(store)) == [] and scan(str(tmp_path)) == []
     assert open_dataset(str(store)).meta.n_rows == 4
@@ -253,14 +252,20 @@ def _two_runs_after_a_killed_one(spec, dataset: str, reg: str, options: dict | N
     assert read_lock(lock_url(dataset), options) is None
 
 
-def test_two_pipeline_runs_at_once_on_disk(tmp_path, holdout):
+def test_two_pipeline_runs_at_once_on_disk(tmp_path, holdout, capsys):
     dataset, reg = str(tmp_path / "data.zarr"), str(tmp_path / "registry")
     spec = _pipeline(tmp_path, dataset, reg, holdout)
     _two_runs_after_a_killed_one(spec, dataset, reg, None)
-    with Lock(dataset, run="busy"):  # a live holder: --lock-timeout 0 exits 4 at once
-        r = _cli("pipeline", "run", spec, "--lock-timeout", "0", "-q")
-        _, err = r.communicate(timeout=120)
-    assert r.returncode == 4 and err.count("\n") == 1, err
+    busy = Lock(dataset, run="busy")  # a live holder (another thread): exit 4 at once
+    t = threading.Thread(target=busy.acquire)
+    t.start()
+    t.join()
+    try:
+        assert main(["pipeline", "run", str(spec), "--lock-timeout", "0", "-q"]) == 4
+    finally:
+        busy.release()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
     assert err.startswith(f"ERROR: pipeline a9a: dataset {dataset}: another writer holds the "
                           "lock") and "run busy (pid" in err
 
@@ -298,3 +303,23 @@ def test_killed_ingest_on_s3_is_cleared_by_the_next(tmp_path, s3):
     assert main(["ingest", str(src), store, "--serial", "-q", *so]) == 0
     assert leftovers_of(store, s3) == [] and scan(f"s3://{BUCKET}/killed", s3) == []
     assert open_dataset(store, s3).meta.n_rows == 4
+
+
+def test_ingest_append_at_once(tmp_path):
+    """Two ``ingest --append`` of one file at once (the first creates the store): appended
+    once; again later: skipped; another file under that name: refused, store unchanged."""
+    src = tmp_path / "p1.svm"
+    src.write_text("+1 1:1 2:0.5\n-1 1:-1 3:1\n+1 2:1\n-1 3:-1\n")
+    store = str(tmp_path / "d.zarr")
+    p = _cli("ingest", src, store, "--append", "--serial", "-q")
+    codes = [main(["ingest", str(src), store, "--append", "--serial", "-q"])]  # meanwhile
+    p.communicate(timeout=120)
+    codes.append(main(["ingest", str(src), store, "--append", "--serial", "-q"]))  # later
+    assert [p.returncode, *codes] == [0, 0, 0]
+    meta = open_dataset(store).meta
+    assert meta.n_rows == 4 and [r["partition"] for r in meta.source["appended"]] == ["p1.svm"]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "p1.svm").write_text("+1 1:2\n-1 2:2\n")
+    assert main(["ingest", str(tmp_path / "other" / "p1.svm"), store, "--append", "--serial",
+                 "-q"]) == 1
+    assert open_dataset(store).meta == meta and leftovers_of(store) == []
