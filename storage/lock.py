@@ -11,8 +11,7 @@ token; the heartbeat time and count), written with create-if-absent semantics:
 
 * local disks: written to a temp file and hard-linked into place (``os.link`` fails if
   the name exists; atomic on POSIX file systems).  Compare-and-swap (heartbeat, takeover,
-  release) runs under ``flock`` on a ``.guard`` file beside it, which the kernel drops if
-  the process dies.
+  release) runs under ``flock`` on the folder, which the kernel drops if the process dies.
 * S3 (s3fs): ``PutObject`` with ``If-None-Match: *``; compare-and-swap by ``If-Match`` on
   the object's ETag (PutObject and DeleteObject) — checked against the moto server.
 * other fsspec stores: ``open(mode="xb")`` where the file system supports it, else an
@@ -104,11 +103,14 @@ class _Local:
 
     @contextlib.contextmanager
     def _guard(self):
+        """flock on the lock's folder (no file left behind; dropped if the process dies).
+        Where the file system refuses it, read-compare-replace runs unguarded."""
         import fcntl
 
-        fd = os.open(self.path + ".guard", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(os.path.dirname(self.path), os.O_RDONLY)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)  # drops the flock
@@ -133,6 +135,13 @@ class _Local:
             os.link(tmp, self.path)
         except FileExistsError:
             return None
+        except OSError:  # a file system without hard links: O_EXCL, then the content
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                return None
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
         finally:
             os.unlink(tmp)
         return self._tag(data)
@@ -174,7 +183,9 @@ class _S3:
 
     @staticmethod
     def _failed_precondition(exc) -> bool:
-        return "pre-condition" in str(exc) or "PreconditionFailed" in str(exc)
+        text = f"{exc} {exc.__cause__}"
+        return any(k in text for k in ("pre-condition", "PreconditionFailed",
+                                       "ConditionalRequestConflict"))
 
     def create(self, data: bytes):
         try:
@@ -218,7 +229,11 @@ class _S3:
         except OSError as exc:
             if self._failed_precondition(exc):
                 return False
-            raise
+            cur = self.read()  # a server without conditional deletes: compare, then delete
+            if cur is None or cur[1] != tag:
+                return False
+            self._call("delete_object")
+            return True
 
 
 class _Fsspec:
@@ -413,9 +428,16 @@ class Lock:
                 tag = self._backend.swap(self._document(beat), self._tag)
             except OSError:  # a passing storage error: the next beat tries again
                 continue
-            if tag is None:
-                self.lost = True
-                return
+            if tag is None:  # taken over, unless the swap failed for another reason
+                cur = self._backend.read()
+                try:
+                    ours = cur is not None and json.loads(cur[0]).get("token") == self._token
+                except ValueError:
+                    ours = False
+                if not ours:
+                    self.lost = True
+                    return
+                tag = cur[1]
             self._tag = tag
 
     def check(self) -> None:
