@@ -188,22 +188,25 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
 
 
 def workers_see(client, path) -> str | None:
-    """The absolute path at which every worker of ``client`` reads the local file ``path``
-    itself — the same file as here (size, modification time and inode agree: a shared
-    filesystem at the same mount point) — or None: workers on other machines, or with
-    another working directory, cannot be handed the path, and the file is streamed from
-    here instead (as a compressed one is)."""
+    """The path by which every worker of ``client`` reads the local file ``path`` itself —
+    the same file as here (size, modification time and inode agree: one machine, or a
+    shared filesystem at the same mount point) — or None: workers on other machines, or
+    without the mount, cannot be handed the path, and the file is streamed from here
+    instead (as a compressed one is).  ``path`` as given where it works (errors then name
+    the file as the user did), else its absolute path (workers in another directory)."""
     from storage import libsvm
 
-    path = os.path.abspath(path)
     mine = libsvm.file_identity(path)
-    try:
-        theirs = client.run(libsvm.file_identity, path)
-    except Exception:  # noqa: BLE001 - a worker gone or failing: stream from here
+    if mine is None:
         return None
-    ok = mine is not None and theirs and all(t is not None and tuple(t) == mine
-                                              for t in theirs.values())
-    return path if ok else None
+    for candidate in dict.fromkeys([os.fspath(path), os.path.abspath(path)]):
+        try:
+            theirs = client.run(libsvm.file_identity, candidate)
+        except Exception:  # noqa: BLE001 - a worker gone or failing: stream from here
+            return None
+        if theirs and all(t is not None and tuple(t) == mine for t in theirs.values()):
+            return candidate
+    return None
 
 
 def _read_weights(sample_weight) -> np.ndarray | None:
