@@ -90,10 +90,10 @@ class Hosts:
                 f'{mounts} && exec "$@"', "sh", *argv]
 
     def start(self, host: str, argv: list[str], home: str, env: dict, hide=()) -> None:
-        log = open(os.path.join(home, "log.txt"), "w")
-        self.procs[host] = subprocess.Popen(self.command(host, argv, hide), cwd=home, env=env,
-                                            stdin=subprocess.DEVNULL, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+        with open(os.path.join(home, "log.txt"), "w") as log:
+            self.procs[host] = subprocess.Popen(
+                self.command(host, argv, hide), cwd=home, env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, host: str) -> None:
         """SIGKILL every process of ``host`` (the host is lost)."""
@@ -138,6 +138,16 @@ def _can_make_namespaces() -> str | None:
     return None
 
 
+def _remove_stale_namespaces() -> None:
+    """Delete the namespaces of an earlier run whose process is gone (killed before its
+    teardown could run)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for name in (line.split()[0] for line in listed.splitlines() if line.strip()):
+        pid = name[len("dsvm"):].split("-")[0]
+        if name.startswith("dsvm") and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+
+
 def _log(home: str, lines: int = 40) -> str:
     try:
         with open(os.path.join(home, "log.txt")) as f:
@@ -153,6 +163,7 @@ def lan(tmp_path_factory):
     why = _can_make_namespaces()
     if why:
         pytest.skip(why)
+    _remove_stale_namespaces()
     hosts = Hosts(f"dsvm{os.getpid()}")
     homes = {h: str(tmp_path_factory.mktemp(h)) for h in ADDRESSES}
     client_dir = homes["client"]
