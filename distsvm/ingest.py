@@ -1,9 +1,10 @@
 """Ingest jobs: LIBSVM files or in-memory matrices into a committed dataset, on Dask or in-process.
 
 Runs the three phases of :mod:`storage.ingest` (parts, plan, blocks).  With a
-Dask client, an uncompressed file is split into byte ranges at line
-boundaries that workers read and parse themselves; a compressed file is
-decompressed here as a stream and its pieces parsed by the workers, with a
+Dask client, an uncompressed file that the workers see at the same path (a
+shared filesystem: :func:`workers_see`) is split into byte ranges at line
+boundaries that workers read and parse themselves; any other file is
+read (and decompressed) here as a stream and its pieces parsed by the workers, with a
 bounded number in flight.  Without a client every task runs in this process.
 Either way the store appears only when complete (:func:`storage.dataset.commit`),
 and a failure or an interrupt removes everything written.
@@ -151,9 +152,10 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
                            weights=None if weights is None else weights[r0:r0 + step], **common)
             if n_features is None:
                 n_features = X.shape[1]
-        elif client is not None and not libsvm.is_compressed(source) and not remote:
+        elif (client is not None and not libsvm.is_compressed(source) and not remote
+              and (shared := workers_see(client, source))):
             for part, (a, b) in enumerate(libsvm.split_ranges(source, int(chunk_mb * 2**20))):
-                run.submit(ing.part_from_text, stage, part, str(source), start=a, end=b,
+                run.submit(ing.part_from_text, stage, part, shared, start=a, end=b,
                            dtype=dtype, index_base=index_base, **common)
         else:
             for part, (buf, offset, line) in enumerate(
@@ -198,6 +200,28 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
         dataset = ds.commit(stage, store, meta, overwrite, storage_options)
     progress.note(f"ingest: wrote {store}: {n_blocks} blocks in {time.perf_counter() - start:.1f}s")
     return dataset
+
+
+def workers_see(client, path) -> str | None:
+    """The path by which every worker of ``client`` reads the local file ``path`` itself —
+    the same file as here (size, modification time and inode agree: one machine, or a
+    shared filesystem at the same mount point) — or None: workers on other machines, or
+    without the mount, cannot be handed the path, and the file is streamed from here
+    instead (as a compressed one is).  ``path`` as given where it works (errors then name
+    the file as the user did), else its absolute path (workers in another directory)."""
+    from storage import libsvm
+
+    mine = libsvm.file_identity(path)
+    if mine is None:
+        return None
+    for candidate in dict.fromkeys([os.fspath(path), os.path.abspath(path)]):
+        try:
+            theirs = client.run(libsvm.file_identity, candidate)
+        except Exception:  # noqa: BLE001 - a worker gone or failing: stream from here
+            return None
+        if theirs and all(t is not None and tuple(t) == mine for t in theirs.values()):
+            return candidate
+    return None
 
 
 def _read_weights(sample_weight) -> np.ndarray | None:
