@@ -99,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"distsvm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("ingest", help="LIBSVM/svmlight text (.gz/.bz2/.xz too) into a dataset store")
+    p = sub.add_parser("ingest", help="LIBSVM/svmlight text (.gz/.bz2/.xz too), Parquet or CSV "
+                                       "into a dataset store")
     p.add_argument("source")
     p.add_argument("store")
     p.add_argument("--no-shuffle", action="store_true", help="keep the file's row order")
@@ -122,6 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "12, 13), not classes, even where they are integers")
     p.add_argument("--columns", action="store_true",
                    help="also build the column view (as `distsvm columnize` does)")
+    tabular = p.add_argument_group("Parquet/CSV input (a file, directory or glob; docs/tabular.md)")
+    tabular.add_argument("--label", metavar="COLUMN", help="the label (target) column")
+    tabular.add_argument("--features", metavar="COL,COL,...",
+                         help="dense layout: the feature columns (default: all but the label)")
+    tabular.add_argument("--indices", metavar="COLUMN",
+                         help="sparse layout: the list column of 0-based feature indices")
+    tabular.add_argument("--values", metavar="COLUMN",
+                         help="sparse layout: the list column of their values")
     _columnize_options(p)
     _cluster_options(p)
     _storage_options(p)
@@ -257,7 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("model", help="a distsvm model or a LIBLINEAR text model")
     p.add_argument("--output", metavar="FILE",
-                   help="write one predicted label (a ranking model: rank) per line")
+                   help="write one predicted label (a ranking model: rank) per line; to "
+                        "FILE.parquet or FILE.zarr: labels, decision values (and -b 1 "
+                        "probabilities), written block by block on the workers")
     p.add_argument("-b", dest="probability", type=int, choices=(0, 1), default=0,
                    help="1: --output gets LIBLINEAR's probability format (a 'labels' header, "
                         "then label and probabilities per row); logistic models only")
@@ -313,7 +324,9 @@ def _ingest(a, progress):
                   seed=a.seed, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
                   n_features=a.n_features, overwrite=a.overwrite, storage_options=_so(a),
-                  progress=progress, sample_weight=a.weights, regression=a.regression)
+                  progress=progress, sample_weight=a.weights, regression=a.regression,
+                  label=a.label, indices=a.indices, values=a.values,
+                  features=a.features.split(",") if a.features else None)
     if a.serial:
         d = ingest(a.source, a.store, **kwargs)
         if a.columns:
@@ -510,13 +523,19 @@ def _trainers(loss: str) -> list[str]:
 
 
 def _predict(a, progress):
+    from .dask_io import output_kind, write_predictions
     from .jobs import predict
     from .model import load_model
 
     model = load_model(a.model, _so(a))
     store = open_dataset(a.store, _so(a))
-    result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
-                     output=a.output, probability=bool(a.probability))
+    if a.output and output_kind(a.output):  # Parquet/Zarr, written by tasks on the workers
+        result = write_predictions(store, model, a.output, probability=bool(a.probability),
+                                   scheduler=a.scheduler, n_workers=_workers(a, store),
+                                   storage_options=_so(a))
+    else:
+        result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
+                         output=a.output, probability=bool(a.probability))
     where = sys.stderr if a.json else sys.stdout
     if model.is_regression:  # LIBLINEAR's predict.c lines
         print(f"Mean squared error = {result['mean_squared_error']:g} (regression)\n"
