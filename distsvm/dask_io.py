@@ -45,17 +45,28 @@ def _is_frame(obj) -> bool:
     return is_dask(obj) and hasattr(obj, "columns")
 
 
-def handles(source) -> bool:
+def handles(source, storage_options: dict | None = None) -> bool:
     """Whether :func:`distsvm.ingest.ingest` should hand ``source`` to :func:`ingest`: a dask
     dataframe, an ``(X, y)`` pair with a dask member, or a Parquet/CSV path, glob or
-    directory (a LIBSVM source is a file)."""
+    directory (a LIBSVM source is a file; a URL without a tabular suffix costs one
+    request to ask whether it is a directory)."""
     if isinstance(source, tuple) and len(source) == 2:
         return is_dask(source[0]) or is_dask(source[1])
     if is_dask(source):
         return True
     if isinstance(source, (str, os.PathLike)):
         s = os.fspath(source)
-        return tab.tabular_format(s) is not None or ("://" not in s and os.path.isdir(s))
+        if tab.tabular_format(s) is not None:
+            return True
+        if "://" not in s:
+            return os.path.isdir(s)
+        import fsspec
+
+        try:
+            fs, path = fsspec.core.url_to_fs(s, **(storage_options or {}))
+            return fs.isdir(path)
+        except (OSError, ValueError, ImportError):
+            return False  # the LIBSVM path reports it
     return False
 
 

@@ -110,7 +110,7 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     """
     from . import dask_io
 
-    if dask_io.handles(source):
+    if dask_io.handles(source, storage_options):
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with dask or tabular input")
         return dask_io.ingest(source, store, client=client, label=label, features=features,
