@@ -75,9 +75,14 @@ def staging(store: str, overwrite: bool, storage_options: dict | None, client):
     run = _Runner(client)
     try:
         yield stage, run
-    except BaseException:
+    except BaseException as exc:
         if client is not None:
             client.cancel(run.pending)
+            if not isinstance(exc, KeyboardInterrupt):  # a cancelled task runs on: let those
+                from .cluster import alive, settle  # running end, or they write into a
+
+                with contextlib.suppress(Exception):  # removed stage
+                    settle(client, run.pending, alive(client))
         ds.abort(stage, store, storage_options)
         raise
 
