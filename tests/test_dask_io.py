@@ -43,7 +43,7 @@ def same_store(a, b):
 
 @pytest.fixture(scope="module")
 def dna():
-    X, y = dna_rows(600)
+    X, y = dna_rows(300)
     return X.toarray(), y
 
 
@@ -58,7 +58,7 @@ def dna_frame(dna):
 @pytest.fixture(scope="module")
 def a9a_small(a9a):
     X, y = a9a
-    return X[:2000], y[:2000]
+    return X[:1000], y[:1000]
 
 
 def test_fit_on_dask_arrays_is_the_in_memory_fit(client, dna, a9a_small):
@@ -68,13 +68,13 @@ def test_fit_on_dask_arrays_is_the_in_memory_fit(client, dna, a9a_small):
 
     X, y = dna
     ref = LinearSVC(tol=0.1).fit(X, y)
-    est = LinearSVC(tol=0.1).fit(da.from_array(X, chunks=(170, 60)), da.from_array(y, chunks=90))
+    est = LinearSVC(tol=0.1).fit(da.from_array(X, chunks=(70, 60)), da.from_array(y, chunks=90))
     np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-9)
     np.testing.assert_allclose(est.intercept_, ref.intercept_, rtol=0, atol=1e-9)
     np.testing.assert_array_equal(est.classes_, ref.classes_)
-    Xd = da.from_array(X, chunks=(250, 180))
+    Xd = da.from_array(X, chunks=(120, 180))
     dv = est.decision_function(Xd)
-    assert isinstance(dv, da.Array) and dv.shape == (600, 3)  # lazy
+    assert isinstance(dv, da.Array) and dv.shape == (300, 3)  # lazy
     np.testing.assert_allclose(dv.compute(), ref.decision_function(X), atol=1e-12)
     pred = est.predict(Xd)
     assert isinstance(pred, da.Array)
@@ -94,16 +94,23 @@ def test_fit_on_dask_arrays_is_the_in_memory_fit(client, dna, a9a_small):
 def test_dataframe_with_label_column(client, tmp_path, dna, dna_frame):
     """A dask dataframe (features + label column) ingests to the matrix's store, and fits
     (X frame, y series) to the matrix's model; LinearSVR on dask targets too."""
-    from distsvm import LinearSVC, LinearSVR, ingest
+    from distsvm import LinearSVC, ingest
 
     X, y = dna
     ddf = dd.from_pandas(dna_frame, npartitions=4)
-    ref = ingest((X, y), str(tmp_path / "m.zarr"), block_rows=200)
-    got = ingest(ddf, str(tmp_path / "d.zarr"), label="y", block_rows=200, client=client)
+    ref = ingest((X, y), str(tmp_path / "m.zarr"), block_rows=100)
+    got = ingest(ddf, str(tmp_path / "d.zarr"), label="y", block_rows=100, client=client)
     same_store(ref, got)
     ref_m = LinearSVC(tol=0.1).fit(X, y)
     est = LinearSVC(tol=0.1).fit(ddf.drop(columns="y"), ddf["y"])
     np.testing.assert_allclose(est.coef_, ref_m.coef_, rtol=0, atol=1e-9)
+
+
+@pytest.mark.slow
+def test_linear_svr_on_dask_targets(client, dna):
+    from distsvm import LinearSVR
+
+    X, _ = dna
     t = X[:, :5] @ np.arange(1.0, 6.0)
     ref_r = LinearSVR(tol=0.1).fit(X, t)
     est_r = LinearSVR(tol=0.1).fit(da.from_array(X, chunks=(150, 180)), da.from_array(t, 150))
@@ -122,7 +129,7 @@ def test_bad_partition_is_one_error_naming_partition_and_row(client, tmp_path, d
     df = dna_frame.copy()
     for col, value in bad.items():
         df[col] = df[col].astype(object)
-        df.loc[304, col] = value  # partitions of 150 rows: the 5th row of partition 2
+        df.loc[154, col] = value  # partitions of 75 rows: the 5th row of partition 2
     with pytest.raises(InputDataError) as err:
         from distsvm import ingest
 
@@ -144,32 +151,37 @@ def test_cli_ingests_parquet_and_csv_directories_and_globs(client, tmp_path, cap
     """The dense layout from a directory of Parquet files (several row groups each), a glob
     of CSV files and the sparse layout (list columns): each the matrix's store."""
     X, y = dna
-    sched = ["-q", "--block-rows", "200"]  # the CLI's own (in-process) cluster
+    sched = ["-q", "--block-rows", "100"]  # the session's cluster: the default client
     from distsvm import ingest
 
-    ref = ingest((X, y), str(tmp_path / "ref.zarr"), block_rows=200)
+    ref = ingest((X, y), str(tmp_path / "ref.zarr"), block_rows=100)
     _parquet_dir(tmp_path / "pq", dna_frame)
     code, _, err = cli(capsys, "ingest", tmp_path / "pq", tmp_path / "a.zarr", "--label", "y",
                        *sched)
     assert code == 0, err
     same_store(ref, open_dataset(str(tmp_path / "a.zarr")))
     os.makedirs(tmp_path / "csv")
-    for k, part in enumerate(np.array_split(np.arange(600), 2)):
+    for k, part in enumerate(np.array_split(np.arange(300), 2)):
         dna_frame.iloc[part].to_csv(tmp_path / "csv" / f"p{k}.csv", index=False)
     code, _, err = cli(capsys, "ingest", tmp_path / "csv" / "*.csv", tmp_path / "b.zarr",
-                       "--label", "y", "--serial", "-q", "--block-rows", "200")
+                       "--label", "y", "--serial", "-q", "--block-rows", "100")
     assert code == 0, err
     same_store(ref, open_dataset(str(tmp_path / "b.zarr")))
     S = sp.csr_matrix(X)
     rows = [slice(S.indptr[i], S.indptr[i + 1]) for i in range(S.shape[0])]
     sparse = pd.DataFrame({"label": y, "idx": [S.indices[r].astype(np.int32) for r in rows],
                            "val": [S.data[r] for r in rows]})
-    sparse.to_parquet(tmp_path / "sparse.parquet", row_group_size=250, index=False)
+    sparse.to_parquet(tmp_path / "sparse.parquet", row_group_size=120, index=False)
     code, _, err = cli(capsys, "ingest", tmp_path / "sparse.parquet", tmp_path / "c.zarr",
                        "--label", "label", "--indices", "idx", "--values", "val",
                        "--n-features", "180", *sched)
     assert code == 0, err
     same_store(ref, open_dataset(str(tmp_path / "c.zarr")))
+    code, _, err = cli(capsys, "ingest", tmp_path / "pq" / "part-*.parquet", tmp_path / "r.zarr",
+                       "--label", "y", "--regression", *sched)
+    assert code == 0, err
+    meta = open_dataset(str(tmp_path / "r.zarr")).meta
+    assert meta.regression and meta.targets["max"] == 3 and meta.nnz == ref.meta.nnz
 
 
 @pytest.mark.parametrize("column, value, needle", [
@@ -181,7 +193,7 @@ def test_cli_bad_parquet_row_is_one_line(client, tmp_path, capsys, dna_frame, co
                                          needle):
     df = dna_frame.copy()
     df[column] = df[column].astype(str if value else object)
-    df.loc[200 + 70 + 9, column] = value  # file 1 starts at row 200; row group 1 at +70
+    df.loc[100 + 70 + 9, column] = value  # file 1 starts at row 100; row group 1 at +70
     _parquet_dir(tmp_path / "pq", df)
     code, out, err = cli(capsys, "ingest", tmp_path / "pq", tmp_path / "s.zarr", "--label", "y",
                          "-q")
@@ -205,7 +217,7 @@ def test_predict_writes_parquet_and_zarr_in_the_store_row_order(client, tmp_path
     from distsvm.model import save_model
 
     X, y = a9a_small
-    store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=600)
+    store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=300)
     model = train(store, loss="logistic", eps=1e-3, client=client)
     save_model(model, tmp_path / "m.model")
     ordered = sp.vstack([sp.csr_matrix((b.data, b.indices, b.indptr), shape=(b.n_rows, 123))
@@ -236,16 +248,17 @@ def test_predict_writes_parquet_and_zarr_in_the_store_row_order(client, tmp_path
     assert code == 1 and err.count("\n") == 1 and "exists" in err
 
 
+@pytest.mark.slow  # the S3 fixture's own ingest takes seconds
 def test_s3_parquet_ingest(client, s3, tmp_path, capsys, dna, dna_frame):
     """An s3:// directory of Parquet files on the S3 test server, read by the workers, into
     an s3:// store: the matrix's store."""
     from distsvm import ingest
 
     X, y = dna
-    ref = ingest((X, y), str(tmp_path / "ref.zarr"), block_rows=200)
-    _parquet_dir(tmp_path / "pq", dna_frame, files=2, row_group=150)
+    ref = ingest((X, y), str(tmp_path / "ref.zarr"), block_rows=100)
+    _parquet_dir(tmp_path / "pq", dna_frame, files=2, row_group=80)
     s3["fs"].put(str(tmp_path / "pq") + "/", f"{BUCKET}/pq/", recursive=True)
     code, _, err = cli(capsys, "ingest", f"s3://{BUCKET}/pq/", f"s3://{BUCKET}/dna.zarr",
-                       "--label", "y", "--block-rows", "200", "-q", *opts(s3["options"]))
+                       "--label", "y", "--block-rows", "100", "-q", *opts(s3["options"]))
     assert code == 0, err
     same_store(ref, open_dataset(f"s3://{BUCKET}/dna.zarr", s3["options"]))
