@@ -70,6 +70,18 @@ def handles(source, storage_options: dict | None = None) -> bool:
     return False
 
 
+def need_tabular(what: str) -> None:
+    """Raise :class:`MissingDependencyError` naming the extra unless pandas and pyarrow import."""
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        from .errors import MissingDependencyError
+
+        raise MissingDependencyError(f"{what} needs pandas and pyarrow: pip install "
+                                     f"'distsvm[parquet]' ({exc})") from exc
+
+
 def expand(source: str, storage_options: dict | None) -> list[tuple[str, str]]:
     """The ``(url, kind)`` of every Parquet/CSV file of a path, glob or directory, sorted."""
     import fsspec
@@ -125,6 +137,7 @@ def ingest(source, store: str, *, client=None, label=None, features=None, indice
                                                       storage_options)
     else:
         where, tasks = os.fspath(source), None
+        need_tabular("reading Parquet or CSV files")
         files = expand(where, storage_options)
     with staging(store, overwrite, storage_options, client) as (stage, run):
         if tasks is None:  # files: count the rows of every piece, then one task per piece
@@ -356,6 +369,8 @@ def write_predictions(data, model, output: str, *, probability: bool = False, cl
     kind = output_kind(output)
     if kind is None:
         raise ValueError(f"{output}: predictions are written to .parquet or .zarr")
+    if kind == "parquet":
+        need_tabular("writing Parquet")
     if probability:
         model.check_probability()
     if model.is_ranking:
