@@ -262,3 +262,36 @@ def test_s3_parquet_ingest(client, s3, tmp_path, capsys, dna, dna_frame):
                        "--label", "y", "--block-rows", "100", "-q", *opts(s3["options"]))
     assert code == 0, err
     same_store(ref, open_dataset(f"s3://{BUCKET}/dna.zarr", s3["options"]))
+
+
+def test_piece_checks_name_the_row():
+    """The checks of storage.tabular, without a cluster: dask array chunks and the sparse
+    layout's list columns."""
+    from storage import tabular as tab
+
+    X = np.ones((4, 3))
+    X[2, 1] = np.inf
+    with pytest.raises(InputDataError, match=r"^chunk 1, row 3: NaN or infinite value$"):
+        tab.chunk_to_csr(X, "chunk 1", "float32")
+    with pytest.raises(InputDataError, match=r"^chunk 1, row 3: NaN or infinite value$"):
+        tab.chunk_to_csr(sp.csr_matrix(X), "chunk 1", "float32")
+    with pytest.raises(InputDataError, match=r"^c, row 2: missing, NaN or infinite label$"):
+        tab.check_labels([1.0, np.nan], 2, "c")
+
+    def frame(idx, val):
+        return pd.DataFrame({"y": np.ones(len(idx)), "i": idx, "v": val})
+
+    ok = frame([np.array([3, 0]), np.array([], np.int64)], [np.array([2.0, 1.0]), np.array([])])
+    ptr, ind, dat, y, n = tab.frame_to_csr(ok, "f", label="y", indices="i", values="v")
+    assert (list(ptr), list(ind), list(dat), n) == ([0, 2, 2], [0, 3], [1.0, 2.0], 4)
+    for idx, val, needle in [
+        ([np.array([1]), np.array([2, 2])], [np.array([1.0]), np.array([1.0, 1.0])],
+         "f, row 2: repeated feature index"),
+        ([np.array([1]), np.array([-1])], [np.array([1.0]), np.array([1.0])],
+         "f, row 2: negative feature index"),
+        ([np.array([1]), np.array([0, 1])], [np.array([1.0]), np.array([1.0])],
+         "f, row 2: 2 indices in 'i' but 1 values in 'v'"),
+    ]:
+        with pytest.raises(InputDataError) as err:
+            tab.frame_to_csr(frame(idx, val), "f", label="y", indices="i", values="v")
+        assert str(err.value) == needle
