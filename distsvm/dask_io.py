@@ -431,8 +431,6 @@ def _zarr(cols, sizes, dec, prob, output, storage_options, attrs):
     import dask.array as da
     import zarr
 
-    from storage.ingest import _fs
-
     chunk = max(1, max(sizes, default=1))
     arrays = {"label": [dask.delayed(lambda c: c["label"])(c) for c in cols]}
     arrays["decision"] = [dask.delayed(lambda c, d=tuple(dec): np.column_stack([c[n] for n in d])
@@ -440,9 +438,8 @@ def _zarr(cols, sizes, dec, prob, output, storage_options, attrs):
     if prob:
         arrays["probability"] = [dask.delayed(
             lambda c, p=tuple(prob): np.column_stack([c[n] for n in p]))(c) for c in cols]
-    fs, root = _fs(output, storage_options)
-    store = zarr.storage.FsspecStore(fs, path=root) if "://" in output else output
-    group = zarr.open_group(store, mode="w-")
+    so = {"storage_options": storage_options} if storage_options else {}
+    group = zarr.open_group(output, mode="w-", **so)
     group.attrs["distsvm_predictions"] = attrs
     writes = []
     for name, pieces in arrays.items():
@@ -453,5 +450,5 @@ def _zarr(cols, sizes, dec, prob, output, storage_options, attrs):
                  for p, n in zip(pieces, sizes)]
         arr = da.concatenate(parts) if parts else da.zeros(shape_of(0))
         arr = arr.rechunk({0: chunk})
-        writes.append(da.to_zarr(arr, store, component=name, compute=False))
+        writes.append(da.to_zarr(arr, output, component=name, compute=False, **so))
     return writes

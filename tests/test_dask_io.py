@@ -261,7 +261,21 @@ def test_s3_parquet_ingest(client, s3, tmp_path, capsys, dna, dna_frame):
     code, _, err = cli(capsys, "ingest", f"s3://{BUCKET}/pq/", f"s3://{BUCKET}/dna.zarr",
                        "--label", "y", "--block-rows", "100", "-q", *opts(s3["options"]))
     assert code == 0, err
-    same_store(ref, open_dataset(f"s3://{BUCKET}/dna.zarr", s3["options"]))
+    store = open_dataset(f"s3://{BUCKET}/dna.zarr", s3["options"])
+    same_store(ref, store)
+    from distsvm import train
+    from distsvm.model import save_model
+
+    save_model(train(ref, eps=0.1, client=client), tmp_path / "m.model")
+    code, text, err = cli(capsys, "predict", ref.url, tmp_path / "m.model", "--output",
+                          tmp_path / "p.txt", "-q")
+    assert code == 0, err
+    for name in ("p.parquet", "p.zarr"):  # predictions written to the bucket by the workers
+        code, out, err = cli(capsys, "predict", f"s3://{BUCKET}/dna.zarr", tmp_path / "m.model",
+                             "--output", f"s3://{BUCKET}/{name}", "-q", *opts(s3["options"]))
+        assert code == 0 and out == text, err
+    got = pd.read_parquet(f"s3://{BUCKET}/p.parquet", storage_options=s3["options"])
+    np.testing.assert_array_equal(got["label"], np.loadtxt(tmp_path / "p.txt"))
 
 
 def test_piece_checks_name_the_row():
