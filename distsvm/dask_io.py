@@ -195,13 +195,19 @@ def _array_tasks(X, y, dtype, classes, common, storage_options) -> list:
     import dask.array as da
 
     X, y = as_arrays(X, y)
+    if not isinstance(X, da.Array):
+        raise InputDataError("X must be a dask array or dataframe when y is a dask collection "
+                             "(or pass y.compute())")
     if X.ndim != 2:
         raise InputDataError(f"dask array: expected a 2-D matrix, got {X.ndim}-D")
+    if y is None:
+        raise InputDataError("dask array: no labels (give an (X, y) pair)")
     X = rows_known(X).rechunk({1: -1})
     rows = X.chunks[0]
-    if y.shape[0] != X.shape[0]:
-        raise InputDataError(f"X has {X.shape[0]} rows but y has {y.shape[0]} labels")
-    y = (y if isinstance(y, da.Array) else da.from_array(np.asarray(y))).rechunk({0: rows})
+    y = rows_known(y) if isinstance(y, da.Array) else da.from_array(np.asarray(y))
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise InputDataError(f"X has {X.shape[0]} rows but y has shape {y.shape}")
+    y = y.rechunk({0: rows})
     xs, ys = X.to_delayed().ravel(), y.to_delayed().ravel()
     firsts = np.concatenate([[0], np.cumsum(rows)[:-1]])
     make = dask.delayed(tab.part_from_chunk, pure=False)

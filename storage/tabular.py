@@ -126,8 +126,10 @@ def frame_to_csr(df, where: str, *, label: str | None, features=None, indices: s
             if row is not None:
                 raise InputDataError(f"{where}, row {row}: value {df[c].iloc[row - 1]!r} in "
                                      f"column {c!r} is not a number")
-    X = df[cols].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64,
-                                                                na_value=np.nan)
+    frame = df[cols]
+    if not all(pd.api.types.is_numeric_dtype(frame[c]) for c in cols):
+        frame = frame.apply(pd.to_numeric, errors="coerce")  # numbers written as strings
+    X = frame.to_numpy(dtype=np.float64, na_value=np.nan)
     bad = ~np.isfinite(X)
     if bad.any():
         r, c = np.argwhere(bad)[0]
