@@ -246,6 +246,11 @@ def test_predict_writes_parquet_and_zarr_in_the_store_row_order(client, tmp_path
     code, _, err = cli(capsys, "predict", store.url, tmp_path / "m.model", "--output",
                        tmp_path / "p.zarr", *sched)
     assert code == 1 and err.count("\n") == 1 and "exists" in err
+    from distsvm import predict  # Python: the same, by the output's suffix
+
+    result = predict(store, model, output=tmp_path / "q.parquet", client=client)
+    assert result["accuracy"] == predict(store, model, client=client)["accuracy"]
+    assert pd.read_parquet(tmp_path / "q.parquet")["label"].tolist() == got["label"].tolist()
 
 
 @pytest.mark.slow  # the S3 fixture's own ingest takes seconds
