@@ -112,7 +112,8 @@ def _fit_dask(est, X, y, sample_weight, regression: bool = False):
     classes = None
     if not regression:
         classes = dask_io.labels_of(y)
-        if np.any(classes != np.round(classes)):
+        if classes.dtype.kind in "fc" and (not np.all(np.isfinite(classes))
+                                           or np.any(classes != np.round(classes))):
             raise ValueError("Unknown label type: continuous. Maybe you are trying to fit a "
                              "classifier, which expects discrete classes on a regression "
                              "target with continuous values.")

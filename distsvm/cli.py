@@ -523,19 +523,13 @@ def _trainers(loss: str) -> list[str]:
 
 
 def _predict(a, progress):
-    from .dask_io import output_kind, write_predictions
     from .jobs import predict
     from .model import load_model
 
     model = load_model(a.model, _so(a))
     store = open_dataset(a.store, _so(a))
-    if a.output and output_kind(a.output):  # Parquet/Zarr, written by tasks on the workers
-        result = write_predictions(store, model, a.output, probability=bool(a.probability),
-                                   scheduler=a.scheduler, n_workers=_workers(a, store),
-                                   storage_options=_so(a))
-    else:
-        result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
-                         output=a.output, probability=bool(a.probability))
+    result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
+                     output=a.output, probability=bool(a.probability))
     where = sys.stderr if a.json else sys.stdout
     if model.is_regression:  # LIBLINEAR's predict.c lines
         print(f"Mean squared error = {result['mean_squared_error']:g} (regression)\n"

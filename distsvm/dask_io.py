@@ -241,13 +241,14 @@ def as_arrays(X, y=None):
 
 
 def labels_of(y) -> np.ndarray:
-    """The sorted distinct labels of a dask (or NumPy) label array (one pass over y)."""
+    """The sorted distinct labels of a dask (or NumPy) label array (one pass over y); NaN
+    (a missing label) sorts last and is refused by the parts' check."""
     import dask.array as da
 
     _, y = as_arrays(None, y)
     if isinstance(y, da.Array):
-        return np.asarray(da.unique(y.astype(np.float64)).compute())
-    return np.unique(np.asarray(y, dtype=np.float64))
+        return np.asarray(da.unique(y).compute())  # their dtype kept: ints, strings
+    return np.unique(np.asarray(y))
 
 
 # --- predictions on dask collections (lazy) ------------------------------------------------

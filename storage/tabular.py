@@ -247,8 +247,10 @@ def part_from_chunk(stage: str, part: int, X, y, first_row: int, where: str, *,
                     dtype: str = "float32", classes=None, **common) -> tuple:
     """Phase 1 for a chunk of rows of a dask array (dense or SciPy sparse) and its labels."""
     ptr, ind, dat, n_cols = chunk_to_csr(X, where, dtype)
+    if classes is not None and np.asarray(classes).dtype.kind not in "biuf":
+        y = np.searchsorted(np.asarray(classes), np.asarray(y).ravel())  # e.g. string labels
     y = check_labels(y, len(ptr) - 1, where)
-    if classes is not None:
+    if classes is not None and np.asarray(classes).dtype.kind in "biuf":
         y = np.searchsorted(np.asarray(classes), y).astype(np.float64)
     info = ing.write_part(stage, part, ptr, ind, dat, y, np.arange(first_row, first_row + len(y)),
                           **common)
