@@ -79,11 +79,13 @@ def test_fit_on_dask_arrays_is_the_in_memory_fit(client, dna, a9a_small):
     pred = est.predict(Xd)
     assert isinstance(pred, da.Array)
     np.testing.assert_array_equal(pred.compute(), ref.predict(X))
-    names = np.array(["a", "b", "c"])[np.searchsorted(ref.classes_, y)]  # labels of any type
+    abc = np.array(["a", "b", "c"])  # labels of any type
+    names = abc[np.searchsorted(ref.classes_, y)]
     est = LinearSVC(tol=0.1).fit(da.from_array(X, chunks=(70, 180)), da.from_array(names, 90))
     np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-9)
-    assert list(est.predict(Xd).compute()) == list(names[np.searchsorted(ref.classes_,
-                                                                         ref.predict(X))])
+    assert list(est.classes_) == list(abc)
+    assert list(est.predict(Xd).compute()) == list(abc[np.searchsorted(ref.classes_,
+                                                                       ref.predict(X))])
 
     X, y = a9a_small
     ref = LogisticRegression(tol=0.1).fit(X, y)
