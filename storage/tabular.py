@@ -141,21 +141,12 @@ def frame_to_csr(df, where: str, *, label: str | None, features=None, indices: s
 
 def _lists_to_csr(idx_col, val_col, where: str, idx_name: str, val_name: str, dtype: str):
     """Two list columns (per row: 0-based indices and their values) as sorted CSR arrays."""
-    lengths = np.zeros(len(idx_col), np.int64)
-    inds, vals = [], []
-    for r, (i, v) in enumerate(zip(idx_col, val_col)):
-        if i is None or v is None or (np.ndim(i) == 0 and i != i):
-            raise InputDataError(f"{where}, row {r + 1}: missing {idx_name!r} or {val_name!r}")
-        i, v = np.asarray(i), np.asarray(v)
-        if len(i) != len(v):
-            raise InputDataError(f"{where}, row {r + 1}: {len(i)} indices in {idx_name!r} but "
-                                 f"{len(v)} values in {val_name!r}")
-        if len(i) and i.dtype.kind not in "iu":
-            raise InputDataError(f"{where}, row {r + 1}: indices in {idx_name!r} are not "
-                                 "integers")
-        lengths[r] = len(i)
-        inds.append(i.astype(np.int64))
-        vals.append(v)
+    fast = _concat_lists(idx_col, val_col)
+    if fast is not None:
+        lengths, ind, val = fast
+        inds, vals = [ind], [val]
+    else:  # row by row, to name the first bad row
+        lengths, inds, vals = _check_lists(idx_col, val_col, where, idx_name, val_name)
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     ind = np.concatenate(inds) if inds else np.zeros(0, np.int64)
     try:
@@ -172,12 +163,49 @@ def _lists_to_csr(idx_col, val_col, where: str, idx_name: str, val_name: str, dt
     X = sp.csr_matrix((val, ind, indptr), shape=(len(lengths), max(1, n_cols)))
     if not X.has_canonical_format:
         X.sort_indices()
-        dup = np.flatnonzero((np.diff(X.indices) == 0) & (np.diff(
-            np.repeat(np.arange(len(lengths)), lengths)) == 0))
+        dup = np.flatnonzero((np.diff(X.indices) == 0) & (np.diff(rows) == 0))
         if len(dup):
             row = int(np.searchsorted(X.indptr, dup[0], side="right"))
             raise InputDataError(f"{where}, row {row}: repeated feature index")
     return (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(dtype), n_cols)
+
+
+def _check_lists(idx_col, val_col, where: str, idx_name: str, val_name: str):
+    """Row by row: each row's indices (integers) and values, as many of each."""
+    lengths = np.zeros(len(idx_col), np.int64)
+    inds, vals = [], []
+    for r, (i, v) in enumerate(zip(idx_col, val_col)):
+        if i is None or v is None or (np.ndim(i) == 0 and i != i):
+            raise InputDataError(f"{where}, row {r + 1}: missing {idx_name!r} or {val_name!r}")
+        i, v = np.asarray(i), np.asarray(v)
+        if len(i) != len(v):
+            raise InputDataError(f"{where}, row {r + 1}: {len(i)} indices in {idx_name!r} but "
+                                 f"{len(v)} values in {val_name!r}")
+        if len(i) and i.dtype.kind not in "iu":
+            raise InputDataError(f"{where}, row {r + 1}: indices in {idx_name!r} are not "
+                                 "integers")
+        lengths[r] = len(i)
+        inds.append(i.astype(np.int64))
+        vals.append(v)
+    return lengths, inds, vals
+
+
+def _concat_lists(idx_col, val_col):
+    """The fast path of :func:`_lists_to_csr`: (lengths, indices, values) when every row has
+    integer indices and as many values, else None (the row-by-row check names the row)."""
+    try:
+        n = len(idx_col)
+        li = np.fromiter((len(i) for i in idx_col), np.int64, n)
+        lv = np.fromiter((len(v) for v in val_col), np.int64, n)
+        if not np.array_equal(li, lv) or not n:
+            return None
+        ind = np.concatenate(list(idx_col))
+        val = np.concatenate(list(val_col))
+    except (TypeError, ValueError):
+        return None
+    if len(ind) and ind.dtype.kind not in "iu":
+        return None
+    return li, ind.astype(np.int64), val
 
 
 def read_piece(path: str, kind: str, row_group: int | None, columns, storage_options):
