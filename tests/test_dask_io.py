@@ -19,8 +19,27 @@ from storage import open_dataset
 from storage.errors import InputDataError
 
 from .conftest import dna_rows
-from .test_s3 import BUCKET, opts
-from .test_s3 import s3 as s3  # noqa: F401  (the S3 test server fixture)
+from .test_s3 import CREDS, _free_port, opts
+
+BUCKET = "distsvm-tabular"  # not test_s3's: moto's buckets outlive a server, in one process
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """The S3 test server (moto, as tests/test_s3.py's) with an empty bucket of our own."""
+    moto_server = pytest.importorskip("moto.server")
+    s3fs = pytest.importorskip("s3fs")
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    options = {"endpoint_url": f"http://127.0.0.1:{port}", **CREDS}
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False, **options)
+    if not fs.exists(BUCKET):
+        fs.mkdir(BUCKET)
+    try:
+        yield {"fs": fs, "options": options}
+    finally:
+        server.stop()
 
 da = pytest.importorskip("dask.array")
 dd = pytest.importorskip("dask.dataframe")
@@ -260,7 +279,7 @@ def test_predict_writes_parquet_and_zarr_in_the_store_row_order(client, tmp_path
     assert pd.read_parquet(tmp_path / "q.parquet")["label"].tolist() == got["label"].tolist()
 
 
-@pytest.mark.slow  # the S3 fixture's own ingest takes seconds
+@pytest.mark.slow
 def test_s3_parquet_ingest(client, s3, tmp_path, capsys, dna, dna_frame):
     """An s3:// directory of Parquet files on the S3 test server, read by the workers, into
     an s3:// store: the matrix's store."""
