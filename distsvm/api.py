@@ -88,11 +88,12 @@ def _is_store(X) -> bool:
     return isinstance(X, (str, os.PathLike, Dataset))
 
 
-def _fit_dask(est, X, y, sample_weight, regression: bool = False):
+def _fit_dask(est, X, y, sample_weight, regression: bool = False, kwargs=None):
     """Fit ``est`` on a dask array or dataframe ``X`` and dask (or NumPy) labels ``y``:
     written to a temporary store by tasks on the active Dask client's workers (or dask's
     local scheduler), with the store the same matrix in memory gives (so the same model);
-    returns ``(model, classes)``."""
+    returns ``(model, classes)``.  ``kwargs``: :func:`distsvm.jobs.train`'s, when ``est``
+    makes them otherwise (the one-class SVM)."""
     from .ingest import DEFAULT_BLOCK_MB
 
     owner = type(est).__name__
@@ -108,7 +109,7 @@ def _fit_dask(est, X, y, sample_weight, regression: bool = False):
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"Found array with {X.shape[0]} sample(s) and {X.shape[1]} feature(s) "
                          f"(shape={X.shape}) while a minimum of 1 is required by {owner}.")
-    kwargs = est._train_kwargs(X.shape)
+    kwargs = kwargs or est._train_kwargs(X.shape)
     classes = None
     if not regression:
         classes = dask_io.labels_of(y)
@@ -592,6 +593,14 @@ class LinearOneClassSVM(_Params):
             raise ValueError(f"{owner} takes no sample_weight (LIBLINEAR's -s 21 has none)")
         if _is_store(X):
             model = jobs.train(jobs.as_dataset(X), **self._train_kwargs())
+        elif dask_io.is_dask(X):  # the in-memory path's store, written by tasks
+            X, _ = dask_io.as_arrays(X)
+            X = dask_io.rows_known(X)
+            if X.ndim != 2 or X.shape[0] < 2:
+                raise ValueError(f"{owner} needs a 2-D dask collection of at least 2 samples, "
+                                 f"got shape {X.shape}")
+            labels = (np.arange(X.shape[0]) > 0).astype(np.float64)  # as in memory: unused
+            model = _fit_dask(self, X, labels, None, kwargs=self._train_kwargs())[0]
         else:
             X = _check_X(X, owner)
             kwargs = self._train_kwargs()

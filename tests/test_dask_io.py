@@ -133,14 +133,22 @@ def test_dataframe_with_label_column(client, tmp_path, dna, dna_frame):
 
 
 @pytest.mark.slow
-def test_linear_svr_on_dask_targets(client, dna):
-    from distsvm import LinearSVR
+def test_svr_and_one_class_on_dask_arrays(client, dna):
+    """LinearSVR on dask targets and LinearOneClassSVM on a dask array: the in-memory models."""
+    from distsvm import LinearOneClassSVM, LinearSVR
 
     X, _ = dna
     t = X[:, :5] @ np.arange(1.0, 6.0)
     ref_r = LinearSVR(tol=0.1).fit(X, t)
     est_r = LinearSVR(tol=0.1).fit(da.from_array(X, chunks=(150, 180)), da.from_array(t, 150))
     np.testing.assert_allclose(est_r.coef_, ref_r.coef_, rtol=0, atol=1e-9)
+    assert isinstance(est_r.predict(da.from_array(X, chunks=100)), da.Array)
+    ref_o = LinearOneClassSVM(nu=0.3).fit(X)
+    est_o = LinearOneClassSVM(nu=0.3).fit(da.from_array(X, chunks=(70, 180)))
+    np.testing.assert_allclose(est_o.coef_, ref_o.coef_, rtol=0, atol=1e-9)
+    assert abs(est_o.offset_ - ref_o.offset_) <= 1e-9
+    np.testing.assert_array_equal(est_o.predict(da.from_array(X, chunks=100)).compute(),
+                                  ref_o.predict(X))
 
 
 @pytest.mark.parametrize("bad, needle", [
