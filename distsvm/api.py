@@ -3,7 +3,9 @@ LinearSVR.
 
 ``fit`` accepts a NumPy/SciPy matrix with labels, or a dataset store (path,
 URL or :class:`storage.Dataset`) with ``y=None``.  In-memory data is first
-written to a temporary store, so both inputs train by the same code.
+written to a temporary store, so both inputs train by the same code; so is a dask
+array or dataframe, by tasks of the active Dask client (:mod:`distsvm.dask_io`: the
+same store, so the same model), and predictions on one are lazy dask arrays.
 Parameters mean what they mean in scikit-learn's ``LinearSVC``: the same C
 (LIBLINEAR's scaling), ``fit_intercept`` as a regularized bias feature of value
 ``intercept_scaling`` (LIBLINEAR's ``-B``), ``tol`` as LIBLINEAR's ``eps``.
