@@ -3,7 +3,9 @@ LinearSVR.
 
 ``fit`` accepts a NumPy/SciPy matrix with labels, or a dataset store (path,
 URL or :class:`storage.Dataset`) with ``y=None``.  In-memory data is first
-written to a temporary store, so both inputs train by the same code.
+written to a temporary store, so both inputs train by the same code; so is a dask
+array or dataframe, by tasks of the active Dask client (:mod:`distsvm.dask_io`: the
+same store, so the same model), and predictions on one are lazy dask arrays.
 Parameters mean what they mean in scikit-learn's ``LinearSVC``: the same C
 (LIBLINEAR's scaling), ``fit_intercept`` as a regularized bias feature of value
 ``intercept_scaling`` (LIBLINEAR's ``-B``), ``tol`` as LIBLINEAR's ``eps``.
@@ -31,7 +33,7 @@ import scipy.sparse as sp
 
 from storage import Dataset
 
-from . import jobs, params
+from . import dask_io, jobs, params
 from .ingest import ingest
 from .model import Model, probabilities
 from .progress import Progress
@@ -78,12 +80,64 @@ class _Params:
         if _is_store(X):
             raise ValueError("decision_function takes an in-memory matrix; for a dataset "
                              "store use distsvm.jobs.predict")
+        if dask_io.is_dask(X):  # a lazy dask array, chunk by chunk
+            return dask_io.decision_function(self.model_, X, type(self).__name__)
         return self.model_.decision_function(_check_X(X, type(self).__name__,
                                                       self.n_features_in_))
 
 
 def _is_store(X) -> bool:
     return isinstance(X, (str, os.PathLike, Dataset))
+
+
+def _fit_dask(est, X, y, sample_weight, regression: bool = False, kwargs=None):
+    """Fit ``est`` on a dask array or dataframe ``X`` and dask (or NumPy) labels ``y``:
+    written to a temporary store by tasks on the active Dask client's workers (or dask's
+    local scheduler), with the store the same matrix in memory gives (so the same model);
+    returns ``(model, classes)``.  ``kwargs``: :func:`distsvm.jobs.train`'s, when ``est``
+    makes them otherwise (the one-class SVM)."""
+    from .ingest import DEFAULT_BLOCK_MB
+
+    owner = type(est).__name__
+    if sample_weight is not None:
+        raise ValueError(f"{owner}: sample_weight is not supported with a dask collection; "
+                         "ingest a store with instance weights instead")
+    if y is None:
+        raise ValueError(f"{owner} requires y to be passed, but the target y is None")
+    X, y = dask_io.as_arrays(X, y)
+    if getattr(X, "ndim", 0) != 2:
+        raise ValueError(f"{owner}: expected a 2-D dask array or dataframe")
+    X = dask_io.rows_known(X)
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"Found array with {X.shape[0]} sample(s) and {X.shape[1]} feature(s) "
+                         f"(shape={X.shape}) while a minimum of 1 is required by {owner}.")
+    kwargs = kwargs or est._train_kwargs(X.shape)
+    classes = None
+    if not regression:
+        classes = dask_io.labels_of(y)
+        if classes.dtype.kind in "fc" and (not np.all(np.isfinite(classes))
+                                           or np.any(classes != np.round(classes))):
+            raise ValueError("Unknown label type: continuous. Maybe you are trying to fit a "
+                             "classifier, which expects discrete classes on a regression "
+                             "target with continuous values.")
+        if isinstance(kwargs.get("class_weight"), dict):
+            kwargs["class_weight"] = _coded_class_weight(kwargs["class_weight"], classes, owner)
+    client = None
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        pass
+    with tempfile.TemporaryDirectory(prefix="distsvm-fit-") as tmp:
+        store = dask_io.ingest((X, y), os.path.join(tmp, "train.zarr"), client=client,
+                               classes=classes, seed=kwargs["seed"], block_mb=DEFAULT_BLOCK_MB,
+                               regression=regression)
+        if registry.SOLVERS[kwargs["solver"]].reads == "columns":
+            from .columns import columnize
+
+            columnize(store)
+        return jobs.train(store, **kwargs), classes
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -236,6 +290,9 @@ class _LinearClassifier(_Params):
             model = self._fit_store(X, y, sample_weight)
             self._set_model(model, np.asarray(model.classes))
             return self
+        if dask_io.is_dask(X) or dask_io.is_dask(y):
+            self._set_model(*_fit_dask(self, X, y, sample_weight))
+            return self
         X = _check_X(X, owner)
         kwargs = self._train_kwargs(X.shape)
         classes, codes = _check_y(y, X.shape[0], owner)
@@ -278,6 +335,8 @@ class _LinearClassifier(_Params):
     def predict(self, X):
         """Predicted labels (values from ``classes_``) for an in-memory matrix."""
         dv = self.decision_function(X)
+        if dask_io.is_dask(dv):
+            return dask_io.labels(dv, self.classes_)
         return self.classes_[(dv > 0).astype(np.int64) if dv.ndim == 1 else np.argmax(dv, 1)]
 
     def score(self, X, y=None, sample_weight=None):
@@ -377,7 +436,8 @@ class LogisticRegression(_LinearClassifier):
     def predict_proba(self, X):
         """Class probabilities (n, n_classes), LIBLINEAR's: σ(wᵀx + b) for two classes;
         one-vs-rest σ(w_kᵀx + b_k) normalized to sum 1 for more."""
-        return probabilities(self.decision_function(X))
+        dv = self.decision_function(X)
+        return dask_io.probabilities(dv) if dask_io.is_dask(dv) else probabilities(dv)
 
     def predict_log_proba(self, X):
         return np.log(self.predict_proba(X))
@@ -429,6 +489,9 @@ class LinearSVR(_LinearClassifier):
         owner = type(self).__name__
         if _is_store(X):
             self._set_model(self._fit_store(X, y, sample_weight))
+            return self
+        if dask_io.is_dask(X) or dask_io.is_dask(y):
+            self._set_model(_fit_dask(self, X, y, sample_weight, regression=True)[0])
             return self
         X = _check_X(X, owner)
         kwargs = self._train_kwargs(X.shape)
@@ -532,6 +595,14 @@ class LinearOneClassSVM(_Params):
             raise ValueError(f"{owner} takes no sample_weight (LIBLINEAR's -s 21 has none)")
         if _is_store(X):
             model = jobs.train(jobs.as_dataset(X), **self._train_kwargs())
+        elif dask_io.is_dask(X):  # the in-memory path's store, written by tasks
+            X, _ = dask_io.as_arrays(X)
+            X = dask_io.rows_known(X)
+            if X.ndim != 2 or X.shape[0] < 2:
+                raise ValueError(f"{owner} needs a 2-D dask collection of at least 2 samples, "
+                                 f"got shape {X.shape}")
+            labels = (np.arange(X.shape[0]) > 0).astype(np.float64)  # as in memory: unused
+            model = _fit_dask(self, X, labels, None, kwargs=self._train_kwargs())[0]
         else:
             X = _check_X(X, owner)
             kwargs = self._train_kwargs()

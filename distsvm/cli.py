@@ -107,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"distsvm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("ingest", help="LIBSVM/svmlight text (.gz/.bz2/.xz too) into a dataset store")
+    p = sub.add_parser("ingest", help="LIBSVM/svmlight text (.gz/.bz2/.xz too), Parquet or CSV "
+                                       "into a dataset store")
     p.add_argument("source")
     p.add_argument("store")
     p.add_argument("--no-shuffle", action="store_true", help="keep the file's row order")
@@ -136,6 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--columns", action="store_true",
                    help="also build the column view (as `distsvm columnize` does)")
     _lock_options(p)
+    tabular = p.add_argument_group("Parquet/CSV input (a file, directory or glob; docs/tabular.md)")
+    tabular.add_argument("--label", metavar="COLUMN", help="the label (target) column")
+    tabular.add_argument("--features", metavar="COL,COL,...",
+                         help="dense layout: the feature columns (default: all but the label)")
+    tabular.add_argument("--indices", metavar="COLUMN",
+                         help="sparse layout: the list column of 0-based feature indices")
+    tabular.add_argument("--values", metavar="COLUMN",
+                         help="sparse layout: the list column of their values")
     _columnize_options(p)
     _cluster_options(p)
     _storage_options(p)
@@ -271,7 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("model", help="a distsvm model or a LIBLINEAR text model")
     p.add_argument("--output", metavar="FILE",
-                   help="write one predicted label (a ranking model: rank) per line")
+                   help="write one predicted label (a ranking model: rank) per line; to "
+                        "FILE.parquet or FILE.zarr: labels, decision values (and -b 1 "
+                        "probabilities), written block by block on the workers")
     p.add_argument("-b", dest="probability", type=int, choices=(0, 1), default=0,
                    help="1: --output gets LIBLINEAR's probability format (a 'labels' header, "
                         "then label and probabilities per row); logistic models only")
@@ -333,7 +344,9 @@ def _ingest(a, progress):
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
                   n_features=a.n_features, overwrite=a.overwrite, storage_options=_so(a),
                   progress=progress, sample_weight=a.weights, regression=a.regression,
-                  lock_timeout=a.lock_timeout)
+                  lock_timeout=a.lock_timeout,
+                  label=a.label, indices=a.indices, values=a.values,
+                  features=a.features.split(",") if a.features else None)
     if a.serial:
         d = ingest(a.source, a.store, **kwargs)
         if a.columns:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 
 import numpy as np
@@ -85,9 +86,14 @@ def staging(store: str, overwrite: bool, storage_options: dict | None, client,
         run = _Runner(client)
         try:
             yield stage, run
-        except BaseException:
+        except BaseException as exc:
             if client is not None:
                 client.cancel(run.pending)
+                if not isinstance(exc, KeyboardInterrupt):  # a cancelled task runs on: let those
+                    from .cluster import alive, settle  # running end, or they write into a
+
+                    with contextlib.suppress(Exception):  # removed stage
+                        settle(client, run.pending, alive(client))
             ds.abort(stage, store, storage_options)
             raise
 
@@ -97,7 +103,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
            block_mb: float | None = DEFAULT_BLOCK_MB, n_features: int | None = None,
            overwrite: bool = False, chunk_mb: float = DEFAULT_CHUNK_MB,
            storage_options: dict | None = None, progress: Progress | None = None,
-           sample_weight=None, regression: bool = False,
+           sample_weight=None, regression: bool = False, label: str | None = None,
+           features=None, indices: str | None = None, values: str | None = None,
            lock_timeout: float | None = None) -> Dataset:
     """Ingest ``source`` — a LIBSVM/svmlight file path or fsspec URL (plain, .gz, .bz2, .xz;
     a URL is read with ``storage_options``, as the store) or an ``(X, y)`` pair of a
@@ -112,9 +119,29 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     "regression", each block's ``target`` array; docs/storage-format.md), whatever their
     values — integer labels do not make classes.
 
+    Dask collections and tabular files (:mod:`distsvm.dask_io`, docs/tabular.md): ``source``
+    may also be an ``(X, y)`` pair of dask arrays (dense or SciPy-sparse chunks; ``y`` may be
+    NumPy), a dask dataframe with a ``label`` column, or a Parquet/CSV path, glob or
+    directory; ``features`` names the dense feature columns (default: all but the label),
+    ``indices`` and ``values`` the list columns of the sparse layout.
+
     ``lock_timeout``: seconds to wait for another writer of ``store`` (default 60;
     :class:`storage.lock.LockHeldError` then).
     """
+    from . import dask_io
+
+    if dask_io.handles(source, storage_options):
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported with dask or tabular input")
+        return dask_io.ingest(source, store, client=client, label=label, features=features,
+                              indices=indices, values=values, dtype=dtype, shuffle=shuffle,
+                              seed=seed, block_rows=block_rows, block_mb=block_mb,
+                              n_features=n_features, overwrite=overwrite,
+                              storage_options=storage_options, progress=progress,
+                              regression=regression, lock_timeout=lock_timeout)
+    if label is not None or features or indices is not None or values is not None:
+        raise ValueError(f"{source}: label, features, indices and values name the columns of a "
+                         "dask dataframe or of Parquet/CSV files (.parquet, .csv)")
     progress = progress or Progress(quiet=True)
     if dtype not in ds.DTYPES:
         raise ValueError(f"The 'dtype' parameter must be one of {ds.DTYPES}. Got {dtype!r} instead.")
@@ -175,29 +202,13 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
             for info, a, b in zip(infos, first[:-1], first[1:]):
                 run.submit(ing.attach_weights, stage, info.part, weights[a:b], storage_options)
             run.results()
-        labels = "real-valued targets" if regression else f"{len(classes)} classes"
-        progress.note(f"ingest: parsed {n_rows} rows, {nnz} non-zeros, {n_features} features, "
-                      f"{labels} in {time.perf_counter() - start:.1f}s")
-        n_blocks = ing.n_blocks_for(n_rows, nnz, np.dtype(dtype).itemsize, block_rows, block_mb)
-        if shuffle:
-            for info in infos:
-                run.submit(ing.shuffled_bounds, stage, info.part, n_blocks, storage_options)
-            bounds = run.results()
-        else:
-            bounds = ing.ordered_bounds([i.n_rows for i in infos], n_blocks)
-        for b, slices in enumerate(ing.plan_blocks(infos, bounds)):
-            run.submit(ing.build_block, stage, b, slices, classes, dtype, weights is not None,
-                       storage_options, bool(regression))
-        blocks = run.results(progress, "ingest: blocks")
-        ing.remove_parts(stage, storage_options)
-        meta = ds.DatasetMeta(
-            n_rows=n_rows, n_features=n_features, nnz=nnz, dtype=dtype, classes=classes,
-            class_counts=counts, blocks=tuple(blocks), created=ds.now_iso(),
-            source={"input": where, "index_base": index_base, "shuffle": shuffle, "seed": seed,
-                    "block_rows": block_rows, "block_mb": block_mb},
-            **({"task": "regression", "targets": ing.target_stats(infos)} if regression
-               else {}))
-        dataset = ds.commit(stage, store, meta, overwrite, storage_options)
+        dataset = write_blocks(stage, run, infos, (n_rows, nnz, n_features, classes, counts),
+                               store=store, where=where, dtype=dtype, shuffle=shuffle, seed=seed,
+                               block_rows=block_rows, block_mb=block_mb, overwrite=overwrite,
+                               storage_options=storage_options, progress=progress, start=start,
+                               regression=bool(regression), weighted=weights is not None,
+                               source={"index_base": index_base})
+    n_blocks = len(dataset.meta.blocks)
     progress.note(f"ingest: wrote {store}: {n_blocks} blocks in {time.perf_counter() - start:.1f}s")
     return dataset
 
@@ -222,6 +233,37 @@ def workers_see(client, path) -> str | None:
         if theirs and all(t is not None and tuple(t) == mine for t in theirs.values()):
             return candidate
     return None
+
+
+def write_blocks(stage, run, infos, summary, *, store, where, dtype, shuffle, seed, block_rows,
+                 block_mb, overwrite, storage_options, progress, start, regression=False,
+                 weighted=False, source=None) -> Dataset:
+    """Phases 2 and 3 once every part is written (``summary``: :func:`storage.ingest.summarize`'s
+    totals): plan the blocks, build them, remove the parts and commit the store."""
+    n_rows, nnz, n_features, classes, counts = summary
+    labels = "real-valued targets" if regression else f"{len(classes)} classes"
+    progress.note(f"ingest: parsed {n_rows} rows, {nnz} non-zeros, {n_features} features, "
+                  f"{labels} in {time.perf_counter() - start:.1f}s")
+    n_blocks = ing.n_blocks_for(n_rows, nnz, np.dtype(dtype).itemsize, block_rows, block_mb)
+    if shuffle:
+        for info in infos:
+            run.submit(ing.shuffled_bounds, stage, info.part, n_blocks, storage_options)
+        bounds = run.results()
+    else:
+        bounds = ing.ordered_bounds([i.n_rows for i in infos], n_blocks)
+    for b, slices in enumerate(ing.plan_blocks(infos, bounds)):
+        run.submit(ing.build_block, stage, b, slices, classes, dtype, weighted,
+                   storage_options, regression)
+    blocks = run.results(progress, "ingest: blocks")
+    ing.remove_parts(stage, storage_options)
+    meta = ds.DatasetMeta(
+        n_rows=n_rows, n_features=n_features, nnz=nnz, dtype=dtype, classes=classes,
+        class_counts=counts, blocks=tuple(blocks), created=ds.now_iso(),
+        source={"input": where, **(source or {}), "shuffle": shuffle, "seed": seed,
+                "block_rows": block_rows, "block_mb": block_mb},
+        **({"task": "regression", "targets": ing.target_stats(infos)} if regression
+           else {}))
+    return ds.commit(stage, store, meta, overwrite, storage_options)
 
 
 def _read_weights(sample_weight) -> np.ndarray | None:
@@ -254,3 +296,15 @@ def _check_arrays(X, y):
     if not np.all(np.isfinite(y)):
         raise InputDataError("y contains NaN or infinite labels")
     return X, y
+
+
+class _CallableModule(type(contextlib)):
+    """``distsvm.ingest`` is this module once it is imported (Python sets a package's
+    attribute to its submodule), so the module calls :func:`ingest`: ``distsvm.ingest(...)``
+    works however often and in whatever order it is used."""
+
+    def __call__(self, *args, **kwargs):
+        return ingest(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -304,7 +304,16 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     result adds the mean absolute rank error and the pairwise ordering accuracy
     (:func:`distsvm.solvers.cutting_plane.ranking_metrics`; the scores of every row are
     then held on the coordinator, 12 bytes a row).  ``plan`` as :func:`train`'s.
+    An ``output`` ending in .parquet or .zarr is written by tasks on the workers instead
+    (:func:`distsvm.dask_io.write_predictions`: labels, decision values, probabilities).
     """
+    from .dask_io import output_kind, write_predictions
+
+    if output is not None and output_kind(output):
+        dataset = as_dataset(data)
+        return write_predictions(dataset, model, os.fspath(output), probability=probability,
+                                 client=client, scheduler=scheduler, n_workers=n_workers,
+                                 storage_options=dataset.storage_options)
     if probability:
         model.check_probability()
     dataset = as_dataset(data)

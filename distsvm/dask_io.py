@@ -1,0 +1,462 @@
+"""Dask collections and tabular files in, predictions out at scale.
+
+Users' data lives in dask arrays and dataframes, Parquet and CSV more often than in LIBSVM
+text.  :func:`ingest` writes such input into a store with the LIBSVM path's three phases
+(:mod:`storage.ingest`) and its staging and atomic commit (:func:`distsvm.ingest.staging`):
+each piece — a row chunk of a dask array, a partition of a dask dataframe, a Parquet row
+group, a CSV file — is checked and written as one part by a task on the cluster (memory
+bounded by a piece), then the blocks are built and the metadata committed once.  A row's
+shuffle key comes from its global row number, so a dask array gives the store, block for
+block, that the same matrix in memory gives (and so the same model).
+
+The other way, :func:`decision_function` / :func:`predict` / :func:`predict_proba` map a
+fitted model over a dask collection lazily (``map_blocks``, the model's weights one
+small shared graph key), and :func:`write_predictions` writes a store's predictions to
+Parquet or Zarr, block by block in tasks on the workers, in the store's row order.
+Layouts and options: docs/tabular.md.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+
+import numpy as np
+
+from storage import Dataset
+from storage import ingest as ing
+from storage import tabular as tab
+from storage.errors import InputDataError
+
+from .progress import Progress
+
+
+def is_dask(obj) -> bool:
+    """Whether ``obj`` is a dask collection (array, dataframe, series)."""
+    if type(obj).__module__.split(".")[0] not in ("dask", "dask_expr"):
+        return False
+    import dask
+
+    return dask.is_dask_collection(obj)
+
+
+def _is_frame(obj) -> bool:
+    return is_dask(obj) and hasattr(obj, "columns")
+
+
+def handles(source, storage_options: dict | None = None) -> bool:
+    """Whether :func:`distsvm.ingest.ingest` should hand ``source`` to :func:`ingest`: a dask
+    dataframe, an ``(X, y)`` pair with a dask member, or a Parquet/CSV path, glob or
+    directory (a LIBSVM source is a file; a URL without a tabular suffix costs one
+    request to ask whether it is a directory)."""
+    if isinstance(source, tuple) and len(source) == 2:
+        return is_dask(source[0]) or is_dask(source[1])
+    if is_dask(source):
+        return True
+    if isinstance(source, (str, os.PathLike)):
+        s = os.fspath(source)
+        if tab.tabular_format(s) is not None:
+            return True
+        if "://" not in s:
+            return os.path.isdir(s)
+        import fsspec
+
+        try:
+            fs, path = fsspec.core.url_to_fs(s, **(storage_options or {}))
+            return fs.isdir(path)
+        except (OSError, ValueError, ImportError):
+            return False  # the LIBSVM path reports it
+    return False
+
+
+def need_tabular(what: str) -> None:
+    """Raise :class:`MissingDependencyError` naming the extra unless pandas and pyarrow import."""
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        from .errors import MissingDependencyError
+
+        raise MissingDependencyError(f"{what} needs pandas and pyarrow: pip install "
+                                     f"'distsvm[parquet]' ({exc})") from exc
+
+
+def expand(source: str, storage_options: dict | None) -> list[tuple[str, str]]:
+    """The ``(url, kind)`` of every Parquet/CSV file of a path, glob or directory, sorted."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(source, **(storage_options or {}))
+    if any(c in path for c in "*?["):
+        found = fs.glob(path)
+    elif fs.isdir(path):
+        found = [p for p in fs.find(path) if tab.tabular_format(p)]
+    elif fs.exists(path):
+        found = [path]
+    else:
+        raise FileNotFoundError(f"{source}: no such file, directory or glob match")
+    files = sorted(p for p in found if tab.tabular_format(p) and not fs.isdir(p))
+    if not files:
+        raise InputDataError(f"{source}: no Parquet (.parquet) or CSV (.csv) files")
+    kinds = {tab.tabular_format(p) for p in files}
+    if len(kinds) > 1:
+        raise InputDataError(f"{source}: both Parquet and CSV files; ingest one format")
+    return [(fs.unstrip_protocol(p) if "://" in source else p, tab.tabular_format(p))
+            for p in files]
+
+
+def ingest(source, store: str, *, client=None, label=None, features=None, indices=None,
+           values=None, classes=None, dtype="float32", shuffle=True, seed=0, block_rows=None,
+           block_mb=None, n_features=None, overwrite=False, storage_options=None,
+           progress: Progress | None = None, regression=False, lock_timeout=None,
+           **_) -> Dataset:
+    """Ingest a dask ``(X, y)`` pair, a dask dataframe with a ``label`` column, or Parquet/CSV
+    files (a path, glob or directory, local or any fsspec URL) into a store at ``store``.
+
+    ``features``: the dense layout's feature columns (default: every column but the
+    label); ``indices`` and ``values``: the sparse layout's list columns.  ``classes``
+    (sorted): store each label as its index in them (the estimators' coded labels).
+    """
+    from .ingest import staging, write_blocks
+
+    progress = progress or Progress(quiet=True)
+    if (indices is None) != (values is None):
+        raise ValueError("the sparse layout needs both indices and values columns")
+    if indices is not None and features:
+        raise ValueError("give feature columns (dense) or indices and values (sparse), not both")
+    pair = isinstance(source, tuple)
+    if not pair and label is None:
+        raise ValueError("a dataframe or tabular file needs its label column: label=COLUMN "
+                         "(CLI: --label COLUMN)")
+    start = time.perf_counter()
+    common = dict(shuffle=shuffle, seed=seed, regression=bool(regression))
+    layout = dict(label=label, features=features, indices=indices, values=values)
+    if pair:
+        where, tasks = "dask array", _array_tasks(*source, dtype, classes, common, storage_options)
+    elif is_dask(source):
+        where, tasks = "dask dataframe", _frame_tasks(source, layout, dtype, classes, common,
+                                                      storage_options)
+    else:
+        where, tasks = os.fspath(source), None
+        need_tabular("reading Parquet or CSV files")
+        files = expand(where, storage_options)
+    with staging(store, overwrite, storage_options, client, lock_timeout, progress) as (stage, run):
+        if tasks is None:  # files: count the rows of every piece, then one task per piece
+            for path, kind in files:
+                run.submit(tab.count_rows, path, kind, storage_options)
+            counts = run.results()
+            first = 0
+            for (path, kind), rows in zip(files, counts):
+                for g, n in enumerate(rows):
+                    run.submit(tab.part_from_file, stage, len(run.pending), path, kind,
+                               g if kind == "parquet" else None, first, dtype=dtype,
+                               storage_options=storage_options, **layout, **common)
+                    first += n
+        else:
+            _run_tasks(run, client, [t(stage) for t in tasks])
+        results = run.results(progress, "ingest: parse")
+        infos = sorted((r[0] for r in results), key=lambda i: i.part)
+        widths = {r[1] for r in results if r[0].n_rows}
+        if indices is None and len(widths) > 1:
+            raise InputDataError(f"{where}: pieces have different numbers of feature columns "
+                                 f"{sorted(widths)}")
+        if n_features is None and indices is None and widths:
+            n_features = widths.pop()
+        summary = ing.summarize(infos, n_features, where, bool(regression))
+        dataset = write_blocks(stage, run, infos, summary, store=store, where=where,
+                               dtype=dtype, shuffle=shuffle, seed=seed, block_rows=block_rows,
+                               block_mb=block_mb, overwrite=overwrite,
+                               storage_options=storage_options, progress=progress, start=start,
+                               regression=bool(regression),
+                               source={k: v for k, v in layout.items() if v is not None})
+    progress.note(f"ingest: wrote {store}: {len(dataset.meta.blocks)} blocks in "
+                  f"{time.perf_counter() - start:.1f}s")
+    return dataset
+
+
+def _run_tasks(run, client, tasks) -> None:
+    """Compute delayed part tasks: on the client's workers (futures the runner gathers, and
+    cancels on failure), or with dask's local scheduler when there is no client."""
+    import dask
+
+    if client is None:
+        run.pending.extend(dask.compute(*tasks))
+    else:
+        run.pending.extend(client.compute(tasks))
+
+
+def rows_known(a):
+    return a if not any(np.isnan(c) for c in a.chunks[0]) else a.compute_chunk_sizes()
+
+
+def _array_tasks(X, y, dtype, classes, common, storage_options) -> list:
+    """Delayed part writers, one per row chunk of a dask ``X`` (its labels ``y``, a dask or
+    NumPy array, cut at the same rows)."""
+    import dask
+    import dask.array as da
+
+    X, y = as_arrays(X, y)
+    if not isinstance(X, da.Array):
+        raise InputDataError("X must be a dask array or dataframe when y is a dask collection "
+                             "(or pass y.compute())")
+    if X.ndim != 2:
+        raise InputDataError(f"dask array: expected a 2-D matrix, got {X.ndim}-D")
+    if y is None:
+        raise InputDataError("dask array: no labels (give an (X, y) pair)")
+    X = rows_known(X).rechunk({1: -1})
+    rows = X.chunks[0]
+    y = rows_known(y) if isinstance(y, da.Array) else da.from_array(np.asarray(y))
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise InputDataError(f"X has {X.shape[0]} rows but y has shape {y.shape}")
+    y = y.rechunk({0: rows})
+    xs, ys = X.to_delayed().ravel(), y.to_delayed().ravel()
+    firsts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+    make = dask.delayed(tab.part_from_chunk, pure=False)
+    return [lambda stage, p=p, xd=xd, yd=yd, r=int(r): make(
+                stage, p, xd, yd, r, f"dask array chunk {p} (rows from {r + 1})", dtype=dtype,
+                classes=classes, storage_options=storage_options, **common)
+            for p, (xd, yd, r) in enumerate(zip(xs, ys, firsts))]
+
+
+def _frame_tasks(df, layout, dtype, classes, common, storage_options) -> list:
+    """Delayed part writers, one per partition of a dask dataframe (its row counts are
+    computed first: a row's position is its global row number)."""
+    import dask
+
+    lengths = df.map_partitions(len).compute()
+    firsts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    make = dask.delayed(tab.part_from_frame, pure=False)
+    return [lambda stage, p=p, part=part, r=int(r): make(
+                stage, p, part, r, f"dask dataframe partition {p}", dtype=dtype,
+                classes=classes, storage_options=storage_options, **layout, **common)
+            for p, (part, r) in enumerate(zip(df.to_delayed(), firsts))]
+
+
+def as_arrays(X, y=None):
+    """A dask dataframe/series as a dask array with known chunk sizes (others as given)."""
+    if is_dask(X) and not hasattr(X, "chunks"):
+        X = X.to_dask_array(lengths=True)
+    if y is not None and is_dask(y) and not hasattr(y, "chunks"):
+        y = y.to_dask_array(lengths=True)
+    return X, y
+
+
+def labels_of(y) -> np.ndarray:
+    """The sorted distinct labels of a dask (or NumPy) label array (one pass over y); NaN
+    (a missing label) sorts last and is refused by the parts' check."""
+    import dask.array as da
+
+    _, y = as_arrays(None, y)
+    if isinstance(y, da.Array):
+        return np.asarray(da.unique(y).compute())  # their dtype kept: ints, strings
+    return np.unique(np.asarray(y))
+
+
+# --- predictions on dask collections (lazy) ------------------------------------------------
+
+def _matrix(X, n_features: int, owner: str):
+    """A dask collection as a dask array of row chunks with every column in one chunk."""
+    import dask.array as da
+
+    if _is_frame(X):
+        X = X.to_dask_array()
+    if not isinstance(X, da.Array) or X.ndim != 2:
+        raise ValueError(f"{owner}: expected a 2-D dask array or dataframe")
+    if not np.isnan(X.shape[1]) and X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, but {owner} is expecting {n_features} "
+                         "features as input.")
+    return X.rechunk({1: -1})
+
+
+def _chunk_decisions(chunk, model):
+    return model.decision_function(chunk)  # wᵀx + b (one-class: wᵀx − ρ, its intercept_)
+
+
+def decision_function(model, X, owner: str):
+    """Lazy decision values of a dask collection: (n,) or (n, K) float64, chunk by chunk."""
+    import dask
+
+    X = _matrix(X, model.n_features, owner)
+    m = dask.delayed(model, traverse=False)  # one graph key: the weights sent once per worker
+    k = model.w.shape[0] if model.w.ndim == 2 else 0
+    if k:
+        return X.map_blocks(_chunk_decisions, m, dtype=np.float64, chunks=(X.chunks[0], (k,)),
+                            meta=np.empty((0, 0)))
+    return X.map_blocks(_chunk_decisions, m, dtype=np.float64, drop_axis=1, meta=np.empty(0))
+
+
+def labels(dv, classes):
+    """Lazy predicted labels from lazy decision values (binary: > 0 is ``classes[1]``)."""
+    classes = np.asarray(classes)
+    if dv.ndim == 1:
+        return dv.map_blocks(lambda d: classes[(d > 0).astype(np.int64)], dtype=classes.dtype,
+                             meta=np.empty(0, classes.dtype))
+    return dv.map_blocks(lambda d: classes[np.argmax(d, axis=1)], dtype=classes.dtype,
+                         drop_axis=1, meta=np.empty(0, classes.dtype))
+
+
+def probabilities(dv):
+    """Lazy class probabilities (n, K) from lazy logistic decision values."""
+    from .model import probabilities as probs
+
+    if dv.ndim == 1:
+        return dv.map_blocks(probs, dtype=np.float64, chunks=(dv.chunks[0], (2,)), new_axis=1,
+                             meta=np.empty((0, 0)))
+    return dv.map_blocks(probs, dtype=np.float64, meta=np.empty((0, 0)))
+
+
+# --- a store's predictions to Parquet or Zarr (tasks on the workers) --------------------------
+
+OUTPUT_SUFFIXES = (".parquet", ".zarr")
+
+
+def output_kind(path) -> str | None:
+    """"parquet" or "zarr" for an output path with that suffix, else None (text output)."""
+    name = os.fspath(path).rstrip("/").lower()
+    return next((s[1:] for s in OUTPUT_SUFFIXES if name.endswith(s)), None)
+
+
+def _names(model, probability: bool) -> tuple[list[str], list[str]]:
+    """Column names of the decision values and of the probabilities (by class label)."""
+    from .model import liblinear_label_order
+
+    classes = np.asarray(model.classes)
+    k = model.w.shape[0] if model.w.ndim == 2 else 0
+    dec = [f"decision_{c:g}" for c in classes] if k else ["decision"]
+    probs = ([f"probability_{classes[j]:g}" for j in liblinear_label_order(model)]
+             if probability else [])
+    return dec, probs
+
+
+def block_predictions(url, info, w, fields: dict, n_features: int, storage_options,
+                      probability: bool):
+    """One block's predictions (a dict of columns: ``label``, the decision values, and the
+    probabilities with ``probability``) and its metrics' sums: (correct,) for classes,
+    LIBLINEAR's six sums for a regression.  Runs on a worker."""
+    import workers.blocks
+
+    from .jobs import regression_sums
+    from .model import probabilities as probs
+
+    dv, truth = workers.blocks.block_decisions(url, info, w, fields["bias"], n_features, 0,
+                                               storage_options)
+    if fields["rho"] is not None:
+        dv = dv - fields["rho"]
+    classes = np.asarray(fields["classes"])
+    if fields["regression"]:
+        pred, stats = dv, regression_sums(dv, truth)
+    else:
+        pred = classes[np.argmax(dv, axis=1)] if dv.ndim == 2 else classes[(dv > 0).astype(np.int64)]
+        stats = np.array([np.sum(pred == np.asarray(fields["store_classes"])[truth])], np.float64)
+    out = {"label": pred.astype(np.float64)}
+    dv2 = dv.reshape(len(dv), -1)
+    for j, name in enumerate(fields["decision"]):
+        out[name] = dv2[:, j]
+    if probability:
+        p = probs(dv)[:, fields["order"]]
+        for j, name in enumerate(fields["probability"]):
+            out[name] = p[:, j]
+    return out, stats
+
+
+def write_predictions(data, model, output: str, *, probability: bool = False, client=None,
+                      scheduler=None, n_workers=None, storage_options=None) -> dict:
+    """Write every row's predicted label, decision values (and, with ``probability``, a
+    logistic model's probabilities) to ``output`` — Parquet (a directory of one file per
+    block, ``part.NNNNNN.parquet``, columns ``label``, ``decision`` or ``decision_<class>``,
+    ``probability_<class>``) or Zarr (a group of arrays ``label`` (n,), ``decision`` (n,)
+    or (n, K), ``probability`` (n, K); the column labels in its attributes) — in the
+    store's row order, each block by a task on a worker; return the metrics of
+    :func:`distsvm.jobs.predict` (without a ranking model's)."""
+    import dask
+    import fsspec
+
+    from .jobs import _weights_for, as_dataset, check_task, client_for, regression_metrics
+    from .model import liblinear_label_order
+
+    kind = output_kind(output)
+    if kind is None:
+        raise ValueError(f"{output}: predictions are written to .parquet or .zarr")
+    if kind == "parquet":
+        need_tabular("writing Parquet")
+    if probability:
+        model.check_probability()
+    if model.is_ranking:
+        raise ValueError(f"{output}: a ranking model's predictions are written as text "
+                         "(--output FILE without .parquet/.zarr)")
+    dataset = as_dataset(data)
+    meta = dataset.meta
+    check_task(model, dataset)
+    fs, path = fsspec.core.url_to_fs(output, **(storage_options or {}))
+    if fs.exists(path):
+        raise ValueError(f"{output}: exists; remove it or choose another output path")
+    dec, prob = _names(model, probability)
+    fields = {"bias": model.bias, "rho": model.rho, "classes": tuple(model.classes),
+              "regression": model.is_regression, "store_classes": tuple(meta.classes),
+              "decision": dec, "probability": prob,
+              "order": liblinear_label_order(model) if probability else []}
+    w = _weights_for(model, meta.n_features)
+    with client_for(scheduler, n_workers, client) as c:
+        wd = dask.delayed(w, traverse=False)
+        outs = [dask.delayed(block_predictions, nout=2, pure=True)(
+                    dataset.url, info, wd, fields, meta.n_features, dataset.storage_options,
+                    probability)
+                for info in meta.blocks]
+        cols = [o[0] for o in outs]
+        stats = [o[1] for o in outs]
+        sizes = [info.n_rows for info in meta.blocks]
+        if kind == "parquet":
+            write = _parquet(cols, ["label", *dec, *prob], output, storage_options)
+        else:
+            write = _zarr(cols, sizes, dec, prob, output, storage_options,
+                          {"decision": dec, "probability": prob,
+                           "classes": list(model.classes)})
+        with warnings.catch_warnings():  # to_parquet's expression beside delayed blocks
+            warnings.filterwarnings("ignore", message="Computing mixed collections")
+            _, stats = c.compute([write, stats], sync=True)
+    total = np.sum(stats, axis=0) if stats else np.zeros(1)
+    if model.is_regression:
+        return {"n_rows": meta.n_rows, **regression_metrics(meta.n_rows, total),
+                "regression_sums": total.tolist(), "output": output}
+    return {"accuracy": float(total[0]) / max(1, meta.n_rows), "n_rows": meta.n_rows,
+            "output": output}
+
+
+def _parquet(cols, names, output, storage_options):
+    import dask
+    import dask.dataframe as dd
+    import pandas as pd
+
+    frames = [dask.delayed(pd.DataFrame)(c, columns=names) for c in cols]
+    meta = pd.DataFrame({n: pd.Series(dtype=np.float64) for n in names})
+    df = dd.from_delayed(frames, meta=meta, verify_meta=False)
+    return df.to_parquet(output, storage_options=storage_options, write_index=False,
+                         compute=False, name_function=lambda i: f"part.{i:06d}.parquet")
+
+
+def _zarr(cols, sizes, dec, prob, output, storage_options, attrs):
+    import dask
+    import dask.array as da
+    import zarr
+
+    chunk = max(1, max(sizes, default=1))
+    arrays = {"label": [dask.delayed(lambda c: c["label"])(c) for c in cols]}
+    arrays["decision"] = [dask.delayed(lambda c, d=tuple(dec): np.column_stack([c[n] for n in d])
+                                       if len(d) > 1 else c[d[0]])(c) for c in cols]
+    if prob:
+        arrays["probability"] = [dask.delayed(
+            lambda c, p=tuple(prob): np.column_stack([c[n] for n in p]))(c) for c in cols]
+    so = {"storage_options": storage_options} if storage_options else {}
+    group = zarr.open_group(output, mode="w-", **so)
+    group.attrs["distsvm_predictions"] = attrs
+    writes = []
+    for name, pieces in arrays.items():
+        width = {"decision": len(dec), "probability": len(prob)}.get(name, 1)
+        shape_of = (lambda n: (n,)) if name == "label" or (name == "decision" and width == 1) \
+            else (lambda n, k=width: (n, k))
+        parts = [da.from_delayed(p, shape=shape_of(n), dtype=np.float64)
+                 for p, n in zip(pieces, sizes)]
+        arr = da.concatenate(parts) if parts else da.zeros(shape_of(0))
+        arr = arr.rechunk({0: chunk})
+        writes.append(da.to_zarr(arr, output, component=name, compute=False, **so))
+    return writes
