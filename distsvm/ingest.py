@@ -23,6 +23,7 @@ from storage import dataset as ds
 from storage import ingest as ing
 from storage.errors import InputDataError
 
+from . import resources
 from .progress import Progress
 
 DEFAULT_BLOCK_MB = 64.0
@@ -162,6 +163,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
         progress.note(f"ingest: parsed {n_rows} rows, {nnz} non-zeros, {n_features} features, "
                       f"{labels} in {time.perf_counter() - start:.1f}s")
         n_blocks = ing.n_blocks_for(n_rows, nnz, np.dtype(dtype).itemsize, block_rows, block_mb)
+        resources.check_fits(where, n_features, resources.block_bytes(
+            -(-n_rows // n_blocks), -(-nnz // n_blocks), np.dtype(dtype).itemsize), client)
         if shuffle:
             for info in infos:
                 run.submit(ing.shuffled_bounds, stage, info.part, n_blocks, storage_options)
