@@ -229,9 +229,9 @@ def test_workers_still_train_after_the_refusals(client, pristine):
     assert predict(pristine, m, client=client)["accuracy"] > 0.9
 
 
-def test_cli_prints_one_error_line(client, damaged):
+def test_cli_prints_one_error_line(client, damaged, tmp_path):
     p = subprocess.run([sys.executable, "-m", "distsvm.cli", "train", damaged.url,
-                        str(REPO / "unused.model"), "--scheduler", client.scheduler.address],
+                        str(tmp_path / "m.model"), "--scheduler", client.scheduler.address],
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     errors = [ln for ln in p.stderr.splitlines() if "ERROR" in ln or "Traceback" in ln]
     assert p.returncode != 0 and len(errors) == 1, p.stderr
