@@ -152,3 +152,39 @@ def test_headers_without_a_digest_are_read_and_appends_reseal(tmp_path, store):
     assert json.loads(_zarr_json(url).read_text())["attributes"]["distsvm"]["digest"] == \
         ds.metadata_digest(json.loads(_zarr_json(url).read_text())["attributes"]["distsvm"])
     d.verify()
+
+
+def test_a_forged_block_state_is_refused_on_resume(tmp_path, store, client):
+    """A block file of a checkpoint rewritten with a row index past its block, its SHA-256
+    put in the manifest and the manifest sealed again (what anyone who can write the run
+    directory can do): resume refuses it with one line; the workers survive."""
+    import io
+    import warnings
+
+    from distsvm.errors import ConvergenceWarning
+    from distsvm.jobs import train
+    from storage import checkpoint as files
+
+    ck = Checkpointer(str(tmp_path / "run"), every=2, params={"job": "forged"})
+    kw = dict(client=client, solver="dcd", eps=1e-12, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        train(store[0], checkpoint=ck, max_rounds=3, **kw)
+    c = ck.latest("dcd-batched")  # the driver's name of DCD's default (batched) mode
+    assert c is not None and c.round == 2
+    name = next(f for f in c.files if "block-" in f)  # class0-block-…: a problem's block
+    path = pathlib.Path(c.directory) / name
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["index"] = arrays["index"].copy()
+    arrays["index"][0] = 10**6
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    path.write_bytes(buf.getvalue())
+    _edit(_manifest(ck, 2), lambda m: (m["files"].__setitem__(name, files.sha256(
+        buf.getvalue())), ds.seal_metadata(m)))
+    before = len(client.scheduler_info()["workers"])
+    with pytest.raises(CorruptStoreError, match=f"{name}: array index holds values outside") as e:
+        train(store[0], checkpoint=ck, max_rounds=6, **kw)
+    assert "\n" not in str(e.value)
+    assert len(client.scheduler_info()["workers"]) == before
