@@ -229,6 +229,7 @@ def test_workers_still_train_after_the_refusals(client, pristine):
     assert predict(pristine, m, client=client)["accuracy"] > 0.9
 
 
+@pytest.mark.slow  # a subprocess (~4 s); the in-process tests above assert the one line too
 def test_cli_prints_one_error_line(client, damaged, tmp_path):
     p = subprocess.run([sys.executable, "-m", "distsvm.cli", "train", damaged.url,
                         str(tmp_path / "m.model"), "--scheduler", client.scheduler.address],
