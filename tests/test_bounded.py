@@ -220,3 +220,14 @@ def test_a_store_too_wide_for_the_workers_is_refused_before_training(tmp_path, c
     g.attrs["distsvm"] = ds.seal_metadata(meta)
     with pytest.raises(InputDataError, match="GiB in each worker .* a worker's memory limit"):
         train(open_dataset(d.url), client=client, solver="dcd")
+
+
+def test_a_block_larger_than_a_worker_is_refused_with_the_estimate(client):
+    """The block-size half of the floor: a worker holds two decoded blocks."""
+    from distsvm import resources
+
+    limit, what = resources.worker_memory(client)
+    assert what == "a worker's memory limit" and limit > 0
+    resources.check_fits("s.zarr", 123, limit // 4, client)  # fits: two blocks of a quarter
+    with pytest.raises(InputDataError, match=r"blocks of up to .* [GM]iB need at least"):
+        resources.check_fits("s.zarr", 123, limit, client)
