@@ -30,12 +30,14 @@ import time
 import numpy as np
 
 from storage import checkpoint as files
+from storage.dataset import DIGEST, check_metadata_digest, seal_metadata
 from storage.errors import CorruptStoreError
 
 from .progress import Progress
 
 FORMAT = "distsvm-checkpoint"
-FORMAT_VERSION = 2  # 2: one history per problem ("histories"), by the round driver
+FORMAT_VERSION = 3  # 2: one history per problem ("histories"), by the round driver; 3: sealed
+READ_VERSIONS = (2, 3)  # 3's manifest carries a SHA-256 of itself ("digest"), 2's has none
 # tests: seconds to sleep between writing a checkpoint's data and committing its manifest
 PAUSE_ENV = "DISTSVM_TEST_CHECKPOINT_PAUSE"
 COORDINATOR = "coordinator.npz"
@@ -98,10 +100,12 @@ class Checkpointer:
         pause = float(os.environ.get(PAUSE_ENV) or 0)
         if pause:
             time.sleep(pause)
-        files.write_json(files.join(d, MANIFEST),
-                         {"format": FORMAT, "format_version": FORMAT_VERSION, "round": r,
-                          "solver": solver, "params": self.params, "state": state,
-                          "files": digests}, self.storage_options)
+        manifest = json.loads(json.dumps(
+            {"format": FORMAT, "format_version": FORMAT_VERSION, "round": r, "solver": solver,
+             "params": self.params, "state": state, "files": digests},
+            allow_nan=True, default=files.json_default))  # as a reader will see it
+        files.write_json(files.join(d, MANIFEST), seal_metadata(manifest),
+                         self.storage_options)
         self.progress.note(f"round {r}: checkpoint written to {d}")
         names = files.listdir(files.join(self.run_dir, "checkpoints"), self.storage_options)
         for old in [n for n in names if n.isdigit() and int(n) < r][: -self.keep + 1 or None]:
@@ -117,8 +121,7 @@ class Checkpointer:
             d = files.join(root, name)
             try:
                 m = files.read_json(files.join(d, MANIFEST), self.storage_options)
-                if m.get("format") != FORMAT or m.get("format_version") != FORMAT_VERSION:
-                    raise CorruptStoreError(f"{d}: not a {FORMAT} v{FORMAT_VERSION} manifest")
+                check_manifest(d, name, m)
                 for f, digest in m["files"].items():
                     if f != COORDINATOR:  # read, check and forget: memory of one file
                         files.read_arrays(files.join(d, f), digest, self.storage_options)
@@ -141,3 +144,28 @@ class Checkpointer:
                                  f"{m['params'].get(k)!r}, this job has {k}="
                                  f"{self.params.get(k)!r}; it cannot continue this run")
 
+
+
+def check_manifest(where: str, name: str, m) -> None:
+    """Refuse (CorruptStoreError) a manifest that is not one this version reads, whose
+    SHA-256 (``digest``, format 3) does not match its content — a manifest edited by hand,
+    e.g. its round, is never resumed from —, whose round is not its directory's ``name``,
+    or whose file names leave its directory."""
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise CorruptStoreError(f"{where}: not a {FORMAT} manifest")
+    version = m.get("format_version")
+    if version not in READ_VERSIONS:
+        raise CorruptStoreError(f"{where}: checkpoint format version {version!r} is not one "
+                                f"of {list(READ_VERSIONS)}")
+    if version >= 3 and DIGEST not in m:
+        raise CorruptStoreError(f"{where}: the manifest has no digest (format {version} "
+                                "manifests are sealed)")
+    check_metadata_digest(where, m, "checkpoint manifest")
+    if not isinstance(m.get("round"), int) or m["round"] != int(name):
+        raise CorruptStoreError(f"{where}: the manifest's round {m.get('round')!r} is not its "
+                                f"directory's ({int(name)})")
+    names = m.get("files")
+    if not isinstance(names, dict) or COORDINATOR not in names or any(
+            not isinstance(f, str) or "/" in f or "\\" in f or f.startswith(".")
+            for f in names):
+        raise CorruptStoreError(f"{where}: the manifest's file list is malformed")

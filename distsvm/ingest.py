@@ -28,6 +28,7 @@ from storage.leftovers import remove_leftovers
 from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
 from storage.lock import Lock
 
+from . import resources
 from .progress import Progress
 
 DEFAULT_BLOCK_MB = 64.0
@@ -245,6 +246,8 @@ def write_blocks(stage, run, infos, summary, *, store, where, dtype, shuffle, se
     progress.note(f"ingest: parsed {n_rows} rows, {nnz} non-zeros, {n_features} features, "
                   f"{labels} in {time.perf_counter() - start:.1f}s")
     n_blocks = ing.n_blocks_for(n_rows, nnz, np.dtype(dtype).itemsize, block_rows, block_mb)
+    resources.check_fits(where, n_features, resources.block_bytes(
+        -(-n_rows // n_blocks), -(-nnz // n_blocks), np.dtype(dtype).itemsize), run.client)
     if shuffle:
         for info in infos:
             run.submit(ing.shuffled_bounds, stage, info.part, n_blocks, storage_options)

@@ -19,7 +19,7 @@ import numpy as np
 import workers.blocks
 from storage import Dataset, open_dataset
 
-from . import cluster, params
+from . import cluster, params, resources
 from .model import ONECLASS_CLASSES, Model, liblinear_label_order, probabilities
 from .progress import Progress
 from .solvers import cutting_plane, ovr, registry
@@ -112,6 +112,7 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
     p, class_cost, multiclass = params.check_data(owner, p, dataset)
     meta = dataset.meta
     with client_for(scheduler, n_workers, client, progress) as c:
+        resources.check_dataset(dataset, c)  # w and the blocks fit a worker, or one line
         plan = plan or cluster.plan(c, len(meta.blocks), n_workers, dataset)
         progress.note(f"train: {p.solver} ({p.loss}) C={p.C:g} eps={p.eps:g} on {meta.n_rows} "
                       f"rows x {meta.n_features} features, {len(meta.blocks)} blocks, "

@@ -241,9 +241,9 @@ def load_model(path, storage_options: dict | None = None) -> Model:
             missing = {"model.json", "w.npy"} - names
             if missing:
                 raise ModelFormatError(f"{path}: missing member(s) {sorted(missing)}")
-            header = json.loads(z.read("model.json"))
+            header = _bounded_header(path, z)
             w = np.load(io.BytesIO(z.read("w.npy")), allow_pickle=False)
-    except (zipfile.BadZipFile, json.JSONDecodeError, ValueError) as exc:
+    except (zipfile.BadZipFile, json.JSONDecodeError, ValueError, RecursionError) as exc:
         if isinstance(exc, ModelFormatError):
             raise
         raise ModelFormatError(f"{path}: unreadable model file: {exc}") from exc
@@ -267,6 +267,49 @@ def load_model(path, storage_options: dict | None = None) -> Model:
         raise ModelFormatError(f"{path}: malformed model header: {exc!r}") from exc
     model.check(path)
     return model
+
+
+MAX_HEADER_BYTES = 64 << 20  # model.json: parameters and a run summary, kilobytes in practice
+
+
+def _bounded_header(path: str, z: zipfile.ZipFile) -> dict:
+    """``model.json`` of a model archive, after checking — before anything is
+    decompressed — that it is at most :data:`MAX_HEADER_BYTES` and that ``w.npy``'s array
+    header describes exactly the bytes the member declares, the shape the header's
+    ``n_features``, classes and bias call for (at most), and that fits in this machine's
+    available memory: a small crafted archive cannot make us decompress or allocate
+    gigabytes (ModelFormatError with the sizes otherwise)."""
+    from storage.checkpoint import npy_header
+
+    head, wi = z.getinfo("model.json"), z.getinfo("w.npy")
+    if head.file_size > MAX_HEADER_BYTES:
+        raise ModelFormatError(f"{path}: member model.json declares {head.file_size} bytes, "
+                               f"more than {MAX_HEADER_BYTES}: refused unread")
+    header = json.loads(z.read(head))
+    if not isinstance(header, dict):
+        raise ModelFormatError(f"{path}: model.json is not an object")
+    shape, dtype = npy_header(z, wi, path)
+    try:
+        width = int(header["n_features"]) + 1
+        rows = max(1, len(header["classes"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelFormatError(f"{path}: malformed model header: {exc!r}") from exc
+    count = int(np.prod(shape, dtype=object))
+    if len(shape) not in (1, 2) or count > width * rows:
+        raise ModelFormatError(f"{path}: w.npy has shape {shape}, more than the "
+                               f"{rows} x {width} the header's classes and n_features allow")
+    need = count * max(dtype.itemsize, 8)  # read, then as float64
+    import psutil
+
+    available = psutil.virtual_memory().available
+    if need > available:
+        raise ModelFormatError(f"{path}: its weights take {_size(need)} in memory, more than "
+                               f"this machine's available {_size(available)}")
+    return header
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 def liblinear_label_order(model: Model) -> list[int]:

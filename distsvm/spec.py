@@ -5,7 +5,8 @@ A spec names the training store (and a test store), the solver and its parameter
 a dask-jobqueue / dask-kubernetes cluster, with optional TLS), where the model goes
 (a file, a model registry) and the checkpoint policy.  It is validated against the
 JSON schema ``distsvm/schemas/job.schema.json`` (unknown keys rejected); every error
-names the file and the key.  YAML is read with ``yaml.safe_load`` only.  The
+names the file and the key.  YAML is read with a SafeLoader only (:mod:`distsvm.documents`:
+no aliases, bounded depth and size, no repeated keys).  The
 parameters' values are then checked by :func:`distsvm.jobs.train` itself, with the
 file named as the owner.  The format is documented in ``docs/jobs.md``.
 
@@ -28,6 +29,7 @@ import uuid
 from storage import checkpoint as files
 from storage import open_dataset
 
+from . import documents
 from .checkpoint import Checkpointer
 from .progress import Progress
 
@@ -46,18 +48,16 @@ def read_document(path) -> dict:
     path = os.fspath(path)
     ext = os.path.splitext(path)[1].lower()
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = documents.read_bounded(path)
         if ext in (".yaml", ".yml"):
-            import yaml
-
-            doc = yaml.safe_load(raw)
+            doc = documents.load_yaml(raw)  # a SafeLoader: no aliases, bounded depth
         elif ext == ".toml":
             import tomllib
 
             doc = tomllib.loads(raw.decode())
+            documents.check_depth(doc)
         elif ext == ".json":
-            doc = json.loads(raw)
+            doc = documents.load_json(raw)
         else:
             raise SpecError(f"{path}: unknown spec format {ext!r} (use .yaml, .yml, .toml "
                             "or .json)")
@@ -65,6 +65,8 @@ def read_document(path) -> dict:
         raise SpecError(f"{path}: cannot read the spec: {exc}") from exc
     except SpecError:
         raise
+    except documents.DocumentError as exc:
+        raise SpecError(f"{path}: refused: {exc}") from exc
     except Exception as exc:  # yaml.YAMLError, tomllib.TOMLDecodeError, JSONDecodeError
         raise SpecError(f"{path}: not valid {ext[1:].upper()}: {exc}") from exc
     return doc

@@ -15,6 +15,7 @@ import io
 import json
 import os
 import tempfile
+import zipfile
 
 import numpy as np
 
@@ -110,8 +111,57 @@ def read_arrays(url: str, digest: str, storage_options: dict | None = None) -> d
     if sha256(data) != digest:
         raise CorruptStoreError(f"{url}: checkpoint file fails its SHA-256 check "
                                 "(torn or damaged)")
+    try:  # write_arrays stores its members uncompressed: they hold at most the file's bytes
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            check_npy_members(z, url, len(data))
+    except zipfile.BadZipFile as exc:
+        raise CorruptStoreError(f"{url}: checkpoint file is not an .npz archive: {exc}") from exc
+    except ValueError as exc:
+        raise CorruptStoreError(str(exc)) from exc
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
+
+
+def npy_header(z: zipfile.ZipFile, info: zipfile.ZipInfo, where: str):
+    """``(shape, dtype)`` of the ``.npy`` member ``info``, read from its first bytes only
+    (at most a few KiB decompressed), checked against the member's declared size: the
+    header must describe exactly the bytes the member holds, so that no header can make a
+    reader allocate more than the archive declares.  ValueError naming it otherwise."""
+    fmt = np.lib.format
+    try:
+        with z.open(info) as f:
+            version = fmt.read_magic(f)
+            read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+            if version not in read:
+                raise ValueError(f"npy version {version}")
+            shape, _, dtype = read[version](f, max_header_size=10000)
+            offset = f.tell()
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{where}: member {info.filename} is not a readable .npy array: "
+                         f"{exc}") from exc
+    if dtype.hasobject or dtype.kind not in "biuf":
+        raise ValueError(f"{where}: member {info.filename} has dtype {dtype}, not a number")
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if offset + nbytes != info.file_size:
+        raise ValueError(f"{where}: member {info.filename} declares shape {shape} of {dtype} "
+                         f"({nbytes} bytes) but holds {info.file_size - offset} bytes")
+    return shape, dtype
+
+
+def check_npy_members(z: zipfile.ZipFile, where: str, limit: int) -> dict:
+    """Check every member of an ``.npz`` archive before any is decompressed: each an
+    ``.npy`` array whose header matches its declared size (:func:`npy_header`), all of
+    them together at most ``limit`` bytes decompressed.  Returns {name: (shape, dtype)}."""
+    out, total = {}, 0
+    for info in z.infolist():
+        total += info.file_size
+        if total > limit:
+            raise ValueError(f"{where}: the archive's members declare more than {limit} "
+                             "bytes decompressed: refused unread")
+        if not info.filename.endswith(".npy"):
+            raise ValueError(f"{where}: member {info.filename} is not an .npy array")
+        out[info.filename[:-4]] = npy_header(z, info, where)
+    return out
 
 
 def listdir(url: str, storage_options: dict | None = None) -> list[str]:

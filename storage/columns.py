@@ -70,6 +70,8 @@ class ColumnInfo:
     col_stop: int
     nnz: int
     crc32: dict[str, int]
+    # the view's n_rows, which its row indices must stay below (None: read the store's)
+    n_rows: int | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def n_cols(self) -> int:
@@ -87,20 +89,28 @@ class ColumnsMeta:
     blocks: tuple[ColumnInfo, ...]
     memory_bytes: int
     passes: int
+    # the store's class count, which cols/y must stay below (None: read the store's)
+    n_classes: int | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict:
-        return {"n_rows": self.n_rows, "n_features": self.n_features, "nnz": self.nnz,
-                "y_crc32": self.y_crc32, "blocks": [dataclasses.asdict(b) for b in self.blocks],
-                "memory_bytes": self.memory_bytes, "passes": self.passes}
+        return ds.seal_metadata({
+                "n_rows": self.n_rows, "n_features": self.n_features, "nnz": self.nnz,
+                "y_crc32": self.y_crc32,
+                "blocks": [{k: v for k, v in dataclasses.asdict(b).items() if k != "n_rows"}
+                           for b in self.blocks],
+                "memory_bytes": self.memory_bytes, "passes": self.passes})
 
     @classmethod
     def from_json(cls, url: str, d: Any, meta: ds.DatasetMeta) -> ColumnsMeta:
+        ds.check_metadata_digest(url, d, f"column view metadata (attribute {ATTRIBUTE!r})")
         try:
             out = cls(int(d["n_rows"]), int(d["n_features"]), int(d["nnz"]), int(d["y_crc32"]),
                       tuple(ColumnInfo(str(b["name"]), int(b["col_start"]), int(b["col_stop"]),
-                                       int(b["nnz"]), {k: int(v) for k, v in b["crc32"].items()})
+                                       int(b["nnz"]), {k: int(v) for k, v in b["crc32"].items()},
+                                       int(d["n_rows"]))
                             for b in d["blocks"]),
-                      int(d["memory_bytes"]), int(d["passes"]))
+                      int(d["memory_bytes"]), int(d["passes"]),
+                      1 if meta.regression else len(meta.classes))
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptStoreError(f"{url}: malformed column metadata: {exc!r}") from exc
         problems = []
@@ -149,20 +159,39 @@ def read_column_block(url: str, info: ColumnInfo, storage_options: dict | None =
                       verify: bool = True) -> ColumnBlock:
     """Read one column block: three chunk reads, checked against its table entry."""
     try:
-        g = zarr.open_group(url, mode="r", storage_options=storage_options)["cols"][info.name]
+        root = zarr.open_group(url, mode="r", storage_options=storage_options)
+        g = root["cols"][info.name]
+        n_rows = info.n_rows if info.n_rows is not None else int(
+            root.attrs[ATTRIBUTE]["n_rows"])
     except Exception as exc:
         raise CorruptStoreError(f"{url}: cannot open cols/{info.name}: {exc!r}") from exc
     shapes = {"indptr": (info.n_cols + 1,), "indices": (info.nnz,), "data": (info.nnz,)}
     arrays = {k: _read_checked(url, f"cols/{info.name}/{k}", g, k, shapes[k], info.crc32[k],
                                verify) for k in COL_ARRAYS}
-    return ColumnBlock(arrays["indptr"], arrays["indices"], arrays["data"], info.col_start)
+    block = ColumnBlock(arrays["indptr"], arrays["indices"], arrays["data"], info.col_start)
+    check_column_block(url, f"cols/{info.name}", block, n_rows)
+    return block
+
+
+def check_column_block(url: str, path: str, block: ColumnBlock, n_rows: int) -> None:
+    """The column view's :func:`storage.dataset.check_row_block`: column pointers, row
+    indices in ``[0, n_rows)`` (global, the view covers every row), finite values."""
+    ds.check_pointers(url, f"{path}/indptr", block.indptr, len(block.indices))
+    ds.check_range(url, f"{path}/indices", block.indices, n_rows, "row index")
+    ds.check_finite(url, f"{path}/data", block.data)
 
 
 def read_labels(url: str, cmeta: ColumnsMeta, storage_options: dict | None = None,
                 verify: bool = True) -> np.ndarray:
     """The class index of every row, in global row order (``cols/y``)."""
-    g = zarr.open_group(url, mode="r", storage_options=storage_options)["cols"]
-    return _read_checked(url, "cols/y", g, "y", (cmeta.n_rows,), cmeta.y_crc32, verify)
+    root = zarr.open_group(url, mode="r", storage_options=storage_options)
+    y = _read_checked(url, "cols/y", root["cols"], "y", (cmeta.n_rows,), cmeta.y_crc32, verify)
+    n_classes = cmeta.n_classes
+    if n_classes is None:
+        d = root.attrs["distsvm"]
+        n_classes = 1 if d.get("task") == "regression" else len(d["classes"])
+    ds.check_range(url, "cols/y", y, n_classes, "class index")
+    return y
 
 
 # ---------------------------------------------------------------- the transpose

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
+import json
 import os
 import shutil
 import uuid
@@ -60,6 +61,7 @@ DTYPES = ("float32", "float64")
 # The codecs a store's arrays may use (what distsvm writes, and other lossless ones that
 # decode data only); any other is refused before a chunk is decoded (see checked_array).
 SAFE_CODECS = ("bytes", "zstd", "gzip", "blosc", "crc32c", "transpose")
+DIGEST = "digest"  # the metadata documents' SHA-256 entry (seal_metadata)
 _COMPRESSOR = zarr.codecs.ZstdCodec(level=1)  # vs 3: 3x faster writes, 7% larger (pypi-summaries)
 
 
@@ -105,6 +107,9 @@ class BlockInfo:
     crc32: dict[str, int]
     # ((stored block, sorted row indices or None for all of them), ...); empty: a stored block
     parts: tuple = dataclasses.field(default=(), compare=False, repr=False)
+    # (n_features, n_classes, regression) of the metadata this entry was read from: what
+    # check_row_block holds the block's contents to (None: read the store's metadata)
+    limits: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict:
         if self.parts:
@@ -211,7 +216,7 @@ class DatasetMeta:
 
     def to_json(self) -> dict:
         extra = {"task": self.task, "targets": dict(self.targets)} if self.regression else {}
-        return {
+        return seal_metadata({
             "format": FORMAT_NAME,
             # version 1 readers open classification stores; a regression store needs 2
             "format_version": 2 if self.regression else 1,
@@ -225,7 +230,7 @@ class DatasetMeta:
             "source": self.source,
             "created": self.created,
             **extra,
-        }
+        })
 
     @classmethod
     def from_json(cls, url: str, d: Any) -> DatasetMeta:
@@ -238,10 +243,12 @@ class DatasetMeta:
                 f"{url}: dataset format version {version!r} is not supported "
                 f"(this distsvm reads versions {', '.join(map(str, READ_VERSIONS))})"
             )
+        check_metadata_digest(url, d, "dataset metadata (attribute 'distsvm')")
         try:
+            limits = _limits(d)
             blocks = tuple(
                 BlockInfo(str(b["name"]), int(b["n_rows"]), int(b["nnz"]),
-                          {k: int(v) for k, v in b["crc32"].items()})
+                          {k: int(v) for k, v in b["crc32"].items()}, limits=limits)
                 for b in d["blocks"]
             )
             meta = cls(
@@ -391,25 +398,10 @@ class Dataset:
         return read_row_block(self.url, self.meta.blocks[i], self.storage_options, verify)
 
     def verify(self) -> None:
-        """Read every block and check checksums and CSR invariants; raise on the first fault."""
-        n_classes = len(self.meta.classes)
-        for i, info in enumerate(self.meta.blocks):
-            b = self.read_block(i)
-            where = f"{self.url}: row block {info.name}"
-            if b.indptr[0] != 0 or b.indptr[-1] != info.nnz or np.any(np.diff(b.indptr) < 0):
-                raise CorruptStoreError(f"{where}: indptr is not a valid row pointer")
-            if b.nnz and (b.indices.min() < 0 or b.indices.max() >= self.meta.n_features):
-                raise CorruptStoreError(f"{where}: column index out of range")
-            if self.meta.regression:
-                if np.any(b.y != 0) or not np.all(np.isfinite(b.target)):
-                    raise CorruptStoreError(f"{where}: a regression block needs y = 0 and "
-                                            "finite targets")
-            elif b.n_rows and (b.y.min() < 0 or b.y.max() >= n_classes):
-                raise CorruptStoreError(f"{where}: class index out of range")
-            if not np.all(np.isfinite(b.data)):
-                raise CorruptStoreError(f"{where}: non-finite values")
-            if b.weight is not None and not np.all(np.isfinite(b.weight) & (b.weight >= 0)):
-                raise CorruptStoreError(f"{where}: instance weights must be finite and >= 0")
+        """Read every block: checksums and contents (:func:`check_row_block`); raise on the
+        first fault."""
+        for i in range(self.n_blocks):
+            self.read_block(i)  # checksums, then the contents (check_row_block)
 
 
 def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = None,
@@ -428,10 +420,12 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
     names = ROW_ARRAYS + tuple(k for k in (WEIGHT, TARGET) if k in info.crc32)
     where = f"rows/{info.name}"
     try:
-        g = zarr.open_group(url, mode="r", storage_options=storage_options)["rows"][info.name]
+        root = zarr.open_group(url, mode="r", storage_options=storage_options)
+        g = root["rows"][info.name]
         for k in names:
             where = f"rows/{info.name}/{k}"
             arrays[k] = checked_array(url, where, g[k])[...]
+        limits = info.limits if info.limits is not None else _limits(root.attrs["distsvm"])
     except CorruptStoreError:
         raise
     except Exception as exc:  # a damaged chunk fails in the codec with its own error types
@@ -446,8 +440,90 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
                                     f"expected ({expected[k]},)")
         if verify and _crc(a) != info.crc32[k]:
             raise checksum_error(url, f"rows/{info.name}/{k}", g[k])
-    return RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"],
-                    arrays.get(WEIGHT), arrays.get(TARGET))
+    block = RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"],
+                     arrays.get(WEIGHT), arrays.get(TARGET))
+    check_row_block(url, f"rows/{info.name}", block, *limits)
+    return block
+
+
+def metadata_digest(doc: dict) -> str:
+    """SHA-256 of a metadata document without its ``digest`` entry (canonical JSON)."""
+    body = {k: v for k, v in doc.items() if k != DIGEST}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True,
+                      default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def seal_metadata(doc: dict) -> dict:
+    """``doc`` with its ``digest`` entry (set in place): a reader refuses the document if any
+    other entry changes.  Recomputed by every writer of the metadata (appends included)."""
+    doc[DIGEST] = metadata_digest(doc)
+    return doc
+
+
+def check_metadata_digest(url: str, doc, what: str) -> None:
+    """Refuse a metadata document whose ``digest`` does not match its content (an edited or
+    damaged header).  A document without one (written before stores were sealed) is
+    read as before: see docs/storage-format.md."""
+    if isinstance(doc, dict) and DIGEST in doc and doc[DIGEST] != metadata_digest(doc):
+        raise CorruptStoreError(f"{url}: the {what} fails its SHA-256 digest: it was edited "
+                                "or damaged after it was written; refused")
+
+
+def _limits(d: dict) -> tuple[int, int, bool]:
+    """(n_features, n_classes, regression) of a store's metadata document ``d``."""
+    return int(d["n_features"]), len(d["classes"]), d.get("task") == "regression"
+
+
+def _bad(url: str, path: str, reason: str) -> CorruptStoreError:
+    return CorruptStoreError(f"{url}: array {path} (its chunk 0, {path}/c/0) {reason}; the "
+                             "chunk was rewritten or written by a faulty tool: refused unused")
+
+
+def check_pointers(url: str, path: str, indptr: np.ndarray, nnz: int) -> None:
+    """CSR/CSC row (column) pointers ``path``: start at 0, never decrease, end at ``nnz``."""
+    if len(indptr) == 0 or indptr[0] != 0 or indptr[-1] != nnz:
+        raise _bad(url, path, f"is not a valid pointer array (it must run from 0 to {nnz})")
+    if len(indptr) > 1 and (np.diff(indptr) < 0).any():
+        raise _bad(url, path, "is not a valid pointer array (it decreases)")
+
+
+def check_range(url: str, path: str, a: np.ndarray, stop: int, what: str) -> None:
+    """Every entry of the integer array ``a`` in ``[0, stop)``."""
+    if len(a) and (a.min() < 0 or a.max() >= stop):
+        lo, hi = int(a.min()), int(a.max())
+        bad = lo if lo < 0 else hi
+        raise _bad(url, path, f"holds {what} {bad}, outside [0, {stop})")
+
+
+def check_finite(url: str, path: str, a: np.ndarray, what: str = "values",
+                 positive: bool = False) -> None:
+    """Every entry of ``a`` finite (and ``>= 0`` if ``positive``)."""
+    ok = np.isfinite(a).all()
+    if ok and positive and len(a):
+        ok = a.min() >= 0
+    if not ok:
+        need = "finite and >= 0" if positive else "finite"
+        raise _bad(url, path, f"holds {what} that are not {need}")
+
+
+def check_row_block(url: str, path: str, block: RowBlock, n_features: int, n_classes: int,
+                    regression: bool) -> None:
+    """Never trust a block's contents (a CRC proves the bytes are the ones written, not that
+    they are valid): what every kernel indexes with or sums is checked once per load,
+    vectorized — row pointers, column indices in ``[0, n_features)``, class indices in
+    ``[0, n_classes)`` (regression: 0, finite targets), finite values and finite, >= 0
+    instance weights.  Raises CorruptStoreError naming the array and its chunk."""
+    check_pointers(url, f"{path}/indptr", block.indptr, len(block.indices))
+    check_range(url, f"{path}/indices", block.indices, n_features, "column index")
+    check_range(url, f"{path}/y", block.y, 1 if regression else n_classes, "class index")
+    check_finite(url, f"{path}/data", block.data)
+    if block.weight is not None:
+        check_finite(url, f"{path}/{WEIGHT}", block.weight, "instance weights", positive=True)
+    if regression:
+        if block.target is None:
+            raise CorruptStoreError(f"{url}: {path} of a regression store has no targets")
+        check_finite(url, f"{path}/{TARGET}", block.target, "targets")
 
 
 def checked_array(url: str, path: str, array):
@@ -487,12 +563,18 @@ def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = 
             slice(None) if rows is None else rows] for part, rows in info.parts])
     where = f"rows/{info.name}/y"
     try:
-        y = zarr.open_group(url, mode="r", storage_options=storage_options)[where][...]
+        root = zarr.open_group(url, mode="r", storage_options=storage_options)
+        y = checked_array(url, where, root[where])[...]
+        limits = info.limits if info.limits is not None else _limits(root.attrs["distsvm"])
+    except CorruptStoreError:
+        raise
     except Exception as exc:
         raise CorruptStoreError(f"{url}: cannot read array {where}: {exc!r}") from exc
     if y.shape != (info.n_rows,) or (verify and _crc(y) != info.crc32["y"]):
         raise CorruptStoreError(f"{url}: array {where} has the wrong shape or fails its "
                                 "CRC-32 check: the chunk is missing or damaged")
+    _, n_classes, regression = limits
+    check_range(url, where, y, 1 if regression else n_classes, "class index")
     return y
 
 

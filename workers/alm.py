@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from storage import BlockInfo
+from storage import BlockInfo, CorruptStoreError
 
 from . import blocks
 from .kernels import alm as kernel
@@ -38,7 +38,12 @@ def load_blocks(run: str, infos: list[BlockInfo], directory: str, digests: dict[
                 storage_options: dict | None = None) -> int:
     """Resume or recover: set λ and e of blocks ``infos`` from a checkpoint written by
     :func:`save_blocks`, each file checked against its digest; return the blocks loaded."""
-    for s, a in blocks.read_states(run, infos, directory, digests, storage_options):
+    for info, (s, a) in zip(infos, blocks.read_states(run, infos, directory, digests,
+                                                      storage_options)):
+        for k in ("lam", "e"):  # never trust a block state: one value per row (kernels index)
+            if k not in a or a[k].shape != (info.n_rows,) or a[k].dtype.kind != "f":
+                raise CorruptStoreError(f"{directory}/block-{info.name}.npz: array {k} is "
+                                        f"not {info.n_rows} floats; refused")
         s.update(lam=a["lam"].copy(), e=a["e"].copy())
     return len(infos)
 

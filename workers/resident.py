@@ -16,7 +16,7 @@ import json
 
 import numpy as np
 
-from storage import BlockInfo
+from storage import BlockInfo, CorruptStoreError
 
 from . import blocks
 
@@ -98,10 +98,48 @@ def load_blocks(runs: dict[str, str], infos: list[BlockInfo], directory: str,
     held = {prefix: run for prefix, run in runs.items()
             if any(name.startswith(f"{prefix}block-") for name in digests)}
     for prefix, run in held.items():
-        for s, a in blocks.read_states(run, infos, directory, digests, storage_options, prefix):
+        for info, (s, a) in zip(infos, blocks.read_states(run, infos, directory, digests,
+                                                          storage_options, prefix)):
+            check_state(f"{directory}/{prefix}block-{info.name}.npz", a, info.n_rows)
             s.update({k: json.loads(v.tobytes()) if k in json_keys else v.copy()
                       for k, v in a.items()})
     return len(infos) * len(held)
+
+
+def check_state(where: str, a: dict, n_rows: int) -> None:
+    """Never trust a checkpoint's block state either (its SHA-256 proves it is the file the
+    sealed manifest names, not that its contents are sound): what the kernels index with is
+    checked before a block's state is set — ``alpha`` one row per row of the block, the
+    row permutations and lists (``index``, ``cached``) and the active count (``state[0]``)
+    within the block, Crammer–Singer's class positions (``alpha_index``, ``y_index``,
+    ``active_i``) within its classes.  CorruptStoreError naming the file otherwise."""
+    def bad(key, why):
+        return CorruptStoreError(f"{where}: array {key} {why}: the checkpoint's block state "
+                                 "is not sound; refused (resume from another run directory "
+                                 "or train afresh)")
+
+    def ints_in(key, stop, shape=None):
+        v = a.get(key)
+        if v is None:
+            return
+        if v.dtype.kind not in "iu" or (shape is not None and v.shape != shape):
+            raise bad(key, f"has dtype {v.dtype} and shape {v.shape}")
+        if v.size and (v.min() < 0 or v.max() >= stop):
+            raise bad(key, f"holds values outside [0, {stop})")
+
+    alpha = a.get("alpha")
+    if alpha is not None and (alpha.ndim not in (1, 2) or alpha.shape[0] != n_rows):
+        raise bad("alpha", f"has shape {alpha.shape} for a block of {n_rows} rows")
+    ints_in("index", n_rows, (n_rows,))
+    ints_in("cached", n_rows)
+    state = a.get("state")
+    if state is not None and state.size and not 0 <= state.flat[0] <= n_rows:
+        raise bad("state", f"counts {state.flat[0]} active rows of {n_rows}")
+    k = alpha.shape[1] if alpha is not None and alpha.ndim == 2 else None
+    if k is not None:
+        ints_in("alpha_index", k, (n_rows, k))
+        ints_in("y_index", k, (n_rows,))
+        ints_in("active_i", k + 1, (n_rows,))
 
 
 def round_row(r: int, reports: list[dict], n_rows: int, dual: float, pg: float) -> dict:
