@@ -1,5 +1,8 @@
 """distsvm: distributed, out-of-core training of LIBLINEAR's linear classifiers on Dask and Zarr."""
 
+import sys
+import types
+
 __version__ = "0.1.0"
 __all__ = ["LinearSVC", "LinearSVR", "LogisticRegression", "LinearOneClassSVM", "ingest",
            "open_dataset", "train", "predict", "load_model", "save_model"]
@@ -27,3 +30,18 @@ def __getattr__(name):  # lazy, so that `import distsvm` (and the CLI's --help) 
 
         return open_dataset
     raise AttributeError(f"module 'distsvm' has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """The package, whose function ``distsvm.ingest`` its submodule of the same name does not
+    hide: importing the submodule (the function's first use, or any ``from distsvm.ingest
+    import …``) would otherwise bind ``distsvm.ingest`` to the module, and a script's second
+    ``distsvm.ingest(...)`` would fail with "'module' object is not callable"."""
+
+    def __setattr__(self, name, value):
+        if name == "ingest" and isinstance(value, types.ModuleType):
+            return  # the module stays reachable as sys.modules["distsvm.ingest"]
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -28,6 +28,7 @@ from .progress import LOG_FORMATS, Progress, now_iso
 from .solvers.registry import AUTO, LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, LOSSES, SOLVERS
 
 EXIT_ERROR = 1
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 EXIT_USAGE = 2
 
 
@@ -92,6 +93,10 @@ def _common(p):
                         "object per event with time, event and its fields (rounds: the "
                         "solver's round fields)")
     p.add_argument("--json", action="store_true", help="print one JSON object with the results")
+    p.add_argument("--log-level", choices=LOG_LEVELS, metavar="LEVEL",
+                   help="show Dask's log messages (scheduler, workers, client) of LEVEL and "
+                        f"above on stderr: {', '.join(LOG_LEVELS)} (default: none; errors "
+                        "are one ERROR line)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -656,6 +661,11 @@ def main(argv=None) -> int:
         warnings.showwarning = lambda message, *_, **__: print(json.dumps(
             {"time": now_iso(), "event": "warning", "message": str(message)}),
             file=sys.stderr)
+    if hasattr(a, "log_level"):  # a command that may start or join a Dask cluster
+        from . import cluster
+
+        cluster.set_log_level(logging.getLevelName(a.log_level.upper()) if a.log_level
+                              else cluster.QUIET)
     if a.command == "pipeline":  # exit codes of its own, for schedulers (docs/pipeline.md)
         from . import pipeline
 

@@ -23,8 +23,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import importlib.machinery
 import importlib.util
 import logging
+import os
+import signal
+import sys
 import threading
 import time
 
@@ -79,14 +83,88 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
         with c.as_current():  # the client of Dask's functions that take none (wait)
             yield c
         return
-    with LocalCluster(n_workers=n_workers or default_workers(), threads_per_worker=1,
-                      processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                      memory_limit="auto", silence_logs=logging.ERROR, security=security,
-                      protocol="tls://" if security else None) as cluster, \
-            Client(cluster, security=security) as c:
-        _prompt(c)
-        _announce(c, progress)
-        yield c
+    with _main_not_reimported():
+        with _sigint_ignored():
+            cluster = LocalCluster(n_workers=n_workers or default_workers(), threads_per_worker=1,
+                                   processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                   memory_limit="auto", silence_logs=LOG_LEVEL, security=security,
+                                   protocol="tls://" if security else None)
+        with cluster, Client(cluster, security=security) as c:
+            _prompt(c)
+            _announce(c, progress)
+            yield c
+
+
+# Dask's log messages shown on stderr (those of the clusters this process starts: its
+# scheduler, nannies, in-process worker and client, and its worker processes): ERROR and
+# above for the library; the command line shows none unless --log-level asks for them
+# (:func:`set_log_level`): its errors are one line, its shutdown silent.
+LOG_LEVEL = logging.ERROR
+QUIET = logging.CRITICAL + 10  # no message of Dask's
+# the loggers Dask's default logging configuration sets, and asyncio's
+DASK_LOGGERS = ("distributed", "distributed.client", "distributed.gc", "bokeh", "tornado",
+                "tornado.application", "asyncio")
+
+
+def set_log_level(level: int) -> None:
+    """Show Dask's log messages of ``level`` and above (and none of them at :data:`QUIET`)
+    on stderr: those of this process (the ``distributed`` logger's handler, which every
+    ``distributed.*`` logger goes through, and the loggers of ``DASK_LOGGERS``) and those
+    of the worker processes of the clusters it starts later (which read Dask's logging
+    configuration from the ``DASK_LOGGING`` variable of the environment they inherit)."""
+    global LOG_LEVEL
+    import distributed  # noqa: F401 - its logging is set up on import: then change it
+
+    LOG_LEVEL = level
+    for name in DASK_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    for handler in logging.getLogger("distributed").handlers:
+        handler.setLevel(level)
+    os.environ["DASK_LOGGING"] = repr({name: level for name in DASK_LOGGERS})
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """Worker processes started in this block ignore Ctrl-C (SIGINT, which a terminal sends
+    to every process of the foreground job): the process that started them handles it and
+    closes its cluster, which stops them, instead of each printing its KeyboardInterrupt
+    traceback.  A signal ignored at exec stays ignored, and Python then installs no handler
+    of its own.  Main thread only (elsewhere, nothing changes); a Ctrl-C while the cluster
+    starts is lost."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _main_not_reimported():
+    """While a cluster of worker processes lives: its (nanny's) worker processes do not run
+    the script that started it.  Python's ``spawn`` start method, Dask's default, runs the
+    ``__main__`` script of the parent again in every child (as ``__mp_main__``); a script
+    with no ``if __name__ == "__main__":`` guard around its fit then starts a cluster inside
+    the worker, which fails ("Nanny failed to start", hundreds of lines).  A child skips
+    ``__main__`` when its spec names it "__main__" (``multiprocessing.spawn``'s
+    ``_fixup_main_from_name``): a plain script (no spec, a file) gets that spec for the
+    cluster's lifetime, restarts by the nanny included, then its own spec back.  The
+    workers import what their tasks need by module name (distsvm, workers, storage); a
+    function of the script itself reaches them by value (cloudpickle), as before."""
+    main = sys.modules.get("__main__")
+    plain = (main is not None and getattr(main, "__spec__", None) is None
+             and getattr(main, "__file__", None) is not None)
+    if not plain:
+        yield
+        return
+    main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+    try:
+        yield
+    finally:
+        main.__spec__ = None
 
 
 def default_workers() -> int:
@@ -119,7 +197,7 @@ def embedded_client() -> Client:
             with dask.config.set({"distributed.worker.profile.enabled": False}):
                 cluster = LocalCluster(n_workers=1, threads_per_worker=default_workers(),
                                        processes=False, dashboard_address="127.0.0.1:0",
-                                       memory_limit="auto", silence_logs=logging.ERROR)
+                                       memory_limit="auto", silence_logs=LOG_LEVEL)
             try:
                 client = Client(cluster, set_as_default=False)
             except BaseException:
