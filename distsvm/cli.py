@@ -39,8 +39,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _cluster_options(p):
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="Dask scheduler address (tcp://host:port); default: an embedded local cluster")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="Dask scheduler address (tcp://host:port); default: an embedded "
+                            "local cluster")
+    where.add_argument("--scheduler-file", metavar="FILE",
+                       help="the scheduler of a Dask scheduler file (as `dask scheduler "
+                            "--scheduler-file FILE` writes it), as dask's tools take it")
+    p.add_argument("--dashboard", action="store_true",
+                   help="the embedded cluster serves Dask's dashboard on 127.0.0.1 and prints "
+                        "its URL (needs bokeh: pip install 'distsvm[dashboard]')")
     p.add_argument("--workers", type=int, metavar="N",
                    help="run on N worker processes of a local cluster started for the command "
                         "(or use N workers of the --scheduler's); default: one worker whose "
@@ -617,6 +625,19 @@ def _class_weights(argv: list[str]) -> tuple[list[str], dict | None]:
     return rest, weights or None
 
 
+def _cluster_setup(a) -> None:
+    """``--scheduler-file`` (read into ``a.scheduler``) and ``--dashboard``."""
+    if getattr(a, "scheduler_file", None):
+        from .cluster import scheduler_address
+
+        a.scheduler = scheduler_address(a.scheduler_file)
+    if getattr(a, "dashboard", False):
+        from . import cluster
+
+        cluster.need_bokeh()
+        cluster.DASHBOARD = True
+
+
 def _dispatch(a, progress):
     """Run the command ``a.command``; its result for ``--json``, or None."""
     with_progress = {"ingest": _ingest, "columnize": _columnize, "generate": _generate,
@@ -675,6 +696,7 @@ def main(argv=None) -> int:
         return code
     try:
         with _quiet_interrupt():
+            _cluster_setup(a)
             result = _dispatch(a, progress)
     except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
         print(f"ERROR: {exc}", file=sys.stderr)

@@ -37,7 +37,7 @@ import numpy as np
 import psutil
 from distributed import Client, LocalCluster
 
-from .errors import ClusterError
+from .errors import ClusterError, MissingDependencyError
 
 # Share of a worker's memory limit that its process may reach with cached blocks, below Dask's
 # pause threshold (0.8): the rest is for the blocks in flight and the kernels' buffers.
@@ -51,7 +51,8 @@ PAUSED_SECONDS = 60.0  # a pinned worker paused this long (over its memory) fail
 
 @contextlib.contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None,
-            client: Client | None = None, progress=None, security=None):
+            client: Client | None = None, progress=None, security=None,
+            dashboard: bool | None = None):
     """Yield a Dask ``Client``: the one given, one for ``scheduler``, the process's
     in-process cluster (:func:`embedded_client`: no ``n_workers``, no ``security``), or a
     cluster of ``n_workers`` worker processes started for the job.
@@ -61,8 +62,15 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
     embedded cluster's HTTP server (the dashboard, where bokeh is installed) listens on
     127.0.0.1, on a free port.  ``security`` (a ``distributed.security.Security``) secures
     the connection to the scheduler, or makes the embedded cluster of processes talk TLS
-    (still on 127.0.0.1 only).
+    (still on 127.0.0.1 only).  ``dashboard`` (default :data:`DASHBOARD`, the CLI's
+    ``--dashboard``): an embedded cluster serves Dask's dashboard (on 127.0.0.1, its URL
+    announced even with a quiet ``progress``), which needs bokeh (:func:`need_bokeh`);
+    without it, it serves none.
     """
+    if dashboard is None:
+        dashboard = DASHBOARD
+    if dashboard:
+        need_bokeh()
     if client is not None:
         yield client
         return
@@ -72,14 +80,14 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from exc
         try:
-            _announce(c, progress)
+            _announce(c, progress, dashboard, embedded=False)
             yield c
         finally:
             c.close()
         return
     if n_workers is None and security is None:
-        c = embedded_client()
-        _announce(c, progress)
+        c = embedded_client(dashboard)
+        _announce(c, progress, dashboard)
         with c.as_current():  # the client of Dask's functions that take none (wait)
             yield c
         return
@@ -87,11 +95,12 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
         with _sigint_ignored():
             cluster = LocalCluster(n_workers=n_workers or default_workers(), threads_per_worker=1,
                                    processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                   scheduler_kwargs={"dashboard": bool(dashboard)},
                                    memory_limit="auto", silence_logs=LOG_LEVEL, security=security,
                                    protocol="tls://" if security else None)
         with cluster, Client(cluster, security=security) as c:
             _prompt(c)
-            _announce(c, progress)
+            _announce(c, progress, dashboard)
             yield c
 
 
@@ -175,9 +184,10 @@ def default_workers() -> int:
 
 _embedded: tuple[LocalCluster, Client] | None = None  # this process's in-process cluster
 _embedded_lock = threading.Lock()
+_embedded_dashboard = False  # whether it serves the dashboard
 
 
-def embedded_client() -> Client:
+def embedded_client(dashboard: bool = False) -> Client:
     """The client of this process's in-process cluster, started on first use: a scheduler
     and one worker of :func:`default_workers` threads, all in this process (Dask's
     ``inproc://`` transport, nothing listens on the network), closed at interpreter exit or
@@ -187,16 +197,20 @@ def embedded_client() -> Client:
 
     Dask enforces no memory limit on an in-process worker; its limit (Dask's "auto": the
     machine's memory) sizes its block cache (:func:`plan`), which is how a job on data
-    larger than memory stays within it, as on worker processes."""
-    global _embedded
+    larger than memory stays within it, as on worker processes.
+
+    It serves no dashboard unless ``dashboard`` (then one started without is replaced)."""
+    global _embedded, _embedded_dashboard
     with _embedded_lock:
-        if _embedded is None or _embedded[1].status != "running":
+        if (_embedded is None or _embedded[1].status != "running"
+                or (dashboard and not _embedded_dashboard)):
             close_embedded()
             # no statistical profiler: it samples the stacks of every thread of the worker's
             # process 100 times a second, and in-process that is the job's process
             with dask.config.set({"distributed.worker.profile.enabled": False}):
                 cluster = LocalCluster(n_workers=1, threads_per_worker=default_workers(),
                                        processes=False, dashboard_address="127.0.0.1:0",
+                                       scheduler_kwargs={"dashboard": bool(dashboard)},
                                        memory_limit="auto", silence_logs=LOG_LEVEL)
             try:
                 client = Client(cluster, set_as_default=False)
@@ -204,7 +218,7 @@ def embedded_client() -> Client:
                 cluster.close()
                 raise
             _prompt(client, cluster)
-            _embedded = cluster, client
+            _embedded, _embedded_dashboard = (cluster, client), bool(dashboard)
         return _embedded[1]
 
 
@@ -264,15 +278,58 @@ def dashboard_link(client: Client) -> str | None:
         return None
 
 
-def _announce(client: Client, progress) -> None:
-    if progress is None:
+# Whether the embedded clusters serve Dask's dashboard when :func:`connect` is not told
+# (the CLI's --dashboard sets it).
+DASHBOARD = False
+DASHBOARD_EXTRA = "pip install 'distsvm[dashboard]' (bokeh>=3.1)"
+
+
+def need_bokeh() -> None:
+    """MissingDependencyError unless bokeh, which Dask's dashboard needs, is installed."""
+    if importlib.util.find_spec("bokeh") is None:
+        raise MissingDependencyError(f"the Dask dashboard needs bokeh, which is not "
+                                     f"installed: {DASHBOARD_EXTRA}")
+
+
+def _announce(client: Client, progress, dashboard: bool = False, embedded: bool = True) -> None:
+    """The cluster line on ``progress``; with ``dashboard`` asked, its URL on stderr even
+    with no ``progress`` or a quiet one."""
+    if progress is None and not dashboard:
         return
-    link = dashboard_link(client)
+    # an embedded cluster's HTTP server serves the dashboard only where asked
+    link = dashboard_link(client) if dashboard or not embedded else None
+    server = getattr(getattr(getattr(client, "cluster", None), "scheduler", None),
+                     "http_server", None)
+    if link and embedded and getattr(server, "port", None):
+        # its own address: Dask's link names the machine's for an inproc:// scheduler
+        link = f"http://127.0.0.1:{server.port}/status"
+    if progress is None:
+        print(f"dashboard: {link or 'none (the scheduler serves none)'}", file=sys.stderr,
+              flush=True)
+        return
     info = client.scheduler_info()
-    progress.note(f"cluster: scheduler {info.get('address', client.scheduler.address)}, "
-                  f"{len(info.get('workers', {}))} workers, dashboard "
-                  + (link or "off (the scheduler serves none: pip install bokeh)"),
-                  event="cluster", scheduler=info.get("address"), dashboard=link)
+    text = (f"cluster: scheduler {info.get('address', client.scheduler.address)}, "
+            f"{len(info.get('workers', {}))} workers, dashboard "
+            + (link or ("off (the scheduler serves none)" if dashboard
+                        else "off (--dashboard serves one)")))
+    if dashboard and progress.quiet and not progress.json:
+        progress._line(f"dashboard: {link or 'none (the scheduler serves none)'}")
+    progress.note(text, event="cluster", scheduler=info.get("address"), dashboard=link)
+
+
+def scheduler_address(scheduler_file: str) -> str:
+    """The address in a Dask scheduler file (``dask scheduler --scheduler-file FILE``)."""
+    import json
+
+    try:
+        with open(scheduler_file) as f:
+            return json.load(f)["address"]
+    except FileNotFoundError:
+        raise ClusterError(f"no scheduler file {scheduler_file} (expected the JSON file that "
+                           "`dask scheduler --scheduler-file FILE` writes)") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ClusterError(f"{scheduler_file} is not a Dask scheduler file (JSON with the "
+                           f"scheduler's 'address'): {exc!r}") from None
 
 
 def workers_info(client: Client) -> dict:
