@@ -38,6 +38,20 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+class _WeightsHelp(argparse.HelpFormatter):
+    """``train --help`` with LIBLINEAR's ``-wi W`` among the options: argparse cannot declare
+    an option whose name holds its value (``-w1 2``); :func:`_class_weights` reads it."""
+
+    def add_arguments(self, actions):
+        actions = list(actions)
+        super().add_arguments(actions)
+        if any(a.dest == "C" for a in actions):  # the options' section
+            self.add_argument(argparse.Action(
+                ["-wi"], dest="class_weight", metavar="W",
+                help="weight W on the cost C of class label i (LIBLINEAR's -wi, repeatable: "
+                     "-w1 2 -w-1 0.5); default 1"))
+
+
 def _cluster_options(p):
     where = p.add_mutually_exclusive_group()
     where.add_argument("--scheduler", metavar="ADDRESS",
@@ -108,7 +122,8 @@ def _common(p):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="distsvm", description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser = _Parser(prog="distsvm", description=re.sub(  # the docstring's ``markup`` off
+        r"``(.*?)``", r"\1", " ".join(__doc__.split("\n\n")[0].split())))
     parser.add_argument("--version", action="version", version=f"distsvm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -178,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the metadata as JSON")
     _storage_options(p)
 
-    p = sub.add_parser("train", help="train a linear classifier on a store")
+    p = sub.add_parser("train", help="train a linear classifier on a store",
+                       formatter_class=_WeightsHelp)
     p.add_argument("store")
     p.add_argument("model", nargs="?", help="where to write the model (not with -v or -C)")
     p.add_argument("--solver", choices=[*(s.cli_name for s in SOLVERS.values()), AUTO],
@@ -625,6 +641,33 @@ def _class_weights(argv: list[str]) -> tuple[list[str], dict | None]:
     return rest, weights or None
 
 
+# What each path argument of a command is expected to name (for the message of an OSError).
+EXPECTED = {"source": "a LIBSVM/svmlight text file, plain or .gz/.bz2/.xz",
+            "store": "a dataset store directory (made by distsvm ingest)",
+            "liblinear_model": "a LIBLINEAR text model file",
+            "weights": "a text file of one instance weight per line",
+            "spec": "a job spec file (YAML, TOML or JSON)",
+            "run": "a run directory of distsvm run",
+            "output": "a file to write"}
+EXPECTED_MODEL = {"train": "where to write the model (a file path)",
+                  "predict": "a distsvm model or a LIBLINEAR text model file",
+                  "export": "a distsvm model file", "import": "where to write the model"}
+
+
+def _os_error(a, exc: OSError) -> str:
+    """An OSError as one line: the path, what happened (not a bare errno), and what the
+    command expected to find there (:data:`EXPECTED`)."""
+    name = exc.filename
+    if name is None or not exc.strerror:
+        return str(exc)
+    reason = exc.strerror[0].lower() + exc.strerror[1:]
+    args = {k: v for k, v in vars(a).items() if isinstance(v, str)}
+    arg = next((k for k in ("model", "liblinear_model", *args) if args.get(k) == str(name)),
+               None)
+    what = EXPECTED_MODEL.get(a.command) if arg == "model" else EXPECTED.get(arg)
+    return f"{name}: {reason}" + (f" (expected {what})" if what else "")
+
+
 def _cluster_setup(a) -> None:
     """``--scheduler-file`` (read into ``a.scheduler``) and ``--dashboard``."""
     if getattr(a, "scheduler_file", None):
@@ -699,7 +742,8 @@ def main(argv=None) -> int:
             _cluster_setup(a)
             result = _dispatch(a, progress)
     except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
+        print(f"ERROR: {_os_error(a, exc) if isinstance(exc, OSError) else exc}",
+              file=sys.stderr)
         from .spec import SpecError
 
         return EXIT_USAGE if isinstance(exc, SpecError) else EXIT_ERROR
