@@ -287,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="a distsvm model or a LIBLINEAR text model")
     p.add_argument("--output", metavar="FILE",
                    help="write one predicted label (a ranking model: rank) per line")
+    p.add_argument("--strict", action="store_true",
+                   help="a model and store of different feature counts are an error "
+                        "(default: a warning, and features only one has weigh 0)")
     p.add_argument("-b", dest="probability", type=int, choices=(0, 1), default=0,
                    help="1: --output gets LIBLINEAR's probability format (a 'labels' header, "
                         "then label and probabilities per row); logistic models only")
@@ -538,12 +541,28 @@ def _trainers(loss: str) -> list[str]:
     return [s.name for s in SOLVERS.values() if loss in s.losses]
 
 
+def _check_features(a, model, store) -> None:
+    """A model trained on another feature count than the store's: predict goes on by
+    LIBLINEAR's rule (a feature the model has not seen weighs 0, one it has that the store
+    lacks is absent), with a warning; ``--strict`` makes it an error."""
+    n_model, n_store = model.n_features, store.meta.n_features
+    if n_model == n_store:
+        return
+    text = (f"the model {a.model} has {n_model} features and the store {a.store} "
+            f"{n_store}: a different feature space? (")
+    if a.strict:
+        raise ValueError(text + "--strict: not predicting)")
+    warnings.warn(text + "features only one of them has weigh 0, as in LIBLINEAR; "
+                  "--strict makes this an error)", stacklevel=2)
+
+
 def _predict(a, progress):
     from .jobs import predict
     from .model import load_model
 
     model = load_model(a.model, _so(a))
     store = open_dataset(a.store, _so(a))
+    _check_features(a, model, store)
     result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
                      output=a.output, probability=bool(a.probability))
     where = sys.stderr if a.json else sys.stdout

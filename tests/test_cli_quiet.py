@@ -75,6 +75,24 @@ def test_missing_files_name_the_path_and_what_was_expected(dna, tmp_path, capsys
         "`dask scheduler --scheduler-file FILE` writes)"]
 
 
+def test_predict_warns_of_another_feature_count(dna, tmp_path, capsys):
+    """A model of 180 features on a store of 200: a warning and LIBLINEAR's prediction (the
+    extra features weigh 0), or with --strict one ERROR line."""
+    import distsvm
+
+    tmp, _, model = dna
+    wider = distsvm.ingest(str(DATA / "dna.scale.xz"), str(tmp_path / "wide.zarr"),
+                           n_features=200)
+    assert main(["predict", wider.url, str(model), "-q"]) == 0  # the CLI prints its warnings
+    out, err = capsys.readouterr()
+    assert out == "Accuracy = 99.1000% (1982/2000)\n"
+    assert re.fullmatch(r"WARNING: the model \S+ has 180 features and the store \S+ 200: .*\n",
+                        err), err
+    assert main(["predict", wider.url, str(model), "-q", "--strict"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: the model") and err.count("\n") == 1 and "--strict" in err
+
+
 def test_help_has_no_markup_and_lists_class_weights(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
