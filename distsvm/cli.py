@@ -261,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sequential dcd: visit the rows block by block even where one "
                         "worker's memory holds the whole store (default: one permutation of "
                         "all rows per round there, as LIBLINEAR)")
+    p.add_argument("--verbose", action="store_true",
+                   help="multi-class (one-vs-rest): every class's round lines, [class …] "
+                        "(default: one line a round for all classes)")
     p.add_argument("--run-dir", metavar="DIR",
                    help="keep a run log in DIR: rounds.jsonl (one JSON line per round) and "
                         "summary.json (see `distsvm report`)")
@@ -739,7 +742,8 @@ def main(argv=None) -> int:
     warnings.showwarning = _show_warning
     progress = Progress(quiet=getattr(a, "quiet", False),
                         log_format=getattr(a, "log_format", "text"),
-                        run_dir=getattr(a, "run_dir", None) if a.command == "train" else None)
+                        run_dir=getattr(a, "run_dir", None) if a.command == "train" else None,
+                        verbose=getattr(a, "verbose", False))
     if progress.json:  # warnings too are JSON lines (not silenced by -q, as in text)
         warnings.showwarning = lambda message, *_, **__: print(json.dumps(
             {"time": now_iso(), "event": "warning", "message": str(message)}),

@@ -7,6 +7,7 @@ newcomer's terminal shows."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -217,3 +218,27 @@ def test_jobs_run_on_an_existing_clients_cluster(dna):
                    map(str, c.run_on_scheduler(lambda dask_scheduler:
                                                list(dask_scheduler.task_prefixes))))
     assert result["n_rows"] == 2000
+
+
+def test_multiclass_training_logs_one_line_a_round(dna, tmp_path, capsys):
+    """3 classes one-vs-rest, by sequential DCD (one job for all classes) and by Newton (a
+    problem per class): one ``round r  3 classes: …`` line a round, the classes' rows in the
+    run log; ``--verbose`` shows the ``[class …]`` lines."""
+    _, store, _ = dna
+    for solver in (["-e", "0.5"], ["-s", "2"]):
+        run_dir = tmp_path / "run"
+        assert main(["train", store, str(tmp_path / "m"), *solver, "--run-dir",
+                     str(run_dir)]) == 0
+        err = capsys.readouterr().err
+        rounds = [line for line in err.splitlines() if line.startswith("round")]
+        assert not any(line.startswith("[class") for line in err.splitlines()), err
+        numbers = [int(line.split()[1]) for line in rounds]
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), err
+        assert all(" 3 classes: " in line for line in rounds), err
+        logged = [json.loads(line) for line in (run_dir / "rounds.jsonl").open()]
+        assert {row["class"] for row in logged} == {"1", "2", "3"}
+        assert max(row["round"] for row in logged) == numbers[-1]
+    assert main(["train", store, str(tmp_path / "m"), "-s", "2", "--verbose"]) == 0
+    err = capsys.readouterr().err
+    assert {line.split("]")[0] for line in err.splitlines() if line.startswith("[class")} == \
+        {"[class 1", "[class 2", "[class 3"}
