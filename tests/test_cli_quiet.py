@@ -176,6 +176,8 @@ def test_ctrl_c_on_worker_processes_is_one_line(dna, tmp_path):
         p.stderr.splitlines()[-1:], p.stderr
     p = cli("predict", store, model, "--workers", "2", "-q")
     assert p.returncode == 0 and p.stderr == "", p.stderr
+    p = cli("ingest", bad, tmp_path / "bad.zarr", "-q", "--log-level", "error")  # shown on request
+    assert p.returncode == 1 and "distributed.worker - ERROR - Compute Failed" in p.stderr
 
 
 @pytest.mark.slow
