@@ -97,7 +97,9 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
                                    processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
                                    scheduler_kwargs={"dashboard": bool(dashboard)},
                                    memory_limit="auto", silence_logs=LOG_LEVEL, security=security,
-                                   protocol="tls://" if security else None)
+                                   protocol="tls://" if security else None,
+                                   preload=[*dask.config.get("distributed.worker.preload", []),
+                                            "distsvm.worker_setup"])
         with cluster, Client(cluster, security=security) as c:
             _prompt(c)
             _announce(c, progress, dashboard)
