@@ -59,18 +59,15 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
 
     With ``progress`` (a :class:`distsvm.progress.Progress`), a cluster this call connects
     to or starts is announced with its scheduler, workers and dashboard address.  An
-    embedded cluster's HTTP server (the dashboard, where bokeh is installed) listens on
-    127.0.0.1, on a free port.  ``security`` (a ``distributed.security.Security``) secures
-    the connection to the scheduler, or makes the embedded cluster of processes talk TLS
-    (still on 127.0.0.1 only).  ``dashboard`` (default :data:`DASHBOARD`, the CLI's
-    ``--dashboard``): an embedded cluster serves Dask's dashboard (on 127.0.0.1, its URL
-    announced even with a quiet ``progress``), which needs bokeh (:func:`need_bokeh`);
-    without it, it serves none.
+    embedded cluster's HTTP server listens on 127.0.0.1, on a free port.  ``security`` (a
+    ``distributed.security.Security``) secures the connection to the scheduler, or makes
+    the embedded cluster of processes talk TLS (still on 127.0.0.1 only).  ``dashboard``
+    (default :data:`DASHBOARD`, the CLI's ``--dashboard``): an embedded cluster serves
+    Dask's dashboard (on 127.0.0.1, its URL announced even with a quiet ``progress``),
+    which needs bokeh (:func:`need_bokeh`); without it, it serves none.
     """
     if dashboard is None:
         dashboard = DASHBOARD
-    if dashboard:
-        need_bokeh()
     if client is not None:
         yield client
         return
@@ -85,6 +82,8 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
         finally:
             c.close()
         return
+    if dashboard:  # an embedded cluster's (a scheduler's own is its business)
+        need_bokeh()
     if n_workers is None and security is None:
         c = embedded_client(dashboard)
         _announce(c, progress, dashboard)
