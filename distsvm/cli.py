@@ -699,7 +699,8 @@ def _cluster_setup(a) -> None:
     if getattr(a, "dashboard", False):
         from . import cluster
 
-        cluster.need_bokeh()
+        if not a.scheduler:  # an embedded cluster's: bokeh here (checked before the job)
+            cluster.need_bokeh()
         cluster.DASHBOARD = True
 
 
