@@ -150,7 +150,7 @@ class Bar:
 
 class ClassRounds:
     """The text log of a multi-class job's K problems (one-vs-rest): one line per round for
-    all of them, ``round r  K classes: n at round r, c stopped  <sums and maxima>``, instead
+    all of them, ``round r  <sums and maxima>  classes n of K (c stopped)``, instead
     of K lines a round (``[class …]`` lines, shown with ``verbose``; the JSON log and the run
     log keep every problem's rows).
 
@@ -190,14 +190,14 @@ class ClassRounds:
     def line(self, r: int, rows: dict[str, dict]) -> str:
         values = list(rows.values())
         stopped = sum(1 for label in self.finished if self.last.get(label, -1) < r)
-        text = (f"round {r:4d}  {len(self.labels)} classes: {len(values)} at this round, "
-                f"{stopped} stopped")
+        text = f"round {r:4d}"
         for key, what, fmt, agg in (("primal", "primal sum", ".8e", sum),
                                     ("dual", "dual sum", ".8e", sum),
                                     ("pg_violation", "pg max", ".2e", max),
                                     ("rel_grad_norm", "|grad| rel max", ".1e", max)):
             if all(key in v for v in values):
                 text += f"  {what} {agg(v[key] for v in values):{fmt}}"
+        text += f"  classes {len(values)} of {len(self.labels)} ({stopped} stopped)"
         if all("seconds" in v for v in values):
             text += f"  {max(v['seconds'] for v in values):.2f}s"
         return text

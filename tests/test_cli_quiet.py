@@ -224,7 +224,7 @@ def test_jobs_run_on_an_existing_clients_cluster(dna):
 
 def test_multiclass_training_logs_one_line_a_round(dna, tmp_path, capsys):
     """3 classes one-vs-rest, by sequential DCD (one job for all classes) and by Newton (a
-    problem per class): one ``round r  3 classes: …`` line a round, the classes' rows in the
+    problem per class): one ``round r  …  classes n of 3 …`` line a round, the classes' rows in the
     run log; ``--verbose`` shows the ``[class …]`` lines."""
     _, store, _ = dna
     for solver in (["-e", "0.5"], ["-s", "2"]):
@@ -236,7 +236,8 @@ def test_multiclass_training_logs_one_line_a_round(dna, tmp_path, capsys):
         assert not any(line.startswith("[class") for line in err.splitlines()), err
         numbers = [int(line.split()[1]) for line in rounds]
         assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), err
-        assert all(" 3 classes: " in line for line in rounds), err
+        assert all(re.search(r"  classes [123] of 3 \([012] stopped\)", line)
+                   for line in rounds), err
         logged = [json.loads(line) for line in (run_dir / "rounds.jsonl").open()]
         assert {row["class"] for row in logged} == {"1", "2", "3"}
         assert max(row["round"] for row in logged) == numbers[-1]
