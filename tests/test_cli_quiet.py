@@ -201,9 +201,9 @@ def test_dashboard_on_request(dna, tmp_path):
     assert "dashboard off (--dashboard serves one)" in p.stderr.splitlines()[0]
 
 
-def test_jobs_run_on_an_existing_clients_cluster(dna):
+def test_jobs_run_on_an_existing_clients_cluster(dna, tmp_path, capsys):
     """Inside ``with Client(...)``, train and predict use that client's cluster and start
-    no embedded one."""
+    no embedded one; ``--scheduler-file`` (as ``dask scheduler`` writes it) reaches it too."""
     from distributed import Client, LocalCluster
 
     import distsvm
@@ -219,6 +219,11 @@ def test_jobs_run_on_an_existing_clients_cluster(dna):
         assert any(k.startswith("block_decisions") for k in
                    map(str, c.run_on_scheduler(lambda dask_scheduler:
                                                list(dask_scheduler.task_prefixes))))
+        c.write_scheduler_file(str(tmp_path / "scheduler.json"))
+        assert main(["predict", store, str(model), "--scheduler-file",
+                     str(tmp_path / "scheduler.json"), "-q", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["n_rows"] == 2000
+        assert cluster._embedded is None
     assert result["n_rows"] == 2000
 
 
