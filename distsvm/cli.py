@@ -28,8 +28,8 @@ from .progress import LOG_FORMATS, Progress, now_iso
 from .solvers.registry import AUTO, LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, LOSSES, SOLVERS
 
 EXIT_ERROR = 1
-LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 EXIT_USAGE = 2
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")  # --log-level: Dask's messages
 
 
 class _Parser(argparse.ArgumentParser):
