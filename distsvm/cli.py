@@ -560,11 +560,12 @@ def _check_features(a, model, store) -> None:
 
 
 def _predict(a, progress):
-    from .jobs import predict
+    from .jobs import check_task, predict
     from .model import load_model
 
     model = load_model(a.model, _so(a))
     store = open_dataset(a.store, _so(a))
+    check_task(model, store)  # a model of the other task is an error before any warning
     _check_features(a, model, store)
     result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
                      output=a.output, probability=bool(a.probability))
