@@ -163,7 +163,9 @@ def _main_not_reimported():
     ``_fixup_main_from_name``): a plain script (no spec, a file) gets that spec for the
     cluster's lifetime, restarts by the nanny included, then its own spec back.  The
     workers import what their tasks need by module name (distsvm, workers, storage); a
-    function of the script itself reaches them by value (cloudpickle), as before."""
+    function of the script itself reaches them by value (cloudpickle), as before.  (A
+    ``spawn`` pool the script itself starts meanwhile, in another thread, would not see the
+    script's functions either.)"""
     main = sys.modules.get("__main__")
     plain = (main is not None and getattr(main, "__spec__", None) is None
              and getattr(main, "__file__", None) is not None)
