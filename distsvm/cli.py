@@ -20,6 +20,7 @@ import warnings
 
 from storage import open_dataset
 from storage.errors import StorageError
+from storage.lock import LockHeldError
 
 from . import __version__
 from .errors import ClusterError, MissingDependencyError
@@ -29,6 +30,7 @@ from .solvers.registry import AUTO, LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, LOSS
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_LOCKED = 4  # another writer held the store's or the registry's lock (storage.lock)
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")  # --log-level: Dask's messages
 
 
@@ -69,6 +71,12 @@ def _cluster_options(p):
                         "threads are this process's, or worker processes (one per core, at "
                         "most 4) for a store over a quarter of the machine's memory and for "
                         "train --parallel")
+
+
+def _lock_options(p):
+    p.add_argument("--lock-timeout", type=float, metavar="SECONDS",
+                   help="wait up to SECONDS for another writer of the same store or registry "
+                        "model to finish (default 60), then exit 4 naming it")
 
 
 def _columnize_options(p):
@@ -141,6 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-features", type=int, metavar="N",
                    help="number of features (default: the largest index seen)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--append", action="store_true",
+                   help="append SOURCE's rows to STORE (created if absent) as a pipeline run "
+                        "does: recorded in its ledger by file name and SHA-256, skipped if "
+                        "already there, refused if that name was appended with other content; "
+                        "one writer at a time (docs/pipeline.md)")
     p.add_argument("--weights", metavar="FILE",
                    help="instance weights, one per line in the rows' order (LIBLINEAR's -W "
                         "file), kept in the store")
@@ -150,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "12, 13), not classes, even where they are integers")
     p.add_argument("--columns", action="store_true",
                    help="also build the column view (as `distsvm columnize` does)")
+    _lock_options(p)
     _columnize_options(p)
     _cluster_options(p)
     _storage_options(p)
@@ -319,10 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a training job spec (YAML, TOML or JSON; docs/jobs.md)")
     p.add_argument("spec")
     p.add_argument("--run-id", help="name of the run directory (default: time and a random tag)")
+    _lock_options(p)
     _common(p)
 
     p = sub.add_parser("resume", help="continue a killed `distsvm run` from its last checkpoint")
     p.add_argument("run", help="the run directory (RUNS/RUN_ID)")
+    _lock_options(p)
     _common(p)
 
     p = sub.add_parser("registry", help="list, show or promote models of a model registry")
@@ -336,6 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "retrain, evaluate, promote if not worse (docs/pipeline.md)")
     p.add_argument("action", choices=("run",))
     p.add_argument("spec")
+    _lock_options(p)
     _common(p)
     return parser
 
@@ -344,11 +361,14 @@ def _ingest(a, progress):
     from .ingest import DEFAULT_BLOCK_MB, ingest
     from .jobs import client_for
 
+    if a.append:
+        return _append(a, progress)
     kwargs = dict(dtype=a.dtype, index_base=0 if a.zero_based else 1, shuffle=not a.no_shuffle,
                   seed=a.seed, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
                   n_features=a.n_features, overwrite=a.overwrite, storage_options=_so(a),
-                  progress=progress, sample_weight=a.weights, regression=a.regression)
+                  progress=progress, sample_weight=a.weights, regression=a.regression,
+                  lock_timeout=a.lock_timeout)
     if a.serial:
         d = ingest(a.source, a.store, **kwargs)
         if a.columns:
@@ -362,6 +382,38 @@ def _ingest(a, progress):
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
             "n_blocks": len(m.blocks), "classes": list(m.classes), "task": m.task,
             **({"targets": m.targets} if m.regression else {})}
+
+
+def _append(a, progress):
+    """``ingest --append``: the pipeline's append of one partition file
+    (:func:`distsvm.pipeline.ingest_partitions`), holding the store's lock throughout."""
+    from storage.lock import DEFAULT_TIMEOUT, Lock
+
+    from .jobs import client_for
+    from .pipeline import ingest_partitions
+
+    given = [flag for flag, on in (("--overwrite", a.overwrite), ("--weights", a.weights),
+                                   ("--columns", a.columns), ("--no-shuffle", a.no_shuffle),
+                                   ("--dtype", a.dtype != "float32")) if on]
+    if given:
+        raise ValueError(f"distsvm ingest --append: {given[0]} does not apply (an append "
+                         "takes the store's dtype, shuffles, and drops the column view)")
+    spec = {"dataset": a.store, "storage_options": _so(a),
+            "ingest": {k: v for k, v in dict(
+                block_rows=a.block_rows, block_mb=a.block_mb, zero_based=a.zero_based,
+                n_features=a.n_features, seed=a.seed, regression=a.regression).items()
+                if v not in (None, False)}}
+    with Lock(a.store, _so(a), what=a.store, progress=progress,
+              timeout=DEFAULT_TIMEOUT if a.lock_timeout is None else a.lock_timeout):
+        from storage.leftovers import remove_leftovers
+
+        remove_leftovers(a.store, _so(a), progress)
+        with (contextlib.nullcontext() if a.serial
+              else client_for(a.scheduler, a.workers, progress=progress)) as c:
+            d, added = ingest_partitions(spec, [a.source], c, progress)
+    m = d.meta
+    return {"store": a.store, "appended": added, "n_rows": m.n_rows, "n_features": m.n_features,
+            "nnz": m.nnz, "n_blocks": len(m.blocks), "classes": list(m.classes), "task": m.task}
 
 
 def _generate(a, progress):
@@ -404,7 +456,16 @@ def _columnize(a, progress):
 
 
 def _info(a):
-    d = open_dataset(a.store, _so(a))
+    from storage.errors import StoreNotFoundError
+
+    try:
+        d = open_dataset(a.store, _so(a))
+    except StoreNotFoundError:
+        listed = _info_directory(a)  # a folder of stores: what killed writers left in it
+        if listed is None:
+            raise
+        return None
+    _leftovers_beside(a)
     if not a.no_verify:
         d.verify()
     meta = d.meta.to_json()
@@ -425,6 +486,32 @@ def _info(a):
     sizes = [b["n_rows"] for b in blocks]
     print(f"{'blocks':16s} {len(blocks)} (rows per block: min {min(sizes)}, max {max(sizes)})")
     return None
+
+
+def _info_directory(a):
+    """``info`` on a folder that is not a store: the leftovers of killed writers in it
+    (:func:`storage.leftovers.scan`); None if there are none (then: no store here)."""
+    from storage.leftovers import scan
+
+    found = scan(a.store, _so(a))
+    if not found:
+        return None
+    if a.json:
+        print(json.dumps({"directory": a.store, "leftovers": found}))
+        return found
+    print(f"{a.store}: not a dataset; {len(found)} leftover(s) of interrupted writes:")
+    for f in found:
+        print(f"  {f['kind']:18s} {f['path']}: {f['detail']}")
+    return found
+
+
+def _leftovers_beside(a) -> None:
+    """``info STORE``: a warning for each leftover of a killed writer of STORE."""
+    from storage.leftovers import leftovers_of
+
+    for path in leftovers_of(a.store, _so(a)):
+        print(f"WARNING: {path}: left by an interrupted write to {a.store} (the next ingest "
+              "or append to it removes it)", file=sys.stderr)
 
 
 def _train(a, progress):
@@ -608,8 +695,9 @@ def _run(a, progress):
     from . import spec
 
     if a.command == "resume":
-        return spec.resume(a.run, progress=progress)
-    return spec.run(spec.load_spec(a.spec), run_id=a.run_id, progress=progress)
+        return spec.resume(a.run, progress=progress, lock_timeout=a.lock_timeout)
+    return spec.run(spec.load_spec(a.spec), run_id=a.run_id, progress=progress,
+                    lock_timeout=a.lock_timeout)
 
 
 def _registry(a):
@@ -758,7 +846,7 @@ def main(argv=None) -> int:
     if a.command == "pipeline":  # exit codes of its own, for schedulers (docs/pipeline.md)
         from . import pipeline
 
-        code, result = pipeline.main(a.spec, progress)
+        code, result = pipeline.main(a.spec, progress, a.lock_timeout)
         if a.json and result is not None:
             print(json.dumps(result))
         return code
@@ -766,6 +854,9 @@ def main(argv=None) -> int:
         with _quiet_interrupt():
             _cluster_setup(a)
             result = _dispatch(a, progress)
+    except LockHeldError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
     except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
         print(f"ERROR: {_os_error(a, exc) if isinstance(exc, OSError) else exc}",
               file=sys.stderr)

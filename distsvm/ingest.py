@@ -1,9 +1,10 @@
 """Ingest jobs: LIBSVM files or in-memory matrices into a committed dataset, on Dask or in-process.
 
 Runs the three phases of :mod:`storage.ingest` (parts, plan, blocks).  With a
-Dask client, an uncompressed file is split into byte ranges at line
-boundaries that workers read and parse themselves; a compressed file is
-decompressed here as a stream and its pieces parsed by the workers, with a
+Dask client, an uncompressed file that the workers see at the same path (a
+shared filesystem: :func:`workers_see`) is split into byte ranges at line
+boundaries that workers read and parse themselves; any other file is
+read (and decompressed) here as a stream and its pieces parsed by the workers, with a
 bounded number in flight.  Without a client every task runs in this process.
 Either way the store appears only when complete (:func:`storage.dataset.commit`),
 and a failure or an interrupt removes everything written.
@@ -22,6 +23,9 @@ from storage import Dataset
 from storage import dataset as ds
 from storage import ingest as ing
 from storage.errors import InputDataError
+from storage.leftovers import remove_leftovers
+from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
+from storage.lock import Lock
 
 from .progress import Progress
 
@@ -66,19 +70,26 @@ class _Runner:
 
 
 @contextlib.contextmanager
-def staging(store: str, overwrite: bool, storage_options: dict | None, client):
-    """Yield ``(stage, runner)`` for writing a new dataset at ``store``; on any failure
+def staging(store: str, overwrite: bool, storage_options: dict | None, client,
+            lock_timeout: float | None = None, progress: Progress | None = None):
+    """Yield ``(stage, runner)`` for writing a new dataset at ``store``, holding the store's
+    lock (:mod:`storage.lock`; waiting up to ``lock_timeout`` seconds) and having removed
+    what killed writers left (:func:`storage.leftovers.remove_leftovers`); on any failure
     cancel the runner's pending tasks and remove the staging group, so that nothing a later
     command could take for a whole store is left behind."""
-    stage = ds.prepare(store, overwrite, storage_options)
-    run = _Runner(client)
-    try:
-        yield stage, run
-    except BaseException:
-        if client is not None:
-            client.cancel(run.pending)
-        ds.abort(stage, store, storage_options)
-        raise
+    with Lock(store, storage_options, what=f"{store}",
+              timeout=DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout,
+              progress=progress):
+        remove_leftovers(store, storage_options, progress)
+        stage = ds.prepare(store, overwrite, storage_options)
+        run = _Runner(client)
+        try:
+            yield stage, run
+        except BaseException:
+            if client is not None:
+                client.cancel(run.pending)
+            ds.abort(stage, store, storage_options)
+            raise
 
 
 def ingest(source, store: str, *, client=None, dtype: str = "float32", index_base: int = 1,
@@ -86,7 +97,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
            block_mb: float | None = DEFAULT_BLOCK_MB, n_features: int | None = None,
            overwrite: bool = False, chunk_mb: float = DEFAULT_CHUNK_MB,
            storage_options: dict | None = None, progress: Progress | None = None,
-           sample_weight=None, regression: bool = False) -> Dataset:
+           sample_weight=None, regression: bool = False,
+           lock_timeout: float | None = None) -> Dataset:
     """Ingest ``source`` — a LIBSVM/svmlight file path or fsspec URL (plain, .gz, .bz2, .xz;
     a URL is read with ``storage_options``, as the store) or an ``(X, y)`` pair of a
     NumPy/SciPy matrix and labels — into a dataset at ``store``.
@@ -99,6 +111,9 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     ``regression``: the labels are real-valued targets (a regression store: task
     "regression", each block's ``target`` array; docs/storage-format.md), whatever their
     values — integer labels do not make classes.
+
+    ``lock_timeout``: seconds to wait for another writer of ``store`` (default 60;
+    :class:`storage.lock.LockHeldError` then).
     """
     progress = progress or Progress(quiet=True)
     if dtype not in ds.DTYPES:
@@ -116,7 +131,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
         raise FileNotFoundError(f"{source}: no such file")
     weights = _read_weights(sample_weight)
     start = time.perf_counter()
-    with staging(store, overwrite, storage_options, client) as (stage, run):
+    with staging(store, overwrite, storage_options, client, lock_timeout,
+                 progress) as (stage, run):
         common = dict(shuffle=shuffle, seed=seed, storage_options=storage_options,
                       regression=bool(regression))
         if is_text:
@@ -136,9 +152,10 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
                            weights=None if weights is None else weights[r0:r0 + step], **common)
             if n_features is None:
                 n_features = X.shape[1]
-        elif client is not None and not libsvm.is_compressed(source) and not remote:
+        elif (client is not None and not libsvm.is_compressed(source) and not remote
+              and (shared := workers_see(client, source))):
             for part, (a, b) in enumerate(libsvm.split_ranges(source, int(chunk_mb * 2**20))):
-                run.submit(ing.part_from_text, stage, part, str(source), start=a, end=b,
+                run.submit(ing.part_from_text, stage, part, shared, start=a, end=b,
                            dtype=dtype, index_base=index_base, **common)
         else:
             for part, (buf, offset, line) in enumerate(
@@ -183,6 +200,28 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
         dataset = ds.commit(stage, store, meta, overwrite, storage_options)
     progress.note(f"ingest: wrote {store}: {n_blocks} blocks in {time.perf_counter() - start:.1f}s")
     return dataset
+
+
+def workers_see(client, path) -> str | None:
+    """The path by which every worker of ``client`` reads the local file ``path`` itself —
+    the same file as here (size, modification time and inode agree: one machine, or a
+    shared filesystem at the same mount point) — or None: workers on other machines, or
+    without the mount, cannot be handed the path, and the file is streamed from here
+    instead (as a compressed one is).  ``path`` as given where it works (errors then name
+    the file as the user did), else its absolute path (workers in another directory)."""
+    from storage import libsvm
+
+    mine = libsvm.file_identity(path)
+    if mine is None:
+        return None
+    for candidate in dict.fromkeys([os.fspath(path), os.path.abspath(path)]):
+        try:
+            theirs = client.run(libsvm.file_identity, candidate)
+        except Exception:  # noqa: BLE001 - a worker gone or failing: stream from here
+            return None
+        if theirs and all(t is not None and tuple(t) == mine for t in theirs.values()):
+            return candidate
+    return None
 
 
 def _read_weights(sample_weight) -> np.ndarray | None:

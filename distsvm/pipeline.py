@@ -24,9 +24,13 @@ content (its lineage fingerprint) with these parameters and judged on this holdo
 already holds the decision, which is reported again (and a promotion that a killed
 run decided but did not make is made) without training.
 
+One run at a time: a run checks the whole spec first (:func:`check`), then holds the
+dataset's lock (:mod:`storage.lock`) until it ends; a second run waits for it (up to
+``lock_timeout``) and then finds the first one's partitions in the ledger.
+
 Exit codes (:data:`EXIT_CODES`): 0 promoted, or nothing to do; 3 candidate not
-promoted (worse on the holdout); 2 bad input (spec, partition file, store); 1 any
-other failure (cluster, storage).
+promoted (worse on the holdout); 2 bad input (spec, partition file, store); 4 another
+run held the dataset's lock past the timeout; 1 any other failure (cluster, storage).
 """
 
 from __future__ import annotations
@@ -40,16 +44,28 @@ import tempfile
 from storage import StorageError, StoreNotFoundError, open_dataset
 from storage.dataset import append
 from storage.errors import InputDataError, InputFormatError
+from storage.leftovers import remove_leftovers
+from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
+from storage.lock import Lock, LockHeldError
 
 from . import jobs, params, registry
 from .errors import ClusterError
 from .progress import Progress
 from .solvers import registry as solvers
-from .spec import SpecError, cluster_client, read_document, validate
+from .spec import (
+    SpecError,
+    check_cluster,
+    check_solver_section,
+    check_store,
+    cluster_client,
+    read_document,
+    validate,
+)
 
-EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_NOT_PROMOTED = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_NOT_PROMOTED, EXIT_LOCKED = 0, 1, 2, 3, 4
 EXIT_CODES = {EXIT_OK: "promoted, or nothing to do", EXIT_FAILURE: "failure",
-              EXIT_BAD_INPUT: "bad input", EXIT_NOT_PROMOTED: "candidate not promoted"}
+              EXIT_BAD_INPUT: "bad input", EXIT_NOT_PROMOTED: "candidate not promoted",
+              EXIT_LOCKED: "another run holds the dataset's lock"}
 
 
 def load_pipeline(path) -> dict:
@@ -114,7 +130,7 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress):
             continue
         record = {"partition": name, "sha256": digest}
         with tempfile.TemporaryDirectory(  # beside a local dataset: same disk, room for it
-                prefix=".distsvm-part-",
+                prefix=f".{os.path.basename(os.path.abspath(url))}.part-",  # leftovers.py
                 dir=os.path.dirname(os.path.abspath(url)) if local else None) as tmp:
             part = ingest(path, os.path.join(tmp, "part.zarr"), **kwargs,
                           dtype=dataset.meta.dtype if dataset is not None else "float32")
@@ -144,13 +160,45 @@ def _copy_store(part, url: str, record: dict, storage_options):
         raise
 
 
-def run(spec: dict, progress: Progress | None = None, client=None) -> tuple[int, dict]:
+def check(spec: dict) -> list[str]:
+    """Check the whole spec before anything is created or a cluster connected to: the
+    partitions (returned), the holdout store, the solver section's values (against the
+    dataset if it exists), the cluster's files.  SpecError naming the key otherwise."""
+    where, so = spec["source"], spec.get("storage_options")
+    paths = _partitions(spec)
+    check_store(spec["holdout"], where, "holdout", so)
+    try:
+        dataset = open_dataset(spec["dataset"], so)
+    except StoreNotFoundError:
+        dataset = None
+    except StorageError as exc:
+        raise SpecError(f"{where}: key 'dataset': {exc}") from exc
+    check_solver_section(spec, where, dataset,
+                         regression=bool(spec.get("ingest", {}).get("regression", False)))
+    check_cluster(spec.get("cluster", {}), where)
+    return paths
+
+
+def run(spec: dict, progress: Progress | None = None, client=None,
+        lock_timeout: float | None = None) -> tuple[int, dict]:
     """Run one interval of a validated pipeline spec, on ``client`` or the spec's cluster;
-    return (exit code, summary)."""
+    return (exit code, summary).  The run holds the dataset's lock (:mod:`storage.lock`)
+    throughout, waiting up to ``lock_timeout`` seconds (default: the spec's
+    ``lock_timeout``, else 60) for another run: :class:`storage.lock.LockHeldError`."""
     progress = progress or Progress(quiet=True)
+    paths = check(spec)  # bad input fails before a cluster starts or anything is written
+    if lock_timeout is None:
+        lock_timeout = spec.get("lock_timeout", DEFAULT_LOCK_TIMEOUT)
+    with Lock(spec["dataset"], spec.get("storage_options"), timeout=lock_timeout,
+              what=f"pipeline {spec['name']}: dataset {spec['dataset']}",
+              progress=progress) as lock:
+        remove_leftovers(spec["dataset"], spec.get("storage_options"), progress)
+        return _run(spec, paths, progress, client, lock, lock_timeout)
+
+
+def _run(spec, paths, progress, client, lock, lock_timeout) -> tuple[int, dict]:
     reg, name, so = spec["registry"], spec["name"], spec.get("storage_options")
     settings = dict(spec.get("solver", {}))
-    paths = _partitions(spec)  # bad input fails before a cluster starts
     with (contextlib.nullcontext(client) if client is not None
           else cluster_client(spec.get("cluster", {}), spec["source"], progress)) as c:
         dataset, added = ingest_partitions(spec, paths, c, progress)
@@ -186,8 +234,10 @@ def run(spec: dict, progress: Progress | None = None, client=None) -> tuple[int,
     metrics = {"holdout": spec["holdout"], f"holdout_{what}": acc,
                "current_version": cur, f"current_holdout_{what}": cur_acc,
                "promote": better, "reason": reason, "partitions_added": added}
+    lock.check()  # still this run's: no other run took the dataset over meanwhile
     version = registry.publish(reg, name, model, metrics=metrics, storage_options=so,
-                               lineage=registry.lineage(dataset, settings))
+                               lineage=registry.lineage(dataset, settings),
+                               lock_timeout=lock_timeout)
     progress.note(f"pipeline: candidate {name} v{version}: {reason}")
     return _decided(reg, name, registry.show(reg, name, version, so), cur, so, progress)
 
@@ -210,12 +260,16 @@ def _decided(reg, name, rec, cur, so, progress) -> tuple[int, dict]:
     return EXIT_NOT_PROMOTED, {**summary, "promoted": False}
 
 
-def main(path: str, progress: Progress) -> tuple[int, dict | None]:
+def main(path: str, progress: Progress,
+         lock_timeout: float | None = None) -> tuple[int, dict | None]:
     """The CLI's ``pipeline run``: (exit code, summary or None); errors printed."""
     import sys
 
     try:
-        return run(load_pipeline(path), progress)
+        return run(load_pipeline(path), progress, lock_timeout=lock_timeout)
+    except LockHeldError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return EXIT_LOCKED, None
     except (SpecError, InputDataError, InputFormatError, StoreNotFoundError,
             registry.RegistryError) as exc:
         print(f"ERROR: {exc}", file=sys.stderr)

@@ -9,7 +9,9 @@ Layout, under a registry path or fsspec URL::
 A version is complete once its ``version.json`` exists (it is written after the model
 file, and names its checksum); a directory without one (a killed publish) is skipped,
 and its number is never reused.  Versions are never rewritten: :func:`publish` takes
-the next number and refuses a directory that already holds a ``version.json``.
+the next number and refuses a directory that already holds a ``version.json``.  Publishes
+and promotions of a model hold its lock (``REGISTRY/NAME/.publish.lock``,
+:mod:`storage.lock`), so two concurrent publishes get distinct versions.
 ``current.json`` is written whole (temp file + rename locally, one PUT on object
 stores) and only to a complete version, so a promotion killed at any step leaves it
 pointing at the old or the new version, both complete.
@@ -30,6 +32,8 @@ import tempfile
 
 from storage import checkpoint as files
 from storage.dataset import now_iso
+from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
+from storage.lock import Lock
 
 from . import __version__
 from .model import Model, load_model, save_model
@@ -37,6 +41,7 @@ from .model import Model, load_model, save_model
 MODEL_FILE = "model.dsvm"
 VERSION_FILE = "version.json"
 CURRENT_FILE = "current.json"
+LOCK_FILE = ".publish.lock"  # the writers' lock (storage.lock), beside the versions
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -84,9 +89,25 @@ def versions(registry: str, name: str, storage_options: dict | None = None) -> l
     return sorted(out)
 
 
+def lock(registry: str, name: str, storage_options: dict | None = None,
+         timeout: float | None = None, progress=None) -> Lock:
+    """The writers' lock of model ``name`` (``REGISTRY/NAME/.publish.lock``, :mod:`storage.lock`):
+    publishes and promotions of one model take it, so two publishes get distinct versions."""
+    root = files.join(str(registry), _check_name(name))
+    return Lock(root, storage_options, lock_at=files.join(root, LOCK_FILE),
+                what=f"{registry}/{name}", progress=progress,
+                timeout=DEFAULT_LOCK_TIMEOUT if timeout is None else timeout)
+
+
 def publish(registry: str, name: str, model: Model, *, metrics: dict, lineage: dict,
-            storage_options: dict | None = None) -> int:
-    """Add ``model`` as the next version of ``name``; return its number (not promoted)."""
+            storage_options: dict | None = None, lock_timeout: float | None = None) -> int:
+    """Add ``model`` as the next version of ``name``; return its number (not promoted).
+    Holds the model's :func:`lock` (waiting up to ``lock_timeout`` seconds)."""
+    with lock(registry, name, storage_options, lock_timeout):
+        return _publish(registry, name, model, metrics, lineage, storage_options)
+
+
+def _publish(registry, name, model, metrics, lineage, storage_options) -> int:
     root = files.join(str(registry), _check_name(name))
     taken = [int(d[1:]) for d in files.listdir(root, storage_options) if re.fullmatch(r"v\d+", d)]
     version = max(taken, default=0) + 1
@@ -146,10 +167,13 @@ def current_version(registry: str, name: str, storage_options: dict | None = Non
         return None
 
 
-def promote(registry: str, name: str, version: int, storage_options: dict | None = None) -> None:
-    """Make ``version`` current: it must be complete; ``current.json`` is replaced whole."""
+def promote(registry: str, name: str, version: int, storage_options: dict | None = None,
+            lock_timeout: float | None = None) -> None:
+    """Make ``version`` current: it must be complete; ``current.json`` is replaced whole
+    (holding the model's :func:`lock`)."""
     rec = show(registry, name, version, storage_options)
     load(registry, name, version, storage_options)  # the model file is whole and matches
-    files.write_json(files.join(str(registry), name, CURRENT_FILE),
-                     {"version": version, "model_sha256": rec["model_sha256"],
-                      "promoted": now_iso()}, storage_options)
+    with lock(registry, name, storage_options, lock_timeout):
+        files.write_json(files.join(str(registry), name, CURRENT_FILE),
+                         {"version": version, "model_sha256": rec["model_sha256"],
+                          "promoted": now_iso()}, storage_options)

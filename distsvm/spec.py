@@ -17,6 +17,7 @@ A run lives in ``RUNS/RUN_ID/`` (``RUNS`` is ``checkpoint.runs`` or ``TRAIN_STOR
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import importlib
 import json
@@ -121,6 +122,66 @@ def load_spec(path) -> dict:
     return spec
 
 
+_OWNER = "\x00spec\x00"  # stands for the owner in params' messages, rewritten to spec keys
+
+
+def check_solver_section(spec: dict, where: str, dataset=None, key: str = "solver",
+                         regression: bool | None = None) -> None:
+    """Check the values of a spec's ``solver`` section as :func:`distsvm.jobs.train` will
+    (:mod:`distsvm.params`), before anything is created or a cluster is connected to:
+    against ``dataset`` where it exists, else against the task ``regression`` (a pipeline's
+    first run).  SpecError naming the spec's key (``key 'solver.C': must be ...``)."""
+    from . import jobs, params
+    from .solvers import registry
+
+    try:
+        p = params.Params(**spec.get(key, {}))
+        params.check_params(_OWNER, p)
+        if p.solver not in registry.SOLVERS and dataset is not None:  # "auto"
+            p = dataclasses.replace(p, solver=jobs.choose_solver(dataset, p.loss)[0])
+        if p.solver in registry.SOLVERS:
+            p = params.check_solver(_OWNER, p, dataset.meta.weighted if dataset else False)
+            if dataset is not None:
+                params.check_data(_OWNER, p, dataset)
+            elif regression is not None and registry.SOLVERS[p.solver].labels \
+                    and (p.loss in registry.REGRESSION_LOSSES) != regression:
+                raise ValueError(
+                    f"The 'loss' parameter of {_OWNER} must be "
+                    + ("an SVR loss" if regression else "a loss of classes")
+                    + f" ({'regression' if regression else 'classification'} store). "
+                    f"Got {p.loss!r} instead.")
+    except ValueError as exc:
+        raise SpecError(spec_message(str(exc), where, key)) from exc
+
+
+def spec_message(message: str, where: str, key: str) -> str:
+    """A :mod:`distsvm.params` message (owner ``_OWNER``) in a spec's words: the key named."""
+    import re
+
+    m = re.match(rf"^The '([^']+)' parameter of {re.escape(_OWNER)} (.*)$", message, re.S)
+    if m:
+        return f"{where}: key '{key}.{m[1]}': {m[2]}"
+    return f"{where}: key '{key}': " + message.replace(f" of {_OWNER}", "").replace(
+        _OWNER, f"the '{key}' section")
+
+
+def check_store(url: str, where: str, key: str, storage_options: dict | None):
+    """Open the store a spec's ``key`` names; SpecError naming the key if it cannot."""
+    from storage import StorageError
+
+    try:
+        return open_dataset(url, storage_options)
+    except StorageError as exc:
+        raise SpecError(f"{where}: key '{key}': {exc}") from exc
+
+
+def check_cluster(cfg: dict, where: str) -> None:
+    """The files a spec's ``cluster`` section names exist."""
+    for k, path in cfg.get("tls", {}).items():
+        if not os.path.exists(path):
+            raise SpecError(f"{where}: key 'cluster.tls.{k}': no file {path}")
+
+
 @contextlib.contextmanager
 def cluster_client(cfg: dict, where: str, progress=None):
     """A Dask client for a spec's ``cluster`` section (see :func:`distsvm.cluster.connect`)."""
@@ -192,9 +253,10 @@ def train_params(spec: dict) -> dict:
 
 
 def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
-        run_dir: str | None = None, client=None) -> dict:
+        run_dir: str | None = None, client=None, lock_timeout: float | None = None) -> dict:
     """Run a validated job spec (or continue it in ``run_dir``) on ``client`` or the spec's
-    cluster; return its result."""
+    cluster; return its result.  The whole spec is checked first (SpecError, naming the
+    key); ``lock_timeout``: seconds a registry publish waits for another publisher."""
     from . import jobs, registry
     from .model import save_model
 
@@ -207,6 +269,12 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
     if "registry" in out and not name:
         raise SpecError(f"{where}: key 'output.name' (or 'name') is required with "
                         "'output.registry'")
+    # the whole spec is checked before a run directory is made or a cluster connected to
+    dataset = check_store(data["train"], where, "data.train", so)
+    if "test" in data:
+        check_store(data["test"], where, "data.test", so)
+    check_solver_section(spec, where, dataset)
+    check_cluster(spec.get("cluster", {}), where)
     resuming = run_dir is not None
     if not resuming:
         run_dir = run_dir_for(spec, run_id or new_run_id())
@@ -218,7 +286,6 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
     progress.note(f"run: {run_dir}")
     ckpt_cfg = spec.get("checkpoint", {})
     params = train_params(spec)
-    dataset = open_dataset(data["train"], so)
     checkpoint = Checkpointer(run_dir, ckpt_cfg.get("every"),
                               {"train": data["train"],
                                "dataset_fingerprint": registry.fingerprint(dataset), **params},
@@ -252,9 +319,10 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
                                           "test_squared_correlation", "primal_objective")
                    if k in result}
         version = registry.publish(out["registry"], name, model, metrics=metrics,
-                                   lineage=registry.lineage(dataset, params, run_dir))
+                                   lineage=registry.lineage(dataset, params, run_dir),
+                                   lock_timeout=lock_timeout)
         if out.get("promote", True):
-            registry.promote(out["registry"], name, version)
+            registry.promote(out["registry"], name, version, lock_timeout=lock_timeout)
         result["registry_version"] = version
         progress.note(f"run: registered {out['registry']}/{name}/v{version}"
                       + (" (current)" if out.get("promote", True) else ""))
@@ -263,7 +331,7 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
 
 
 def resume(run_dir: str, progress: Progress | None = None,
-           storage_options: dict | None = None) -> dict:
+           storage_options: dict | None = None, lock_timeout: float | None = None) -> dict:
     """Continue the run in ``run_dir`` from its latest checkpoint (or return its result if
     it finished)."""
     run_dir = str(run_dir)
@@ -278,6 +346,6 @@ def resume(run_dir: str, progress: Progress | None = None,
         return done
     spec = validate(spec, "job", files.join(run_dir, "job.json"))
     spec["source"] = files.join(run_dir, "job.json")
-    return run(spec, progress=progress, run_dir=run_dir)
+    return run(spec, progress=progress, run_dir=run_dir, lock_timeout=lock_timeout)
 
 

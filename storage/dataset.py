@@ -601,7 +601,8 @@ def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def append(url: str, part: Dataset, record: dict, storage_options: dict | None = None) -> Dataset:
+def append(url: str, part: Dataset, record: dict, storage_options: dict | None = None,
+           lock_timeout: float | None = None) -> Dataset:
     """Append the row blocks of dataset ``part`` to the committed dataset at ``url``; return
     it reopened.  ``record`` (JSON, e.g. the partition file's name and checksum) is added to
     the store's ledger ``source["appended"]``.
@@ -612,10 +613,28 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
     stores), commits them.  Until then the new blocks are not in the block table, so an
     interrupted append leaves the store as it was (the next append overwrites the
     orphans).  A column view (``distsvm columnize``) no longer covers every row and is
-    dropped; build it again.  Appends to one store must not run concurrently.
+    dropped; build it again.
+
+    One writer at a time: the append holds the store's lock (:mod:`storage.lock`, waiting
+    up to ``lock_timeout`` seconds, default 60; re-entrant for a caller holding it), and a
+    ``record`` already in the ledger (same ``partition`` and ``sha256``) is not appended
+    again: the store is returned as it is.
     """
+    from .lock import DEFAULT_TIMEOUT, Lock
+
     url = str(url)
-    target = open_dataset(url, storage_options)
+    with Lock(url, storage_options, what=url,
+              timeout=DEFAULT_TIMEOUT if lock_timeout is None else lock_timeout):
+        target = open_dataset(url, storage_options)
+        if "partition" in record and any(
+                r.get("partition") == record["partition"] and r.get("sha256") == record.get("sha256")
+                for r in target.meta.source.get("appended", [])):
+            return target
+        return _append(url, target, part, record, storage_options)
+
+
+def _append(url: str, target: Dataset, part: Dataset, record: dict,
+            storage_options: dict | None) -> Dataset:
     m = target.meta
     from .errors import InputDataError
 

@@ -410,3 +410,14 @@ def parse_range(path, start: int, end: int, *, dtype=np.float32,
     except _LocalError as e:  # count lines before the range only when naming an error
         raise InputFormatError(os.fspath(path), line_number_at(path, start) + e.line,
                                e.token, e.reason) from None
+
+
+def file_identity(path) -> tuple[int, int, int] | None:
+    """(size, mtime in ns, inode) of the local file ``path`` as this process sees it, or None
+    if it cannot: on a Dask worker, whether the worker reads the same file as the client
+    (a shared filesystem mounted at the same place) or none / another one (another machine)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino

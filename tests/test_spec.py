@@ -120,8 +120,11 @@ output: {{model: {tmp_path / 'm.dsvm'}, registry: {tmp_path / 'reg'}}}
         spec.run(spec.load_spec(path), run_id="r1", client=client)
     bad = _write(tmp_path, "bad.yaml", f"data: {{train: {tmp_path / 'a.zarr'}}}\n"
                  "solver: {C: -1}\n")
-    with pytest.raises(ValueError, match=f"The 'C' parameter of {bad}: solver must be"):
+    runs = sorted((tmp_path / "a.zarr" / "runs").iterdir())
+    with pytest.raises(spec.SpecError, match=f"{bad}: key 'solver.C': must be a float in the "
+                                             r"range \(0, inf\)\. Got -1 instead\."):
         spec.run(spec.load_spec(bad), client=client)
+    assert sorted((tmp_path / "a.zarr" / "runs").iterdir()) == runs  # checked before a run dir
 
 
 @pytest.fixture(scope="module")

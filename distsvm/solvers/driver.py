@@ -196,8 +196,8 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
                               f"{solver.limit(k, histories[k])}; increase max_rounds or eps",
                               ConvergenceWarning, stacklevel=3)
         _finish(solver, range(solver.problems))
-    finally:
-        ctx.client.run(workers.blocks.drop_run, *ctx.runs, ctx.run)
+    finally:  # a worker that left meanwhile (the scheduler may not know yet) held nothing
+        ctx.client.run(workers.blocks.drop_run, *ctx.runs, ctx.run, on_error="ignore")
     seconds = time.perf_counter() - start
     results = []
     for k, history in enumerate(histories):
