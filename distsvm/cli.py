@@ -374,7 +374,7 @@ def _ingest(a, progress):
         if a.columns:
             _build_columns(d, a, None, progress)
     else:
-        with client_for(a.scheduler, a.workers, progress=progress) as c:
+        with client_for(a.scheduler, a.workers, progress=_announce(a, progress)) as c:
             d = ingest(a.source, a.store, client=c, **kwargs)
             if a.columns:
                 _build_columns(d, a, c, progress)
@@ -382,6 +382,14 @@ def _ingest(a, progress):
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
             "n_blocks": len(m.blocks), "classes": list(m.classes), "task": m.task,
             **({"targets": m.targets} if m.regression else {})}
+
+
+def _announce(a, progress):
+    """Where the data commands (ingest, generate, columnize) announce their cluster: not
+    in text for the default in-process one (no scheduler, worker processes or dashboard:
+    nothing to look at), so that a malformed input line is one ERROR line on stderr."""
+    default = not (a.scheduler or a.workers or getattr(a, "dashboard", False) or progress.json)
+    return None if default else progress
 
 
 def _append(a, progress):
@@ -409,7 +417,7 @@ def _append(a, progress):
 
         remove_leftovers(a.store, _so(a), progress)
         with (contextlib.nullcontext() if a.serial
-              else client_for(a.scheduler, a.workers, progress=progress)) as c:
+              else client_for(a.scheduler, a.workers, progress=_announce(a, progress))) as c:
             d, added = ingest_partitions(spec, [a.source], c, progress)
     m = d.meta
     return {"store": a.store, "appended": added, "n_rows": m.n_rows, "n_features": m.n_features,
@@ -428,7 +436,7 @@ def _generate(a, progress):
     if a.serial:
         d = generate(a.store, **kwargs)
     else:
-        with client_for(a.scheduler, a.workers, progress=progress) as c:
+        with client_for(a.scheduler, a.workers, progress=_announce(a, progress)) as c:
             d = generate(a.store, client=c, **kwargs)
     m = d.meta
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
@@ -449,7 +457,7 @@ def _columnize(a, progress):
     if a.serial:
         cm = _build_columns(d, a, None, progress)
     else:
-        with client_for(a.scheduler, a.workers, progress=progress) as c:
+        with client_for(a.scheduler, a.workers, progress=_announce(a, progress)) as c:
             cm = _build_columns(d, a, c, progress)
     return {"store": a.store, "n_column_blocks": len(cm.blocks), "passes": cm.passes,
             "memory_bytes": cm.memory_bytes}

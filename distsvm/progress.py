@@ -142,6 +142,10 @@ class Bar:
 
     def __exit__(self, *exc) -> None:
         p = self.progress
+        if self.done < self.total:  # failed or stopped: the error line (if any) instead
+            if self._shown is not None and not (p.quiet or p.json) and p.stream.isatty():
+                print("\r\033[K", end="", file=p.stream, flush=True)  # erase the bar
+            return
         if not (p.quiet or p.json) and (p.stream.isatty() or self.done == self.total):
             if self._shown != self.done:
                 self._draw(force=True)

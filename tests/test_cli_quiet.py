@@ -49,7 +49,7 @@ def test_user_errors_are_one_line_and_predicts_end_silently(dna):
     tmp, store, model = dna
     bad = tmp / "bad.svm"
     bad.write_text("1 1:0.5 2:1\n-1 1:abc\n")
-    p = cli("ingest", bad, tmp / "bad.zarr", "-q")
+    p = cli("ingest", bad, tmp / "bad.zarr")  # no -q: the in-process cluster is not announced
     assert p.returncode == 1 and p.stdout == ""
     assert p.stderr.splitlines() == [f"ERROR: {bad}:2: malformed feature value (token '1:abc')"]
     assert not (tmp / "bad.zarr").exists()
