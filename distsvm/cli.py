@@ -31,6 +31,7 @@ from .solvers.registry import AUTO, LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, LOSS
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 4  # another writer held the store's or the registry's lock (storage.lock)
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")  # --log-level: Dask's messages
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,9 +40,31 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+class _WeightsHelp(argparse.HelpFormatter):
+    """``train --help`` with LIBLINEAR's ``-wi W`` among the options: argparse cannot declare
+    an option whose name holds its value (``-w1 2``); :func:`_class_weights` reads it."""
+
+    def add_arguments(self, actions):
+        actions = list(actions)
+        super().add_arguments(actions)
+        if any(a.dest == "C" for a in actions):  # the options' section
+            self.add_argument(argparse.Action(
+                ["-wi"], dest="class_weight", metavar="W",
+                help="weight W on the cost C of class label i (LIBLINEAR's -wi, repeatable: "
+                     "-w1 2 -w-1 0.5); default 1"))
+
+
 def _cluster_options(p):
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="Dask scheduler address (tcp://host:port); default: an embedded local cluster")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="Dask scheduler address (tcp://host:port); default: an embedded "
+                            "local cluster")
+    where.add_argument("--scheduler-file", metavar="FILE",
+                       help="the scheduler of a Dask scheduler file (as `dask scheduler "
+                            "--scheduler-file FILE` writes it), as dask's tools take it")
+    p.add_argument("--dashboard", action="store_true",
+                   help="the embedded cluster serves Dask's dashboard on 127.0.0.1 and prints "
+                        "its URL (needs bokeh: pip install 'distsvm[dashboard]')")
     p.add_argument("--workers", type=int, metavar="N",
                    help="run on N worker processes of a local cluster started for the command "
                         "(or use N workers of the --scheduler's); default: one worker whose "
@@ -100,10 +123,15 @@ def _common(p):
                         "object per event with time, event and its fields (rounds: the "
                         "solver's round fields)")
     p.add_argument("--json", action="store_true", help="print one JSON object with the results")
+    p.add_argument("--log-level", choices=LOG_LEVELS, metavar="LEVEL",
+                   help="show Dask's log messages (scheduler, workers, client) of LEVEL and "
+                        f"above on stderr: {', '.join(LOG_LEVELS)} (default: none; errors "
+                        "are one ERROR line)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="distsvm", description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser = _Parser(prog="distsvm", description=re.sub(  # the docstring's ``markup`` off
+        r"``(.*?)``", r"\1", " ".join(__doc__.split("\n\n")[0].split())))
     parser.add_argument("--version", action="version", version=f"distsvm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -188,7 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the metadata as JSON")
     _storage_options(p)
 
-    p = sub.add_parser("train", help="train a linear classifier on a store")
+    p = sub.add_parser("train", help="train a linear classifier on a store",
+                       formatter_class=_WeightsHelp)
     p.add_argument("store")
     p.add_argument("model", nargs="?", help="where to write the model (not with -v or -C)")
     p.add_argument("--solver", choices=[*(s.cli_name for s in SOLVERS.values()), AUTO],
@@ -255,6 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sequential dcd: visit the rows block by block even where one "
                         "worker's memory holds the whole store (default: one permutation of "
                         "all rows per round there, as LIBLINEAR)")
+    p.add_argument("--verbose", action="store_true",
+                   help="multi-class (one-vs-rest): every class's round lines, [class …] "
+                        "(default: one line a round for all classes)")
     p.add_argument("--run-dir", metavar="DIR",
                    help="keep a run log in DIR: rounds.jsonl (one JSON line per round) and "
                         "summary.json (see `distsvm report`)")
@@ -283,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write one predicted label (a ranking model: rank) per line; to "
                         "FILE.parquet or FILE.zarr: labels, decision values (and -b 1 "
                         "probabilities), written block by block on the workers")
+    p.add_argument("--strict", action="store_true",
+                   help="a model and store of different feature counts are an error "
+                        "(default: a warning, and features only one has weigh 0)")
     p.add_argument("-b", dest="probability", type=int, choices=(0, 1), default=0,
                    help="1: --output gets LIBLINEAR's probability format (a 'labels' header, "
                         "then label and probabilities per row); logistic models only")
@@ -352,7 +387,7 @@ def _ingest(a, progress):
         if a.columns:
             _build_columns(d, a, None, progress)
     else:
-        with client_for(a.scheduler, a.workers, progress=progress) as c:
+        with client_for(a.scheduler, a.workers, progress=_announce(a, progress)) as c:
             d = ingest(a.source, a.store, client=c, **kwargs)
             if a.columns:
                 _build_columns(d, a, c, progress)
@@ -360,6 +395,14 @@ def _ingest(a, progress):
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
             "n_blocks": len(m.blocks), "classes": list(m.classes), "task": m.task,
             **({"targets": m.targets} if m.regression else {})}
+
+
+def _announce(a, progress):
+    """Where the data commands (ingest, generate, columnize) announce their cluster: not
+    in text for the default in-process one (no scheduler, worker processes or dashboard:
+    nothing to look at), so that a malformed input line is one ERROR line on stderr."""
+    default = not (a.scheduler or a.workers or getattr(a, "dashboard", False) or progress.json)
+    return None if default else progress
 
 
 def _append(a, progress):
@@ -387,7 +430,7 @@ def _append(a, progress):
 
         remove_leftovers(a.store, _so(a), progress)
         with (contextlib.nullcontext() if a.serial
-              else client_for(a.scheduler, a.workers, progress=progress)) as c:
+              else client_for(a.scheduler, a.workers, progress=_announce(a, progress))) as c:
             d, added = ingest_partitions(spec, [a.source], c, progress)
     m = d.meta
     return {"store": a.store, "appended": added, "n_rows": m.n_rows, "n_features": m.n_features,
@@ -406,7 +449,7 @@ def _generate(a, progress):
     if a.serial:
         d = generate(a.store, **kwargs)
     else:
-        with client_for(a.scheduler, a.workers, progress=progress) as c:
+        with client_for(a.scheduler, a.workers, progress=_announce(a, progress)) as c:
             d = generate(a.store, client=c, **kwargs)
     m = d.meta
     return {"store": a.store, "n_rows": m.n_rows, "n_features": m.n_features, "nnz": m.nnz,
@@ -427,7 +470,7 @@ def _columnize(a, progress):
     if a.serial:
         cm = _build_columns(d, a, None, progress)
     else:
-        with client_for(a.scheduler, a.workers, progress=progress) as c:
+        with client_for(a.scheduler, a.workers, progress=_announce(a, progress)) as c:
             cm = _build_columns(d, a, c, progress)
     return {"store": a.store, "n_column_blocks": len(cm.blocks), "passes": cm.passes,
             "memory_bytes": cm.memory_bytes}
@@ -609,12 +652,29 @@ def _trainers(loss: str) -> list[str]:
     return [s.name for s in SOLVERS.values() if loss in s.losses]
 
 
+def _check_features(a, model, store) -> None:
+    """A model trained on another feature count than the store's: predict goes on by
+    LIBLINEAR's rule (a feature the model has not seen weighs 0, one it has that the store
+    lacks is absent), with a warning; ``--strict`` makes it an error."""
+    n_model, n_store = model.n_features, store.meta.n_features
+    if n_model == n_store:
+        return
+    text = (f"the model {a.model} has {n_model} features and the store {a.store} "
+            f"{n_store}: a different feature space? (")
+    if a.strict:
+        raise ValueError(text + "--strict: not predicting)")
+    warnings.warn(text + "features only one of them has weigh 0, as in LIBLINEAR; "
+                  "--strict makes this an error)", stacklevel=2)
+
+
 def _predict(a, progress):
-    from .jobs import predict
+    from .jobs import check_task, predict
     from .model import load_model
 
     model = load_model(a.model, _so(a))
     store = open_dataset(a.store, _so(a))
+    check_task(model, store)  # a model of the other task is an error before any warning
+    _check_features(a, model, store)
     result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
                      output=a.output, probability=bool(a.probability))
     where = sys.stderr if a.json else sys.stdout
@@ -713,6 +773,47 @@ def _class_weights(argv: list[str]) -> tuple[list[str], dict | None]:
     return rest, weights or None
 
 
+# What each path argument of a command is expected to name (for the message of an OSError).
+EXPECTED = {"source": "a LIBSVM/svmlight text file, plain or .gz/.bz2/.xz",
+            "store": "a dataset store directory (made by distsvm ingest)",
+            "liblinear_model": "a LIBLINEAR text model file",
+            "weights": "a text file of one instance weight per line",
+            "spec": "a job spec file (YAML, TOML or JSON)",
+            "run": "a run directory of distsvm run",
+            "output": "a file to write"}
+EXPECTED_MODEL = {"train": "where to write the model (a file path)",
+                  "predict": "a distsvm model or a LIBLINEAR text model file",
+                  "export": "a distsvm model file", "import": "where to write the model"}
+
+
+def _os_error(a, exc: OSError) -> str:
+    """An OSError as one line: the path, what happened (not a bare errno), and what the
+    command expected to find there (:data:`EXPECTED`)."""
+    name = exc.filename
+    if name is None or not exc.strerror:
+        return str(exc)
+    reason = exc.strerror[0].lower() + exc.strerror[1:]
+    args = {k: v for k, v in vars(a).items() if isinstance(v, str)}
+    arg = next((k for k in ("model", "liblinear_model", *args) if args.get(k) == str(name)),
+               None)
+    what = EXPECTED_MODEL.get(a.command) if arg == "model" else EXPECTED.get(arg)
+    return f"{name}: {reason}" + (f" (expected {what})" if what else "")
+
+
+def _cluster_setup(a) -> None:
+    """``--scheduler-file`` (read into ``a.scheduler``) and ``--dashboard``."""
+    if getattr(a, "scheduler_file", None):
+        from .cluster import scheduler_address
+
+        a.scheduler = scheduler_address(a.scheduler_file)
+    if getattr(a, "dashboard", False):
+        from . import cluster
+
+        if not a.scheduler:  # an embedded cluster's: bokeh here (checked before the job)
+            cluster.need_bokeh()
+        cluster.DASHBOARD = True
+
+
 def _dispatch(a, progress):
     """Run the command ``a.command``; its result for ``--json``, or None."""
     with_progress = {"ingest": _ingest, "columnize": _columnize, "generate": _generate,
@@ -752,11 +853,17 @@ def main(argv=None) -> int:
     warnings.showwarning = _show_warning
     progress = Progress(quiet=getattr(a, "quiet", False),
                         log_format=getattr(a, "log_format", "text"),
-                        run_dir=getattr(a, "run_dir", None) if a.command == "train" else None)
+                        run_dir=getattr(a, "run_dir", None) if a.command == "train" else None,
+                        verbose=getattr(a, "verbose", False))
     if progress.json:  # warnings too are JSON lines (not silenced by -q, as in text)
         warnings.showwarning = lambda message, *_, **__: print(json.dumps(
             {"time": now_iso(), "event": "warning", "message": str(message)}),
             file=sys.stderr)
+    if hasattr(a, "log_level"):  # a command that may start or join a Dask cluster
+        from . import cluster
+
+        cluster.set_log_level(logging.getLevelName(a.log_level.upper()) if a.log_level
+                              else cluster.QUIET)
     if a.command == "pipeline":  # exit codes of its own, for schedulers (docs/pipeline.md)
         from . import pipeline
 
@@ -766,12 +873,14 @@ def main(argv=None) -> int:
         return code
     try:
         with _quiet_interrupt():
+            _cluster_setup(a)
             result = _dispatch(a, progress)
     except LockHeldError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return EXIT_LOCKED
     except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
+        print(f"ERROR: {_os_error(a, exc) if isinstance(exc, OSError) else exc}",
+              file=sys.stderr)
         from .spec import SpecError
 
         return EXIT_USAGE if isinstance(exc, SpecError) else EXIT_ERROR

@@ -23,8 +23,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import importlib.machinery
 import importlib.util
 import logging
+import os
+import signal
+import sys
 import threading
 import time
 
@@ -33,7 +37,7 @@ import numpy as np
 import psutil
 from distributed import Client, LocalCluster
 
-from .errors import ClusterError
+from .errors import ClusterError, MissingDependencyError
 
 # Share of a worker's memory limit that its process may reach with cached blocks, below Dask's
 # pause threshold (0.8): the rest is for the blocks in flight and the kernels' buffers.
@@ -47,18 +51,23 @@ PAUSED_SECONDS = 60.0  # a pinned worker paused this long (over its memory) fail
 
 @contextlib.contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None,
-            client: Client | None = None, progress=None, security=None):
+            client: Client | None = None, progress=None, security=None,
+            dashboard: bool | None = None):
     """Yield a Dask ``Client``: the one given, one for ``scheduler``, the process's
     in-process cluster (:func:`embedded_client`: no ``n_workers``, no ``security``), or a
     cluster of ``n_workers`` worker processes started for the job.
 
     With ``progress`` (a :class:`distsvm.progress.Progress`), a cluster this call connects
     to or starts is announced with its scheduler, workers and dashboard address.  An
-    embedded cluster's HTTP server (the dashboard, where bokeh is installed) listens on
-    127.0.0.1, on a free port.  ``security`` (a ``distributed.security.Security``) secures
-    the connection to the scheduler, or makes the embedded cluster of processes talk TLS
-    (still on 127.0.0.1 only).
+    embedded cluster's HTTP server listens on 127.0.0.1, on a free port.  ``security`` (a
+    ``distributed.security.Security``) secures the connection to the scheduler, or makes
+    the embedded cluster of processes talk TLS (still on 127.0.0.1 only).  ``dashboard``
+    (default :data:`DASHBOARD`, the CLI's ``--dashboard``): an embedded cluster serves
+    Dask's dashboard (on 127.0.0.1, its URL announced even with a quiet ``progress``),
+    which needs bokeh (:func:`need_bokeh`); without it, it serves none.
     """
+    if dashboard is None:
+        dashboard = DASHBOARD
     if client is not None:
         yield client
         return
@@ -68,25 +77,106 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from exc
         try:
-            _announce(c, progress)
+            _announce(c, progress, dashboard, embedded=False)
             yield c
         finally:
             c.close()
         return
+    if dashboard:  # an embedded cluster's (a scheduler's own is its business)
+        need_bokeh()
     if n_workers is None and security is None:
-        c = embedded_client()
-        _announce(c, progress)
+        c = embedded_client(dashboard)
+        _announce(c, progress, dashboard)
         with c.as_current():  # the client of Dask's functions that take none (wait)
             yield c
         return
-    with LocalCluster(n_workers=n_workers or default_workers(), threads_per_worker=1,
-                      processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                      memory_limit="auto", silence_logs=logging.ERROR, security=security,
-                      protocol="tls://" if security else None) as cluster, \
-            Client(cluster, security=security) as c:
-        _prompt(c)
-        _announce(c, progress)
-        yield c
+    with _main_not_reimported():
+        with _sigint_ignored():
+            cluster = LocalCluster(n_workers=n_workers or default_workers(), threads_per_worker=1,
+                                   processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                   scheduler_kwargs={"dashboard": bool(dashboard)},
+                                   memory_limit="auto", silence_logs=LOG_LEVEL, security=security,
+                                   protocol="tls://" if security else None,
+                                   preload=[*dask.config.get("distributed.worker.preload", []),
+                                            "distsvm.worker_setup"])
+        with cluster, Client(cluster, security=security) as c:
+            _prompt(c)
+            _announce(c, progress, dashboard)
+            yield c
+
+
+# Dask's log messages shown on stderr (those of the clusters this process starts: its
+# scheduler, nannies, in-process worker and client, and its worker processes): ERROR and
+# above for the library; the command line shows none unless --log-level asks for them
+# (:func:`set_log_level`): its errors are one line, its shutdown silent.
+LOG_LEVEL = logging.ERROR
+QUIET = logging.CRITICAL + 10  # no message of Dask's
+# the loggers Dask's default logging configuration sets, and asyncio's
+DASK_LOGGERS = ("distributed", "distributed.client", "distributed.gc", "bokeh", "tornado",
+                "tornado.application", "asyncio")
+
+
+def set_log_level(level: int) -> None:
+    """Show Dask's log messages of ``level`` and above (and none of them at :data:`QUIET`)
+    on stderr: those of this process (the ``distributed`` logger's handler, which every
+    ``distributed.*`` logger goes through, and the loggers of ``DASK_LOGGERS``) and those
+    of the worker processes of the clusters it starts later (which read Dask's logging
+    configuration from the ``DASK_LOGGING`` variable of the environment they inherit)."""
+    global LOG_LEVEL
+    import distributed  # noqa: F401 - its logging is set up on import: then change it
+
+    LOG_LEVEL = level
+    for name in DASK_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    for handler in logging.getLogger("distributed").handlers:
+        handler.setLevel(level)
+    os.environ["DASK_LOGGING"] = repr({name: level for name in DASK_LOGGERS})
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """Worker processes started in this block ignore Ctrl-C (SIGINT, which a terminal sends
+    to every process of the foreground job): the process that started them handles it and
+    closes its cluster, which stops them, instead of each printing its KeyboardInterrupt
+    traceback.  A signal ignored at exec stays ignored, and Python then installs no handler
+    of its own.  Main thread only (elsewhere, nothing changes); a Ctrl-C while the cluster
+    starts is lost."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _main_not_reimported():
+    """While a cluster of worker processes lives: its (nanny's) worker processes do not run
+    the script that started it.  Python's ``spawn`` start method, Dask's default, runs the
+    ``__main__`` script of the parent again in every child (as ``__mp_main__``); a script
+    with no ``if __name__ == "__main__":`` guard around its fit then starts a cluster inside
+    the worker, which fails ("Nanny failed to start", hundreds of lines).  A child skips
+    ``__main__`` when its spec names it "__main__" (``multiprocessing.spawn``'s
+    ``_fixup_main_from_name``): a plain script (no spec, a file) gets that spec for the
+    cluster's lifetime, restarts by the nanny included, then its own spec back.  The
+    workers import what their tasks need by module name (distsvm, workers, storage); a
+    function of the script itself reaches them by value (cloudpickle), as before.  (A
+    ``spawn`` pool the script itself starts meanwhile, in another thread, would not see the
+    script's functions either.)"""
+    main = sys.modules.get("__main__")
+    plain = (main is not None and getattr(main, "__spec__", None) is None
+             and getattr(main, "__file__", None) is not None)
+    if not plain:
+        yield
+        return
+    main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+    try:
+        yield
+    finally:
+        main.__spec__ = None
 
 
 def default_workers() -> int:
@@ -97,9 +187,10 @@ def default_workers() -> int:
 
 _embedded: tuple[LocalCluster, Client] | None = None  # this process's in-process cluster
 _embedded_lock = threading.Lock()
+_embedded_dashboard = False  # whether it serves the dashboard
 
 
-def embedded_client() -> Client:
+def embedded_client(dashboard: bool = False) -> Client:
     """The client of this process's in-process cluster, started on first use: a scheduler
     and one worker of :func:`default_workers` threads, all in this process (Dask's
     ``inproc://`` transport, nothing listens on the network), closed at interpreter exit or
@@ -109,24 +200,28 @@ def embedded_client() -> Client:
 
     Dask enforces no memory limit on an in-process worker; its limit (Dask's "auto": the
     machine's memory) sizes its block cache (:func:`plan`), which is how a job on data
-    larger than memory stays within it, as on worker processes."""
-    global _embedded
+    larger than memory stays within it, as on worker processes.
+
+    It serves no dashboard unless ``dashboard`` (then one started without is replaced)."""
+    global _embedded, _embedded_dashboard
     with _embedded_lock:
-        if _embedded is None or _embedded[1].status != "running":
+        if (_embedded is None or _embedded[1].status != "running"
+                or (dashboard and not _embedded_dashboard)):
             close_embedded()
             # no statistical profiler: it samples the stacks of every thread of the worker's
             # process 100 times a second, and in-process that is the job's process
             with dask.config.set({"distributed.worker.profile.enabled": False}):
                 cluster = LocalCluster(n_workers=1, threads_per_worker=default_workers(),
                                        processes=False, dashboard_address="127.0.0.1:0",
-                                       memory_limit="auto", silence_logs=logging.ERROR)
+                                       scheduler_kwargs={"dashboard": bool(dashboard)},
+                                       memory_limit="auto", silence_logs=LOG_LEVEL)
             try:
                 client = Client(cluster, set_as_default=False)
             except BaseException:
                 cluster.close()
                 raise
             _prompt(client, cluster)
-            _embedded = cluster, client
+            _embedded, _embedded_dashboard = (cluster, client), bool(dashboard)
         return _embedded[1]
 
 
@@ -186,15 +281,58 @@ def dashboard_link(client: Client) -> str | None:
         return None
 
 
-def _announce(client: Client, progress) -> None:
-    if progress is None:
+# Whether the embedded clusters serve Dask's dashboard when :func:`connect` is not told
+# (the CLI's --dashboard sets it).
+DASHBOARD = False
+DASHBOARD_EXTRA = "pip install 'distsvm[dashboard]' (bokeh>=3.1)"
+
+
+def need_bokeh() -> None:
+    """MissingDependencyError unless bokeh, which Dask's dashboard needs, is installed."""
+    if importlib.util.find_spec("bokeh") is None:
+        raise MissingDependencyError(f"the Dask dashboard needs bokeh, which is not "
+                                     f"installed: {DASHBOARD_EXTRA}")
+
+
+def _announce(client: Client, progress, dashboard: bool = False, embedded: bool = True) -> None:
+    """The cluster line on ``progress``; with ``dashboard`` asked, its URL on stderr even
+    with no ``progress`` or a quiet one."""
+    if progress is None and not dashboard:
         return
-    link = dashboard_link(client)
+    # an embedded cluster's HTTP server serves the dashboard only where asked
+    link = dashboard_link(client) if dashboard or not embedded else None
+    server = getattr(getattr(getattr(client, "cluster", None), "scheduler", None),
+                     "http_server", None)
+    if link and embedded and getattr(server, "port", None):
+        # its own address: Dask's link names the machine's for an inproc:// scheduler
+        link = f"http://127.0.0.1:{server.port}/status"
+    if progress is None:
+        print(f"dashboard: {link or 'none (the scheduler serves none)'}", file=sys.stderr,
+              flush=True)
+        return
     info = client.scheduler_info()
-    progress.note(f"cluster: scheduler {info.get('address', client.scheduler.address)}, "
-                  f"{len(info.get('workers', {}))} workers, dashboard "
-                  + (link or "off (the scheduler serves none: pip install bokeh)"),
-                  event="cluster", scheduler=info.get("address"), dashboard=link)
+    text = (f"cluster: scheduler {info.get('address', client.scheduler.address)}, "
+            f"{len(info.get('workers', {}))} workers, dashboard "
+            + (link or ("off (the scheduler serves none)" if dashboard
+                        else "off (--dashboard serves one)")))
+    if dashboard and progress.quiet and not progress.json:
+        progress._line(f"dashboard: {link or 'none (the scheduler serves none)'}")
+    progress.note(text, event="cluster", scheduler=info.get("address"), dashboard=link)
+
+
+def scheduler_address(scheduler_file: str) -> str:
+    """The address in a Dask scheduler file (``dask scheduler --scheduler-file FILE``)."""
+    import json
+
+    try:
+        with open(scheduler_file) as f:
+            return json.load(f)["address"]
+    except FileNotFoundError:
+        raise ClusterError(f"no scheduler file {scheduler_file} (expected the JSON file that "
+                           "`dask scheduler --scheduler-file FILE` writes)") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ClusterError(f"{scheduler_file} is not a Dask scheduler file (JSON with the "
+                           f"scheduler's 'address'): {exc!r}") from None
 
 
 def workers_info(client: Client) -> dict:

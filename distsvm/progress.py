@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 
 LOG_FORMATS = ("text", "json")
@@ -55,11 +56,12 @@ class Progress:
     """Prints one line per solver round and notes of other long work (ingest phases)."""
 
     def __init__(self, quiet: bool = False, stream=None, log_format: str = "text",
-                 run_dir: str | None = None):
+                 run_dir: str | None = None, verbose: bool = False):
         if log_format not in LOG_FORMATS:
             raise ValueError(f"The 'log_format' parameter must be one of {list(LOG_FORMATS)}. "
                              f"Got {log_format!r} instead.")
         self.quiet = quiet
+        self.verbose = verbose  # multi-class text: every class's round lines (ClassRounds)
         self.stream = stream or sys.stderr
         self.json = log_format == "json"
         self.run_dir = run_dir
@@ -85,16 +87,17 @@ class Progress:
         self.stream.write(text + "\n")
         self.stream.flush()
 
-    def round(self, row: dict, text: str | None = None) -> None:
+    def round(self, row: dict, text: str | None = None, show: bool = True) -> None:
         """A solver round: ``row`` (its history entry) goes to the JSON log and the run log;
-        the text line is ``text``, or the dual solvers' standard line."""
+        the text line (unless not ``show``) is ``text``, or the dual solvers' standard line."""
         if self.run_dir is not None:
             with open(os.path.join(self.run_dir, ROUNDS_FILE), "a") as f:
                 f.write(json.dumps({"time": now_iso(), **_plain(row)}) + "\n")
         if self.json:
             self.event("round", **row)
             return
-        self.note(text or dual_line(row))
+        if show:
+            self.note(text or dual_line(row))
 
     def bar(self, what: str, total: int) -> Bar:
         """A progress bar on stderr for ``total`` steps of ``what`` (text format only; JSON
@@ -139,7 +142,66 @@ class Bar:
 
     def __exit__(self, *exc) -> None:
         p = self.progress
+        if self.done < self.total:  # failed or stopped: the error line (if any) instead
+            if self._shown is not None and not (p.quiet or p.json) and p.stream.isatty():
+                print("\r\033[K", end="", file=p.stream, flush=True)  # erase the bar
+            return
         if not (p.quiet or p.json) and (p.stream.isatty() or self.done == self.total):
             if self._shown != self.done:
                 self._draw(force=True)
             print(file=p.stream, flush=True)
+
+
+class ClassRounds:
+    """The text log of a multi-class job's K problems (one-vs-rest): one line per round for
+    all of them, ``round r  <sums and maxima>  classes n of K (c stopped)``, instead
+    of K lines a round (``[class …]`` lines, shown with ``verbose``; the JSON log and the run
+    log keep every problem's rows).
+
+    Round r's line is written once every problem has logged round r or stopped before it
+    (:meth:`finish`): at once where the problems run side by side (sequential DCD's batches),
+    later where they run one after another (one per worker)."""
+
+    def __init__(self, progress: Progress, labels):
+        self.progress, self.labels = progress, list(labels)
+        self.rows: dict[int, dict[str, dict]] = {}  # round -> {label: row}
+        self.last: dict[str, int] = {}  # label -> its latest round
+        self.finished: set[str] = set()
+        self.lock = threading.Lock()
+
+    def add(self, label: str, row: dict) -> None:
+        with self.lock:
+            r = int(row.get("round", 0))
+            self.rows.setdefault(r, {})[label] = row
+            self.last[label] = max(r, self.last.get(label, r))
+            self._flush()
+
+    def finish(self, label: str) -> None:
+        """Problem ``label`` has stopped: later rounds do not wait for it."""
+        with self.lock:
+            if label not in self.finished:
+                self.finished.add(label)
+                self._flush()
+
+    def _flush(self) -> None:
+        while self.rows:
+            r = min(self.rows)
+            if not all(label in self.rows[r] or label in self.finished
+                       or self.last.get(label, -1) > r for label in self.labels):
+                return
+            self.progress.note(self.line(r, self.rows.pop(r)))
+
+    def line(self, r: int, rows: dict[str, dict]) -> str:
+        values = list(rows.values())
+        stopped = sum(1 for label in self.finished if self.last.get(label, -1) < r)
+        text = f"round {r:4d}"
+        for key, what, fmt, agg in (("primal", "primal sum", ".8e", sum),
+                                    ("dual", "dual sum", ".8e", sum),
+                                    ("pg_violation", "pg max", ".2e", max),
+                                    ("rel_grad_norm", "|grad| rel max", ".1e", max)):
+            if all(key in v for v in values):
+                text += f"  {what} {agg(v[key] for v in values):{fmt}}"
+        text += f"  classes {len(values)} of {len(self.labels)} ({stopped} stopped)"
+        if all("seconds" in v for v in values):
+            text += f"  {max(v['seconds'] for v in values):.2f}s"
+        return text

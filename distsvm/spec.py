@@ -207,7 +207,7 @@ def cluster_client(cfg: dict, where: str, progress=None):
                 yield c
         return
     with cluster.connect(cfg.get("scheduler"), cfg.get("n_workers"), security=security,
-                         progress=progress) as c:
+                         progress=progress, dashboard=cfg.get("dashboard")) as c:
         yield c
 
 

@@ -49,7 +49,7 @@ from ..cluster import WorkerPlan
 from ..progress import Progress
 from . import driver, resident
 from .driver import Result
-from .ovr import Tagged
+from .ovr import tagged
 
 BATCH_SECONDS = 0.5  # one-vs-rest: rounds one task may run before it reports
 PARALLEL_GAP = 1e-3  # the parallel modes' default stop: duality gap / primal objective
@@ -262,7 +262,7 @@ class _Batched(driver.Solver):
         self.W = np.zeros((K, dim))
         self.shrink = [None] * K
         self.tagged = [ctx.progress] if positives is not None else \
-            [Tagged(ctx.progress, f"{c:g}") for c in meta.classes]
+            tagged(ctx.progress, meta.classes)
         self.infos = list(meta.blocks)
         self.eps = eps
         self.common = dict(

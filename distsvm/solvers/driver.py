@@ -151,6 +151,15 @@ class Solver:
         return self.ctx.progress
 
 
+def _finish(solver: Solver, problems) -> None:
+    """Tell the logs of ``problems`` that they have stopped (a multi-class job's one line a
+    round, :class:`distsvm.progress.ClassRounds`, then waits for them no more)."""
+    for k in problems:
+        finish = getattr(solver.progress_of(k), "finish", None)
+        if finish is not None:
+            finish()
+
+
 def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
     """Run ``solver`` to its stop or ``max_rounds``; the result of each of its problems."""
     ctx = solver.ctx
@@ -177,6 +186,7 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
 
         while not all(solver.done) and r < max_rounds:
             log(_attempt(solver, histories, solver.step, log))
+            _finish(solver, [k for k, done in enumerate(solver.done) if done])
             r = _furthest(histories)
             if every and not all(solver.done) and r < max_rounds and r // every > saved // every:
                 saved = r if _save(solver, r, histories, start) else saved
@@ -185,6 +195,7 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
                 warnings.warn(f"{solver.title or solver.name} reached the round limit ({max_rounds}) before "
                               f"{solver.limit(k, histories[k])}; increase max_rounds or eps",
                               ConvergenceWarning, stacklevel=3)
+        _finish(solver, range(solver.problems))
     finally:  # a worker that left meanwhile (the scheduler may not know yet) held nothing
         ctx.client.run(workers.blocks.drop_run, *ctx.runs, ctx.run, on_error="ignore")
     seconds = time.perf_counter() - start

@@ -36,15 +36,15 @@ import concurrent.futures
 
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
-from ..progress import Progress, dual_line
+from ..progress import ClassRounds, Progress, dual_line
 
 
 class Tagged(Progress):
     """A problem's log through its parent's (its format, its run log, whatever the parent
     does with a round): lines prefixed with the class label, rows tagged with it."""
 
-    def __init__(self, parent: Progress, label: str):
-        self.parent, self.label = parent, label
+    def __init__(self, parent: Progress, label: str, rounds: ClassRounds | None = None):
+        self.parent, self.label, self.rounds = parent, label, rounds
 
     def __getattr__(self, name):
         return getattr(self.parent, name)
@@ -52,9 +52,28 @@ class Tagged(Progress):
     def note(self, text: str, event: str = "note", **fields) -> None:
         self.parent.note(f"[class {self.label}] {text}", event, **fields)
 
-    def round(self, row: dict, text: str | None = None) -> None:
+    def round(self, row: dict, text: str | None = None, show: bool = True) -> None:
+        """The row in the parent's logs; in text, one line for all classes (``rounds``)
+        unless the parent is verbose."""
+        together = self.rounds is not None and not self.parent.verbose
         self.parent.round({**row, "class": self.label},
-                          f"[class {self.label}] {text or dual_line(row)}")
+                          f"[class {self.label}] {text or dual_line(row)}",
+                          show=show and not together)
+        if together and show and not self.parent.json:
+            self.rounds.add(self.label, row)
+
+    def finish(self) -> None:
+        """The problem has stopped (its later rounds are not waited for)."""
+        if self.rounds is not None:
+            self.rounds.finish(self.label)
+
+
+def tagged(progress: Progress, classes) -> list[Tagged]:
+    """The logs of a multi-class job's problems, one per class of ``classes``: their text
+    rounds one line for all (:class:`ClassRounds`)."""
+    labels = [f"{c:g}" for c in classes]
+    rounds = ClassRounds(progress, labels)
+    return [Tagged(progress, label, rounds) for label in labels]
 
 
 def rotated(plan: WorkerPlan, k: int) -> WorkerPlan:
@@ -62,6 +81,13 @@ def rotated(plan: WorkerPlan, k: int) -> WorkerPlan:
     ws = plan.workers
     owners = tuple(ws[(ws.index(a) + k) % len(ws)] for a in plan.owners)
     return WorkerPlan(owners, plan.cache_bytes, plan.threads)
+
+
+def _fit(fit, k, plan, log: Tagged, checkpoint):
+    try:
+        return fit(k, plan, log, checkpoint)
+    finally:
+        log.finish()
 
 
 def solve(fit, classes, plan: WorkerPlan, progress: Progress,
@@ -74,11 +100,10 @@ def solve(fit, classes, plan: WorkerPlan, progress: Progress,
     n = len(plan.workers)
     with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-ovr") as pool:
         futures = []
-        for k, c in enumerate(classes):
-            tagged = Tagged(progress, f"{c:g}")
-            futures.append(pool.submit(fit, k, rotated(plan, k), tagged,
+        for k, log in enumerate(tagged(progress, classes)):
+            futures.append(pool.submit(_fit, fit, k, rotated(plan, k), log,
                                        None if checkpoint is None
-                                       else checkpoint.problem(k, tagged)))
+                                       else checkpoint.problem(k, log)))
         try:
             return [f.result() for f in futures]
         except BaseException:

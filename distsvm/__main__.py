@@ -1,0 +1,7 @@
+"""``python -m distsvm``: the ``distsvm`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
