@@ -24,6 +24,7 @@ import dataclasses
 import gzip
 import lzma
 import os
+import zlib
 from typing import BinaryIO, Iterator
 
 import numba
@@ -331,15 +332,35 @@ def open_binary(path, storage_options: dict | None = None) -> BinaryIO:
     return opener(path, "rb")
 
 
+# What a decompressor raises on truncated or corrupt input: EOFError (a stream cut short),
+# lzma.LZMAError, zlib.error, gzip.BadGzipFile and bz2's OSError("Invalid data stream").
+_DECODE_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
+
+
+def _decode_error(path, line: int, exc: BaseException) -> InputFormatError:
+    """The one-line error of a compressed file that cannot be decompressed from ``line`` on."""
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    return InputFormatError(os.fspath(path), line, None,
+                            f"truncated or corrupt {ext} input, cannot decompress beyond "
+                            f"this line ({type(exc).__name__}: {exc})")
+
+
 def iter_chunks(path, chunk_bytes: int,
                 storage_options: dict | None = None) -> Iterator[tuple[np.ndarray, int, int]]:
     """Stream a (possibly compressed, possibly remote) file as pieces of about ``chunk_bytes``
     that end at a line end: yields ``(bytes, offset, first_line)``; memory ~2 pieces
-    whatever the file."""
+    whatever the file.  A compressed stream that is truncated or corrupt raises
+    :class:`InputFormatError` naming the file and the first line not fully read."""
     offset, line, rest = 0, 1, b""
+    compressed = is_compressed(path)
     with open_binary(path, storage_options) as f:
         while True:
-            piece = f.read(chunk_bytes)
+            try:
+                piece = f.read(chunk_bytes)
+            except _DECODE_ERRORS as exc:
+                if not compressed or (type(exc) is OSError and exc.errno is not None):
+                    raise  # a plain file's (or the disk's) I/O error: as it is
+                raise _decode_error(path, line, exc) from None
             if not piece:
                 break
             piece = rest + piece
