@@ -65,8 +65,18 @@ def read_document(path) -> dict:
     except SpecError:
         raise
     except Exception as exc:  # yaml.YAMLError, tomllib.TOMLDecodeError, JSONDecodeError
-        raise SpecError(f"{path}: not valid {ext[1:].upper()}: {exc}") from exc
+        raise SpecError(f"{path}: not valid {ext[1:].upper()}: {_one_line(exc)}") from exc
     return doc
+
+
+def _one_line(exc: Exception) -> str:
+    """A parser's message on one line: YAML's spans several (the problem, then the
+    offending line with a caret), so it is its problem and position only."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None and getattr(exc, "problem", None):
+        context = f"{exc.context}: " if getattr(exc, "context", None) else ""
+        return f"{context}{exc.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(exc).split())
 
 
 def validate(doc, schema_name: str, where: str) -> dict:
@@ -87,7 +97,7 @@ def validate(doc, schema_name: str, where: str) -> dict:
     e = errors[0]
     path = [str(p) for p in e.absolute_path]
     if e.validator == "additionalProperties" and isinstance(e.instance, dict):
-        unknown = sorted(set(e.instance) - set(e.schema.get("properties", {})))
+        unknown = sorted(str(k) for k in set(e.instance) - set(e.schema.get("properties", {})))
         allowed = ", ".join(sorted(e.schema.get("properties", {})))
         raise SpecError(f"{where}: unknown key '{'.'.join(path + [unknown[0]])}' "
                         f"(allowed here: {allowed})")
