@@ -59,3 +59,70 @@ def test_damaged_compressed_input_cli_line(tmp_path, raw_text, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"ERROR: {path}:1: truncated or corrupt .xz")
     assert not (tmp_path / "s").exists()
+
+
+# ----------------------------------------------------------------- TLS options of the CLI
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (its own CA), as in test_spec."""
+    import subprocess
+
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
+                   check=True, capture_output=True)
+    return str(d / "cert.pem"), str(d / "key.pem")
+
+
+def test_tls_options_build_a_security(tls_files):
+    from distsvm import cluster
+
+    cert, key = tls_files
+    config = cluster.tls_config("tls://127.0.0.1:8786", cert, cert, key)
+    security = cluster.tls_security(config)
+    assert security.require_encryption
+    assert (security.tls_ca_file, security.tls_client_cert, security.tls_client_key) == \
+        (cert, cert, key)
+    assert security.get_connection_args("client")["ssl_context"] is not None
+    assert cluster.tls_config("tcp://h:1") == {}
+    for args, message in [
+            (("tcp://h:1", cert, cert, key), "are for a TLS scheduler"),
+            ((None, cert, cert, None), r"got --scheduler \(none\)"),
+            (("tls://h:1", None, cert, key), "TLS needs --tls-ca-file too"),
+            (("tls://h:1", cert, None, None), "TLS needs --tls-cert too"),
+            (("tls://h:1", cert, cert, "/nonexistent.pem"), "--tls-key /nonexistent.pem: no")]:
+        with pytest.raises(ValueError, match=message):
+            cluster.tls_config(*args)
+
+
+def test_cli_against_a_tls_scheduler(tmp_path, tls_files, capsys):
+    """A real TLS scheduler (in this process): the CLI connects with the options, and
+    without them (or with them for a tcp:// address) says so in one line."""
+    from distributed import LocalCluster
+    from distributed.security import Security
+
+    cert, key = tls_files
+    security = Security(tls_ca_file=cert, tls_scheduler_cert=cert, tls_scheduler_key=key,
+                        tls_worker_cert=cert, tls_worker_key=key, tls_client_cert=cert,
+                        tls_client_key=key, require_encryption=True)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tls://",
+                      host="127.0.0.1", dashboard_address=":0", security=security) as lc:
+        address = lc.scheduler_address
+        assert address.startswith("tls://")
+        generate = ["generate", "--rows", "60", "--features", "8", "--nnz-per-row", "3",
+                    "--scheduler", address, "-q"]
+        tls = ["--tls-ca-file", cert, "--tls-cert", cert, "--tls-key", key]
+        assert cli.main([*generate, str(tmp_path / "ok"), *tls]) == 0
+        assert (tmp_path / "ok").exists()
+        capsys.readouterr()
+        assert cli.main([*generate, str(tmp_path / "no")]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"ERROR: the Dask scheduler {address} "
+                                                   "talks TLS: give the client's certificates")
+    assert cli.main([*generate[:-3], "--scheduler", "tcp://127.0.0.1:1", "-q", *tls,
+                     str(tmp_path / "tcp")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "are for a TLS scheduler" in err[0]
+    assert not (tmp_path / "no").exists() and not (tmp_path / "tcp").exists()
