@@ -40,12 +40,13 @@ import tempfile
 from storage import StorageError, StoreNotFoundError, open_dataset
 from storage.dataset import append
 from storage.errors import InputDataError, InputFormatError
+from storage.paths import resolve
 
 from . import jobs, params, registry
 from .errors import ClusterError
 from .progress import Progress
 from .solvers import registry as solvers
-from .spec import SpecError, cluster_client, read_document, validate
+from .spec import SpecError, cluster_client, read_document, resolve_paths, validate
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_NOT_PROMOTED = 0, 1, 2, 3
 EXIT_CODES = {EXIT_OK: "promoted, or nothing to do", EXIT_FAILURE: "failure",
@@ -56,7 +57,7 @@ def load_pipeline(path) -> dict:
     path = os.fspath(path)
     spec = validate(read_document(path), "pipeline", path)
     spec["source"] = os.path.abspath(path)
-    return spec
+    return resolve_paths(spec, (("dataset",), ("holdout",), ("registry",)))
 
 
 def _partitions(spec: dict) -> list[str]:
@@ -64,7 +65,7 @@ def _partitions(spec: dict) -> list[str]:
     patterns = [patterns] if isinstance(patterns, str) else patterns
     out = []
     for p in patterns:
-        found = sorted(glob.glob(p))
+        found = sorted(os.path.abspath(f) for f in glob.glob(os.path.expanduser(p)))
         if not found:
             raise SpecError(f"{spec['source']}: key 'partitions': no file matches {p!r}")
         out += [f for f in found if f not in out]
@@ -88,7 +89,7 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress):
     names appended)."""
     from .ingest import DEFAULT_BLOCK_MB, ingest
 
-    url, so = spec["dataset"], spec.get("storage_options")
+    url, so = resolve(spec["dataset"]), spec.get("storage_options")
     opts = spec.get("ingest", {})
     kwargs = dict(index_base=0 if opts.get("zero_based") else 1, seed=opts.get("seed", 0),
                   block_rows=opts.get("block_rows"),

@@ -128,6 +128,27 @@ def load_spec(path) -> dict:
     path = os.fspath(path)
     spec = validate(read_document(path), "job", path)
     spec["source"] = os.path.abspath(path)
+    return resolve_paths(spec, JOB_PATHS)
+
+
+# The paths of a spec, (section, key): resolved where the spec is loaded (resolve_paths).
+JOB_PATHS = (("data", "train"), ("data", "test"), ("output", "model"),
+             ("output", "registry"), ("checkpoint", "runs"))
+
+
+def resolve_paths(spec: dict, keys) -> dict:
+    """``spec`` with its local paths at ``keys`` ((section, key), or (key,) at the top)
+    absolute and ``~``-expanded against this process's working directory (as they were
+    meant), so that workers, a later ``resume`` and ``job.json`` all mean the same files;
+    URLs (``s3://…``) are left as they are (:func:`storage.paths.resolve`)."""
+    from storage.paths import resolve
+
+    for *section, key in keys:
+        where = spec
+        for name in section:
+            where = where.get(name) if isinstance(where, dict) else None
+        if isinstance(where, dict) and isinstance(where.get(key), str):
+            where[key] = resolve(where[key])
     return spec
 
 

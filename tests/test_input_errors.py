@@ -126,3 +126,64 @@ def test_cli_against_a_tls_scheduler(tmp_path, tls_files, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "are for a TLS scheduler" in err[0]
     assert not (tmp_path / "no").exists() and not (tmp_path / "tcp").exists()
+
+
+# ----------------------------------------------------------------- paths
+
+def test_relative_and_home_paths_are_resolved_before_workers_see_them(tmp_path, monkeypatch,
+                                                                      client):
+    """The session cluster's worker processes work in the directory pytest started in: the
+    client, in another one, names the input, the store and the home-relative paths as it
+    sees them, and the workers must open the same files."""
+    import numpy as np
+
+    from distsvm import jobs
+    from distsvm.ingest import ingest
+    from distsvm.model import Model
+    from storage import open_dataset
+
+    raw = lzma.decompress((DATA / "a9a.t.xz").read_bytes())[:60_000]
+    (tmp_path / "rel.svm").write_bytes(raw[: raw.rfind(b"\n") + 1])
+    monkeypatch.chdir(tmp_path)
+    worker_dirs = set(client.run(__import__("os").getcwd).values())
+    assert str(tmp_path) not in worker_dirs
+    # parsed by the workers (an uncompressed file is split into byte ranges they read)
+    d = ingest("rel.svm", "rel.zarr", client=client, block_rows=100, chunk_mb=0.01)
+    assert d.url == str(tmp_path / "rel.zarr") and (tmp_path / "rel.zarr").is_dir()
+    assert open_dataset("rel.zarr").url == str(tmp_path / "rel.zarr")
+    # predicted by the workers: a model that says -1 everywhere (a9a's majority)
+    model = Model(np.zeros(d.meta.n_features), -1.0, (-1.0, 1.0), "dcd", "hinge", {}, {},
+                  d.meta.n_features)
+    counts = dict(zip(d.meta.classes, d.meta.class_counts))
+    got = jobs.predict("rel.zarr", model, client=client)
+    assert got["accuracy"] == counts[-1.0] / d.meta.n_rows
+    monkeypatch.setenv("HOME", str(tmp_path))
+    d = ingest("~/rel.svm", "~/home.zarr", client=client, block_rows=100, chunk_mb=0.01)
+    assert d.url == str(tmp_path / "home.zarr") and (tmp_path / "home.zarr").is_dir()
+    assert np.array_equal(open_dataset("~/home.zarr").meta.class_counts, d.meta.class_counts)
+    from storage.paths import resolve
+
+    assert resolve("s3://b/k") == "s3://b/k" and resolve("file://x") == f"file://{tmp_path}/x"
+
+
+def test_spec_paths_are_resolved_where_the_spec_is_loaded(tmp_path, monkeypatch):
+    from distsvm import pipeline, spec
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "job.yaml").write_text(
+        "data: {train: s.zarr, test: ~/t.zarr}\noutput: {model: m.model, registry: s3://b/r}\n"
+        "checkpoint: {runs: ../runs}\n")
+    got = spec.load_spec("job.yaml")
+    assert got["data"] == {"train": str(tmp_path / "s.zarr"),
+                           "test": str(tmp_path / "home" / "t.zarr")}
+    assert got["output"] == {"model": str(tmp_path / "m.model"), "registry": "s3://b/r"}
+    assert got["checkpoint"]["runs"] == str(tmp_path.parent / "runs")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "p1.svm").write_text("1 1:1\n")
+    (tmp_path / "p.yaml").write_text("name: p\ndataset: d.zarr\npartitions: '~/p*.svm'\n"
+                                     "holdout: ~/h.zarr\nregistry: reg\n")
+    p = pipeline.load_pipeline("p.yaml")
+    assert (p["dataset"], p["holdout"], p["registry"]) == (
+        str(tmp_path / "d.zarr"), str(tmp_path / "home" / "h.zarr"), str(tmp_path / "reg"))
+    assert pipeline._partitions(p) == [str(tmp_path / "home" / "p1.svm")]
