@@ -46,7 +46,7 @@ from . import jobs, params, registry
 from .errors import ClusterError
 from .progress import Progress
 from .solvers import registry as solvers
-from .spec import SpecError, cluster_client, read_document, resolve_paths, validate
+from .spec import SpecError, cluster_client, read_document, validate
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_NOT_PROMOTED = 0, 1, 2, 3
 EXIT_CODES = {EXIT_OK: "promoted, or nothing to do", EXIT_FAILURE: "failure",
@@ -57,7 +57,7 @@ def load_pipeline(path) -> dict:
     path = os.fspath(path)
     spec = validate(read_document(path), "pipeline", path)
     spec["source"] = os.path.abspath(path)
-    return resolve_paths(spec, (("dataset",), ("holdout",), ("registry",)))
+    return spec
 
 
 def _partitions(spec: dict) -> list[str]:

@@ -128,21 +128,24 @@ def load_spec(path) -> dict:
     path = os.fspath(path)
     spec = validate(read_document(path), "job", path)
     spec["source"] = os.path.abspath(path)
-    return resolve_paths(spec, JOB_PATHS)
+    return spec
 
 
-# The paths of a spec, (section, key): resolved where the spec is loaded (resolve_paths).
+# The paths of a job spec, (section, key): resolved when it runs (resolve_paths).
 JOB_PATHS = (("data", "train"), ("data", "test"), ("output", "model"),
              ("output", "registry"), ("checkpoint", "runs"))
 
 
 def resolve_paths(spec: dict, keys) -> dict:
-    """``spec`` with its local paths at ``keys`` ((section, key), or (key,) at the top)
-    absolute and ``~``-expanded against this process's working directory (as they were
-    meant), so that workers, a later ``resume`` and ``job.json`` all mean the same files;
-    URLs (``s3://…``) are left as they are (:func:`storage.paths.resolve`)."""
+    """A copy of ``spec`` with its local paths at ``keys`` ((section, key), or (key,) at the
+    top) absolute and ``~``-expanded against this process's working directory (as they
+    were meant), so that workers, ``job.json`` and a later ``resume`` from anywhere all mean
+    the same files; URLs (``s3://…``) are left as they are (:func:`storage.paths.resolve`)."""
+    import copy
+
     from storage.paths import resolve
 
+    spec = copy.deepcopy(spec)
     for *section, key in keys:
         where = spec
         for name in section:
@@ -230,6 +233,7 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
     from .model import save_model
 
     progress = progress or Progress(quiet=True)
+    spec = resolve_paths(spec, JOB_PATHS)
     where = spec["source"]
     data = spec["data"]
     so = data.get("storage_options")

@@ -166,7 +166,7 @@ def test_relative_and_home_paths_are_resolved_before_workers_see_them(tmp_path, 
     assert resolve("s3://b/k") == "s3://b/k" and resolve("file://x") == f"file://{tmp_path}/x"
 
 
-def test_spec_paths_are_resolved_where_the_spec_is_loaded(tmp_path, monkeypatch):
+def test_spec_paths_are_resolved_when_the_job_runs(tmp_path, monkeypatch):
     from distsvm import pipeline, spec
 
     monkeypatch.chdir(tmp_path)
@@ -174,7 +174,9 @@ def test_spec_paths_are_resolved_where_the_spec_is_loaded(tmp_path, monkeypatch)
     (tmp_path / "job.yaml").write_text(
         "data: {train: s.zarr, test: ~/t.zarr}\noutput: {model: m.model, registry: s3://b/r}\n"
         "checkpoint: {runs: ../runs}\n")
-    got = spec.load_spec("job.yaml")
+    loaded = spec.load_spec("job.yaml")
+    got = spec.resolve_paths(loaded, spec.JOB_PATHS)  # as spec.run does, before job.json
+    assert loaded["data"]["train"] == "s.zarr"  # a copy
     assert got["data"] == {"train": str(tmp_path / "s.zarr"),
                            "test": str(tmp_path / "home" / "t.zarr")}
     assert got["output"] == {"model": str(tmp_path / "m.model"), "registry": "s3://b/r"}
@@ -183,7 +185,5 @@ def test_spec_paths_are_resolved_where_the_spec_is_loaded(tmp_path, monkeypatch)
     (tmp_path / "home" / "p1.svm").write_text("1 1:1\n")
     (tmp_path / "p.yaml").write_text("name: p\ndataset: d.zarr\npartitions: '~/p*.svm'\n"
                                      "holdout: ~/h.zarr\nregistry: reg\n")
-    p = pipeline.load_pipeline("p.yaml")
-    assert (p["dataset"], p["holdout"], p["registry"]) == (
-        str(tmp_path / "d.zarr"), str(tmp_path / "home" / "h.zarr"), str(tmp_path / "reg"))
-    assert pipeline._partitions(p) == [str(tmp_path / "home" / "p1.svm")]
+    assert pipeline._partitions(pipeline.load_pipeline("p.yaml")) == [
+        str(tmp_path / "home" / "p1.svm")]
