@@ -30,6 +30,7 @@ import json
 import numbers
 import os
 import tokenize
+import warnings
 import zipfile
 import zlib
 
@@ -256,7 +257,9 @@ def load_model(path, storage_options: dict | None = None) -> Model:
             if missing:
                 raise ModelFormatError(f"{path}: missing member(s) {sorted(missing)}")
             header = json.loads(z.read("model.json"))
-            w = np.load(io.BytesIO(z.read("w.npy")), allow_pickle=False)
+            with warnings.catch_warnings():  # numpy's about a damaged .npy header: its error
+                warnings.simplefilter("ignore")  # (below) says it in one line
+                w = np.load(io.BytesIO(z.read("w.npy")), allow_pickle=False)
     except ModelFormatError:
         raise
     except _DECODE_ERRORS as exc:
@@ -371,9 +374,9 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
         bias = float(header["bias"][0])
     except (KeyError, IndexError, ValueError) as exc:
         raise ModelFormatError(f"{path}: malformed LIBLINEAR header: {exc!r}") from exc
-    for name, v in (("bias", bias), *(("class label", c) for c in labels)):
+    for what, v in (("bias", bias), *(("class label", c) for c in labels)):
         if not np.isfinite(v):  # before the weights' shape, which the bias decides
-            raise ModelFormatError(f"{path}: the {name} must be a finite real number, got {v!r}")
+            raise ModelFormatError(f"{path}: the {what} must be a finite real number, got {v!r}")
     if _from_liblinear(name) is None:
         raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (a type not trained "
                                "here) is not a model distsvm can use")

@@ -294,6 +294,28 @@ def test_fuzz_model_header_values(members, value, key):
     _expect_model_error(_zipped({**members, "model.json": text.encode()}))
 
 
+def test_the_seeds_load():
+    """Unmutated, every seed is a valid model (else the fuzzers' oracle, which accepts the
+    loaders' error, would pass a loader that refuses everything)."""
+    for m, content in zip([m for m in MODELS if not m.is_ranking], LIBLINEAR_SEEDS):
+        got = _load(content)
+        np.testing.assert_allclose(got.w, m.w, rtol=1e-15)
+        assert (got.classes, got.bias, got.rho) == (m.classes, m.bias, m.rho)
+    for m, members in zip(MODELS, OWN_MEMBERS):
+        got = _load(_zipped(members))
+        np.testing.assert_array_equal(got.w, m.w)
+        assert (got.classes, got.thresholds, got.rho) == (m.classes, m.thresholds, m.rho)
+    for seeds, load in ((JOB_SEEDS, spec.load_spec), (PIPELINE_SEEDS, pipeline.load_pipeline)):
+        for ext, content in seeds.items():
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, f"seed{ext}")
+                with open(path, "wb") as f:
+                    f.write(content)
+                assert load(path)["source"] == path
+    for text in LIBSVM_SEEDS:
+        libsvm.parse_chunk(text, path="seed", chunk_offset=0, first_line=1)
+
+
 def test_non_finite_and_complex_models_are_refused(tmp_path):
     """The cases behind the fuzzers' oracle, named: non-finite bias, weights, labels; a
     complex weight array (np.load reads it; astype dropped the imaginary part)."""
