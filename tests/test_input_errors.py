@@ -161,9 +161,13 @@ def test_relative_and_home_paths_are_resolved_before_workers_see_them(tmp_path, 
     d = ingest("~/rel.svm", "~/home.zarr", client=client, block_rows=100, chunk_mb=0.01)
     assert d.url == str(tmp_path / "home.zarr") and (tmp_path / "home.zarr").is_dir()
     assert np.array_equal(open_dataset("~/home.zarr").meta.class_counts, d.meta.class_counts)
+    from distsvm.checkpoint import Checkpointer
     from storage.paths import resolve
 
     assert resolve("s3://b/k") == "s3://b/k" and resolve("file://x") == f"file://{tmp_path}/x"
+    # where the workers write their blocks' state at a checkpoint
+    assert Checkpointer("~/runs/r1", 5).run_dir == str(tmp_path / "runs" / "r1")
+    assert Checkpointer("s3://b/runs/r1", 5).run_dir == "s3://b/runs/r1"
 
 
 def test_spec_paths_are_resolved_when_the_job_runs(tmp_path, monkeypatch):
