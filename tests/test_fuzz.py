@@ -42,6 +42,7 @@ from .conftest import DATA
 
 EXAMPLE_SECONDS = 5  # the per-example deadline (an alarm; generous for a loaded CI machine)
 SCALE = int(os.environ.get("DISTSVM_FUZZ_EXAMPLES", "0"))
+_MODEL_DIR = tempfile.mkdtemp(prefix="distsvm-fuzz-")  # the files the examples are read from
 
 
 def fuzz_settings(examples: int):
@@ -169,6 +170,37 @@ def test_fuzz_libsvm_parser(text, index_base):
     _check_chunk(c, len(text), index_base)
 
 
+def _compressed_seeds() -> dict[str, list[bytes]]:
+    import bz2
+    import gzip
+    import lzma
+
+    return {ext: [f(t) for t in LIBSVM_SEEDS]
+            for ext, f in ((".gz", gzip.compress), (".bz2", bz2.compress),
+                           (".xz", lzma.compress))}
+
+
+COMPRESSED_SEEDS = _compressed_seeds()
+
+
+@fuzz_settings(150)
+@given(st.sampled_from(sorted(COMPRESSED_SEEDS)).flatmap(
+    lambda ext: st.tuples(st.just(ext), mutated(COMPRESSED_SEEDS[ext], 2))))
+def test_fuzz_compressed_libsvm_files(ext_content):
+    """A damaged .gz/.bz2/.xz file, streamed in small pieces as an ingest reads it."""
+    ext, content = ext_content
+    path = os.path.join(_MODEL_DIR, f"fuzz{ext}")
+    with open(path, "wb") as f:
+        f.write(content)
+    with deadline():
+        try:
+            for buf, offset, line in libsvm.iter_chunks(path, 64):
+                _check_chunk(libsvm.parse_chunk(buf, path=path, chunk_offset=offset,
+                                                first_line=line), offset + len(buf), 1)
+        except InputFormatError as e:
+            assert str(e).startswith(path) and "\n" not in str(e)
+
+
 # ----------------------------------------------------------------- model loaders
 
 def _models() -> list[mdl.Model]:
@@ -218,7 +250,6 @@ def _zipped(members: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-_MODEL_DIR = tempfile.mkdtemp(prefix="distsvm-fuzz-")
 MODEL_PATH = os.path.join(_MODEL_DIR, "fuzz.model")
 
 
