@@ -161,6 +161,12 @@ def test_relative_and_home_paths_are_resolved_before_workers_see_them(tmp_path, 
     d = ingest("~/rel.svm", "~/home.zarr", client=client, block_rows=100, chunk_mb=0.01)
     assert d.url == str(tmp_path / "home.zarr") and (tmp_path / "home.zarr").is_dir()
     assert np.array_equal(open_dataset("~/home.zarr").meta.class_counts, d.meta.class_counts)
+    # a damaged compressed input, streamed from here to the workers: one error, no store
+    (tmp_path / "cut.gz").write_bytes(gzip.compress(raw)[:-20])
+    with pytest.raises(InputFormatError, match=f"^{tmp_path}/cut.gz:1: truncated or corrupt"):
+        ingest("cut.gz", "cut.zarr", client=client, block_rows=100)
+    assert not [p for p in tmp_path.iterdir() if "cut.zarr" in p.name]
+
     from distsvm.checkpoint import Checkpointer
     from storage.paths import resolve
 
