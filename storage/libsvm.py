@@ -11,8 +11,8 @@ label, ``3:``, ``:5``, ``3:0.5x``, index 0 in a 1-based file, unsorted or
 duplicate indices, NaN/inf values or labels, ``qid:`` — raises
 :class:`~storage.errors.InputFormatError` naming the file, the line and the token.
 
-The tokenizer is one Numba kernel over the bytes.  Numbers with at most 19
-significant digits and a decimal exponent within ±22 are converted exactly
+The tokenizer is one Numba kernel over the bytes.  Numbers whose significant
+digits make an integer below 2⁵³ and a decimal exponent within ±22 are converted exactly
 (one correctly rounded multiply or divide of exact float64 values); the rare
 others are re-parsed by Python's ``float`` so every value is correctly rounded.
 """
@@ -91,7 +91,7 @@ def _number(buf, a, b):
     seen = False
     while i < b and 48 <= buf[i] <= 57:
         seen = True
-        if digits < 19:
+        if digits < 18:  # 18 digits < 2**63: 19 could overflow int64 (a silent wrong value)
             if mant or buf[i] != 48:
                 mant = mant * 10 + (buf[i] - 48)
                 digits += 1
@@ -102,7 +102,7 @@ def _number(buf, a, b):
         i += 1
         while i < b and 48 <= buf[i] <= 57:
             seen = True
-            if digits < 19:
+            if digits < 18:
                 if mant or buf[i] != 48:
                     mant = mant * 10 + (buf[i] - 48)
                     digits += 1

@@ -168,6 +168,26 @@ def test_fuzz_libsvm_parser(text, index_base):
             assert str(e).startswith("fuzz.svm") and "\n" not in str(e)
             return
     _check_chunk(c, len(text), index_base)
+    _same_as_reference(c, text, index_base)
+
+
+def _same_as_reference(c, text: bytes, index_base: int) -> None:
+    """A parse that succeeded gives what a plain Python reading of the text gives (each
+    number by Python's ``float``, correctly rounded, then to float32): no silently wrong
+    value, index or row."""
+    labels, indices, data = [], [], []
+    for line in text.split(b"\n"):
+        tokens = line.split(b"#", 1)[0].split()
+        if not tokens:
+            continue
+        labels.append(float(tokens[0]))
+        for t in tokens[1:]:
+            i, v = t.split(b":", 1)
+            indices.append(int(i) - index_base)
+            data.append(float(v))
+    assert c.labels.tolist() == labels
+    assert c.indices.tolist() == indices
+    np.testing.assert_array_equal(c.data, np.array(data, dtype=np.float64).astype(np.float32))
 
 
 def _compressed_seeds() -> dict[str, list[bytes]]:
@@ -439,3 +459,15 @@ def test_fuzz_pipeline_spec(spec_dir, file):
 def _remove_model_dir():
     yield
     shutil.rmtree(_MODEL_DIR, ignore_errors=True)
+
+
+@pytest.mark.parametrize("token, value", [
+    (b"-999999999999999999999999991", -1e27),  # 19 significant digits overflowed int64: the
+    (b"9999999999999999999", 1e19),             # fast path gave 8.4e26 (the sign lost) and
+    (b"-18446744073709551617.5e-3", -18446744073709551.6175),  # other wrong values, silently
+    (b"0.99999999999999999999999", 1.0),
+])
+def test_found_by_the_fuzzers_long_numbers(token, value):
+    c = libsvm.parse_chunk(token + b" 1:" + token + b"\n", path="t", chunk_offset=0,
+                           first_line=1, dtype=np.float64)
+    assert c.labels.tolist() == [value] == [float(token)] and c.data.tolist() == [value]
