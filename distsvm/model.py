@@ -48,6 +48,7 @@ RANKING_FORMAT_VERSION = 2  # a ranking model's file: version 1's fields plus "t
 ONECLASS_FORMAT_VERSION = 3  # a one-class model's file: version 1's fields plus "rho"
 SUPPORTED_VERSIONS = (1, 2, 3)
 ONECLASS_CLASSES = (-1.0, 1.0)
+ONECLASS_LOSS = "oneclass"  # the loss of LIBLINEAR's -s 21, whose models have a rho
 
 # LIBLINEAR's solver_type names by -s code (linear.cpp's solver_type_table): a (solver, loss)
 # is written and read by its registry code, so a registry entry is all a new type needs here.
@@ -185,6 +186,9 @@ class Model:
                 raise ModelFormatError(f"{where}: a ranking model with {n} ranks needs {n - 1} "
                                        f"finite nondecreasing thresholds, got "
                                        f"{list(self.thresholds)}")
+        if (self.loss == ONECLASS_LOSS) != (self.rho is not None):
+            raise ModelFormatError(f"{where}: a model of loss {self.loss!r} with rho "
+                                   f"{self.rho!r}: the one-class loss and a rho go together")
         # ρ = +inf is LIBLINEAR's at ν = 1 (every α at 1, no row at 0): every row −1
         if self.rho is not None and (np.isnan(self.rho) or self.rho == -np.inf or self.bias >= 0
                                      or tuple(self.classes) != ONECLASS_CLASSES):
@@ -273,7 +277,8 @@ def load_model(path, storage_options: dict | None = None) -> Model:
                                "(float64)")
     if header.get("format") != FORMAT_NAME:
         raise ModelFormatError(f"{path}: not a distsvm model (format {header.get('format')!r})")
-    if header.get("format_version") not in SUPPORTED_VERSIONS:
+    version = header.get("format_version")
+    if type(version) is not int or version not in SUPPORTED_VERSIONS:  # not true, not 1.0
         raise ModelFormatError(f"{path}: model format version {header.get('format_version')!r} "
                                f"is not supported (supported: {list(SUPPORTED_VERSIONS)})")
     try:

@@ -263,10 +263,13 @@ OWN_MEMBERS = [_members(_model_bytes(m, False)) for m in MODELS]
 
 
 def _zipped(members: dict[str, bytes]) -> bytes:
+    """The zip of ``members``, the same bytes every time (a fixed date: Hypothesis replays
+    an example by its draws, which must not depend on the clock)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in members.items():
-            z.writestr(name, data)
+            z.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data,
+                       compress_type=zipfile.ZIP_DEFLATED)
     return buf.getvalue()
 
 
@@ -289,6 +292,18 @@ def _check_model(model: mdl.Model) -> None:
         assert np.all(np.isfinite(dv))
     if not model.is_regression:
         assert set(np.asarray(model.predict(X)).tolist()) <= set(model.classes)
+    # what loads, saves and loads again the same (in both formats where LIBLINEAR has it)
+    again = os.path.join(_MODEL_DIR, "again.model")
+    mdl.save_model(model, again)
+    back = mdl.load_model(again)
+    np.testing.assert_array_equal(back.w, model.w)
+    assert (back.classes, back.bias, back.rho, back.thresholds) == \
+        (model.classes, model.bias, model.rho, model.thresholds)
+    if not model.is_ranking and mdl._liblinear_name(model.solver, model.loss) is not None:
+        mdl.export_liblinear(model, again)
+        back = mdl.load_model(again)
+        np.testing.assert_allclose(back.w, model.w, rtol=0, atol=0)
+        assert (back.classes, back.bias) == (model.classes, model.bias)
 
 
 def _expect_model_error(content: bytes):
@@ -471,3 +486,18 @@ def test_found_by_the_fuzzers_long_numbers(token, value):
     c = libsvm.parse_chunk(token + b" 1:" + token + b"\n", path="t", chunk_offset=0,
                            first_line=1, dtype=np.float64)
     assert c.labels.tolist() == [value] == [float(token)] and c.data.tolist() == [value]
+
+
+@pytest.mark.parametrize("version", ["true", "1.0", '"1"'])
+def test_found_by_the_fuzzers_format_version_is_an_integer(version):
+    """``"format_version": true`` passed as version 1 (True == 1): a one-class model then
+    loaded without its rho, predicting with ρ = 0, and could not be exported."""
+    members = OWN_MEMBERS[4]  # the one-class model
+    header = members["model.json"].replace(b'"format_version": 3', f'"format_version": '
+                                           f'{version}'.encode())
+    assert header != members["model.json"]
+    with pytest.raises(mdl.ModelFormatError, match="model format version"):
+        _load(_zipped({**members, "model.json": header}))
+    m = MODELS[4]
+    with pytest.raises(mdl.ModelFormatError, match="the one-class loss and a rho go together"):
+        mdl.Model(m.w, m.bias, m.classes, m.solver, m.loss, {}, {}, m.n_features).check("m")
