@@ -32,6 +32,7 @@ import numpy as np
 from storage import checkpoint as files
 from storage.dataset import DIGEST, check_metadata_digest, seal_metadata
 from storage.errors import CorruptStoreError
+from storage.paths import resolve
 
 from .progress import Progress
 
@@ -66,7 +67,7 @@ class Checkpointer:
     def __init__(self, run_dir: str, every: int | None, params: dict | None = None, *,
                  keep: int = 2, storage_options: dict | None = None,
                  progress: Progress | None = None):
-        self.run_dir = str(run_dir)
+        self.run_dir = resolve(run_dir)  # the workers write their blocks' state under it
         self.every = every
         self.params = json.loads(json.dumps(params or {}))  # as the manifest holds them
         self.keep = keep

@@ -71,6 +71,11 @@ def _cluster_options(p):
                         "threads are this process's, or worker processes (one per core, at "
                         "most 4) for a store over a quarter of the machine's memory and for "
                         "train --parallel")
+    tls = p.add_argument_group("TLS (a --scheduler tls://… address; as dask worker's options)")
+    tls.add_argument("--tls-ca-file", metavar="FILE", help="CA certificate(s), PEM")
+    tls.add_argument("--tls-cert", metavar="FILE", help="this client's certificate, PEM")
+    tls.add_argument("--tls-key", metavar="FILE",
+                     help="this client's private key, PEM (if not in the --tls-cert file)")
 
 
 def _lock_options(p):
@@ -845,6 +850,21 @@ def _quiet_interrupt():
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@contextlib.contextmanager
+def _tls(a):
+    """The command's TLS options (``--tls-ca-file``, ``--tls-cert``, ``--tls-key``) as Dask's
+    TLS configuration while it runs: every client it makes for ``--scheduler`` uses them."""
+    if not hasattr(a, "tls_ca_file"):  # a command without cluster options
+        yield
+        return
+    import dask
+
+    from .cluster import tls_config
+
+    with dask.config.set(tls_config(a.scheduler, a.tls_ca_file, a.tls_cert, a.tls_key)):
+        yield
+
+
 def main(argv=None) -> int:
     argv, class_weight = _class_weights(list(sys.argv[1:] if argv is None else argv))
     a = build_parser().parse_args(argv)
@@ -872,7 +892,7 @@ def main(argv=None) -> int:
             print(json.dumps(result))
         return code
     try:
-        with _quiet_interrupt():
+        with _quiet_interrupt(), _tls(a):
             _cluster_setup(a)
             result = _dispatch(a, progress)
     except LockHeldError as exc:

@@ -72,9 +72,10 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
         yield client
         return
     if scheduler:
+        _check_tls(scheduler, security)
         try:
             c = Client(scheduler, timeout="30s", security=security)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, TypeError) as exc:
             raise ClusterError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from exc
         try:
             _announce(c, progress, dashboard, embedded=False)
@@ -177,6 +178,63 @@ def _main_not_reimported():
         yield
     finally:
         main.__spec__ = None
+
+
+TLS_HELP = ("--tls-ca-file and --tls-cert (and --tls-key unless the certificate file holds "
+            "the key), a job spec's cluster.tls, or Dask's distributed.comm.tls configuration")
+
+
+def _check_tls(scheduler: str, security) -> None:
+    """ClusterError, one line, unless a ``tls://`` scheduler has the client's TLS files (from
+    ``security`` or, as Dask's Client does without one, from Dask's configuration): Dask's
+    Client fails with a TypeError traceback without them."""
+    if not scheduler.startswith("tls://"):
+        return
+    from distributed.security import Security
+
+    try:
+        context = (security or Security()).get_connection_args("client")["ssl_context"]
+    except (OSError, ValueError) as exc:  # unreadable or malformed PEM files
+        raise ClusterError(f"cannot use the TLS files for {scheduler}: {exc}") from exc
+    if context is None:
+        raise ClusterError(f"the Dask scheduler {scheduler} talks TLS: give the client's "
+                           f"certificates: {TLS_HELP}")
+
+
+def tls_config(scheduler: str | None, ca_file: str | None = None, cert: str | None = None,
+               key: str | None = None) -> dict:
+    """Dask configuration of the CLI's TLS options for a ``tls://`` scheduler, named as
+    ``dask worker``'s (``--tls-ca-file``, ``--tls-cert``, ``--tls-key``): the files of the
+    client's ``distributed.security.Security`` (:func:`tls_security`), which Dask's Client
+    reads from its configuration.  ``{}`` without them; ValueError (one line) for options
+    without a ``tls://`` scheduler, without the CA or the certificate, or a missing file."""
+    given = {opt: path for opt, path in (("--tls-ca-file", ca_file), ("--tls-cert", cert),
+                                         ("--tls-key", key)) if path}
+    if not given:
+        return {}
+    if not (scheduler or "").startswith("tls://"):
+        raise ValueError(f"{', '.join(given)} are for a TLS scheduler (--scheduler "
+                         f"tls://HOST:PORT), got --scheduler {scheduler or '(none)'}")
+    missing = [opt for opt in ("--tls-ca-file", "--tls-cert") if opt not in given]
+    if missing:
+        raise ValueError(f"--scheduler {scheduler}: TLS needs {' and '.join(missing)} too")
+    for opt, path in given.items():
+        if not os.path.isfile(os.path.expanduser(path)):
+            raise ValueError(f"{opt} {path}: no such file")
+    files = {k: os.path.abspath(os.path.expanduser(v)) for k, v in given.items()}
+    return {"distributed.comm.tls.ca-file": files["--tls-ca-file"],
+            "distributed.comm.tls.client.cert": files["--tls-cert"],
+            "distributed.comm.tls.client.key": files.get("--tls-key"),
+            "distributed.comm.require-encryption": True}
+
+
+def tls_security(config: dict):
+    """The ``distributed.security.Security`` of a :func:`tls_config` (what a Client builds
+    from it)."""
+    from distributed.security import Security
+
+    with dask.config.set(config):
+        return Security()
 
 
 def default_workers() -> int:

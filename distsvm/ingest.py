@@ -13,9 +13,11 @@ and a failure or an interrupt removes everything written.
 from __future__ import annotations
 
 import contextlib
+import lzma
 import os
 import sys
 import time
+import zlib
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,6 +29,7 @@ from storage.errors import InputDataError
 from storage.leftovers import remove_leftovers
 from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
 from storage.lock import Lock
+from storage.paths import resolve
 
 from . import resources
 from .progress import Progress
@@ -153,6 +156,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     is_text = isinstance(source, (str, os.PathLike))
     if is_text:
         from storage import libsvm
+
+        source = resolve(source)  # workers read it: absolute, ~ expanded (URLs as they are)
     where = str(source) if is_text else "input matrix"
     remote = is_text and libsvm.is_remote(source)  # streamed from here, as compressed files
     if is_text and not remote and not os.path.exists(source):
@@ -277,8 +282,9 @@ def _read_weights(sample_weight) -> np.ndarray | None:
     if isinstance(sample_weight, (str, os.PathLike)):
         where = str(sample_weight)
         try:
-            sample_weight = np.loadtxt(sample_weight, dtype=np.float64, ndmin=1)
-        except (OSError, ValueError) as exc:
+            sample_weight = np.loadtxt(os.path.expanduser(sample_weight), dtype=np.float64,
+                                       ndmin=1)
+        except (OSError, ValueError, EOFError, lzma.LZMAError, zlib.error) as exc:  # .gz too
             raise InputDataError(f"{where}: not a file of one weight per line: {exc}") from exc
     w = np.asarray(sample_weight, dtype=np.float64)
     if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w < 0):

@@ -27,8 +27,12 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import numbers
 import os
+import tokenize
+import warnings
 import zipfile
+import zlib
 
 import numpy as np
 import scipy.sparse as sp
@@ -44,6 +48,7 @@ RANKING_FORMAT_VERSION = 2  # a ranking model's file: version 1's fields plus "t
 ONECLASS_FORMAT_VERSION = 3  # a one-class model's file: version 1's fields plus "rho"
 SUPPORTED_VERSIONS = (1, 2, 3)
 ONECLASS_CLASSES = (-1.0, 1.0)
+ONECLASS_LOSS = "oneclass"  # the loss of LIBLINEAR's -s 21, whose models have a rho
 
 # LIBLINEAR's solver_type names by -s code (linear.cpp's solver_type_table): a (solver, loss)
 # is written and read by its registry code, so a registry entry is all a new type needs here.
@@ -146,6 +151,14 @@ class Model:
 
     def check(self, where: str) -> None:
         """Raise :class:`ModelFormatError` if the fields are inconsistent."""
+        for name, v in (("bias", self.bias), *(("class label", c) for c in self.classes)):
+            real = isinstance(v, numbers.Real) and not isinstance(v, bool)
+            if not (real and np.isfinite(v)):  # `bias inf` predicted one class for everything
+                raise ModelFormatError(f"{where}: the {name} must be a finite real number, "
+                                       f"got {v!r}")
+        if not isinstance(self.n_features, numbers.Integral) or self.n_features < 0:
+            raise ModelFormatError(f"{where}: the number of features must be an integer >= 0, "
+                                   f"got {self.n_features!r}")
         width = self.n_features + (1 if self.bias >= 0 else 0)
         n = len(self.classes)
         multiclass = self.solver in SOLVERS and SOLVERS[self.solver].multiclass
@@ -162,6 +175,9 @@ class Model:
         elif n < 2 or list(self.classes) != sorted(set(self.classes)):
             raise ModelFormatError(f"{where}: classes must be two or more sorted distinct "
                                    f"values, got {list(self.classes)}")
+        if self.w.dtype.kind not in "fiu":  # complex, boolean, strings, objects
+            raise ModelFormatError(f"{where}: weights have dtype {self.w.dtype}, expected "
+                                   "real numbers (float64)")
         if not np.all(np.isfinite(self.w)):
             raise ModelFormatError(f"{where}: weights contain NaN or infinite values")
         if self.is_ranking:
@@ -170,11 +186,14 @@ class Model:
                 raise ModelFormatError(f"{where}: a ranking model with {n} ranks needs {n - 1} "
                                        f"finite nondecreasing thresholds, got "
                                        f"{list(self.thresholds)}")
+        if (self.loss == ONECLASS_LOSS) != (self.rho is not None):
+            raise ModelFormatError(f"{where}: a model of loss {self.loss!r} with rho "
+                                   f"{self.rho!r}: the one-class loss and a rho go together")
         # ρ = +inf is LIBLINEAR's at ν = 1 (every α at 1, no row at 0): every row −1
-        if self.rho is not None and (np.isnan(self.rho) or self.bias >= 0
+        if self.rho is not None and (np.isnan(self.rho) or self.rho == -np.inf or self.bias >= 0
                                      or tuple(self.classes) != ONECLASS_CLASSES):
-            raise ModelFormatError(f"{where}: a one-class model needs a rho (not NaN), no bias "
-                                   f"and classes {list(ONECLASS_CLASSES)}, got rho {self.rho!r}, "
+            raise ModelFormatError(f"{where}: a one-class model needs a rho (not NaN or -inf), "
+                                   f"no bias and classes {list(ONECLASS_CLASSES)}, got rho {self.rho!r}, "
                                    f"bias {self.bias:g}, classes {list(self.classes)}")
 
 
@@ -242,14 +261,21 @@ def load_model(path, storage_options: dict | None = None) -> Model:
             if missing:
                 raise ModelFormatError(f"{path}: missing member(s) {sorted(missing)}")
             header = _bounded_header(path, z)
-            w = np.load(io.BytesIO(z.read("w.npy")), allow_pickle=False)
-    except (zipfile.BadZipFile, json.JSONDecodeError, ValueError, RecursionError) as exc:
-        if isinstance(exc, ModelFormatError):
-            raise
-        raise ModelFormatError(f"{path}: unreadable model file: {exc}") from exc
+            with warnings.catch_warnings():  # numpy's about a damaged .npy header: its error
+                warnings.simplefilter("ignore")  # (below) says it in one line
+                w = np.load(io.BytesIO(z.read("w.npy")), allow_pickle=False)
+    except ModelFormatError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise ModelFormatError(f"{path}: unreadable model file: {type(exc).__name__}: "
+                               f"{_one_line(exc)}") from exc
+    if w.dtype.kind not in "fiu":  # astype would drop a complex array's imaginary part
+        raise ModelFormatError(f"{path}: weights have dtype {w.dtype}, expected real numbers "
+                               "(float64)")
     if header.get("format") != FORMAT_NAME:
         raise ModelFormatError(f"{path}: not a distsvm model (format {header.get('format')!r})")
-    if header.get("format_version") not in SUPPORTED_VERSIONS:
+    version = header.get("format_version")
+    if type(version) is not int or version not in SUPPORTED_VERSIONS:  # not true, not 1.0
         raise ModelFormatError(f"{path}: model format version {header.get('format_version')!r} "
                                f"is not supported (supported: {list(SUPPORTED_VERSIONS)})")
     try:
@@ -263,8 +289,8 @@ def load_model(path, storage_options: dict | None = None) -> Model:
                                   else None),
                       rho=(float(header["rho"])
                            if header["format_version"] == ONECLASS_FORMAT_VERSION else None))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ModelFormatError(f"{path}: malformed model header: {exc!r}") from exc
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise ModelFormatError(f"{path}: malformed model header: {_one_line(repr(exc))}") from exc
     model.check(path)
     return model
 
@@ -287,7 +313,8 @@ def _bounded_header(path: str, z: zipfile.ZipFile) -> dict:
                                f"more than {MAX_HEADER_BYTES}: refused unread")
     header = json.loads(z.read(head))
     if not isinstance(header, dict):
-        raise ModelFormatError(f"{path}: model.json is not an object")
+        raise ModelFormatError(f"{path}: model.json is a JSON {type(header).__name__}, not an "
+                               "object: not a distsvm model")
     shape, dtype = npy_header(z, wi, path)
     try:
         width = int(header["n_features"]) + 1
@@ -310,6 +337,20 @@ def _bounded_header(path: str, z: zipfile.ZipFile) -> dict:
 
 def _size(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+# What reading a damaged archive and its members can raise: the zip's own errors, a corrupt
+# deflate stream (zlib.error, EOFError), an unknown compression method (NotImplementedError),
+# an encrypted member (RuntimeError), a malformed .npy header (SyntaxError, TokenError,
+# ValueError) or size (MemoryError, OverflowError), deep JSON (RecursionError).
+_DECODE_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError,
+                  zlib.error, NotImplementedError, RuntimeError, SyntaxError, RecursionError,
+                  tokenize.TokenError, MemoryError, OverflowError, KeyError, TypeError)
+
+
+def _one_line(exc) -> str:
+    """An error message on one line (a parser's may span several)."""
+    return " ".join(str(exc).split())
 
 
 def liblinear_label_order(model: Model) -> list[int]:
@@ -379,6 +420,9 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
         bias = float(header["bias"][0])
     except (KeyError, IndexError, ValueError) as exc:
         raise ModelFormatError(f"{path}: malformed LIBLINEAR header: {exc!r}") from exc
+    for what, v in (("bias", bias), *(("class label", c) for c in labels)):
+        if not np.isfinite(v):  # before the weights' shape, which the bias decides
+            raise ModelFormatError(f"{path}: the {what} must be a finite real number, got {v!r}")
     if _from_liblinear(name) is None:
         raise ModelFormatError(f"{path}: LIBLINEAR solver type {name} (a type not trained "
                                "here) is not a model distsvm can use")

@@ -47,6 +47,7 @@ from storage.errors import InputDataError, InputFormatError
 from storage.leftovers import remove_leftovers
 from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
 from storage.lock import Lock, LockHeldError
+from storage.paths import resolve
 
 from . import jobs, params, registry
 from .errors import ClusterError
@@ -80,7 +81,7 @@ def _partitions(spec: dict) -> list[str]:
     patterns = [patterns] if isinstance(patterns, str) else patterns
     out = []
     for p in patterns:
-        found = sorted(glob.glob(p))
+        found = sorted(os.path.abspath(f) for f in glob.glob(os.path.expanduser(p)))
         if not found:
             raise SpecError(f"{spec['source']}: key 'partitions': no file matches {p!r}")
         out += [f for f in found if f not in out]
@@ -104,7 +105,7 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress):
     names appended)."""
     from .ingest import DEFAULT_BLOCK_MB, ingest
 
-    url, so = spec["dataset"], spec.get("storage_options")
+    url, so = resolve(spec["dataset"]), spec.get("storage_options")
     opts = spec.get("ingest", {})
     kwargs = dict(index_base=0 if opts.get("zero_based") else 1, seed=opts.get("seed", 0),
                   block_rows=opts.get("block_rows"),

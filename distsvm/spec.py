@@ -68,8 +68,18 @@ def read_document(path) -> dict:
     except documents.DocumentError as exc:
         raise SpecError(f"{path}: refused: {exc}") from exc
     except Exception as exc:  # yaml.YAMLError, tomllib.TOMLDecodeError, JSONDecodeError
-        raise SpecError(f"{path}: not valid {ext[1:].upper()}: {exc}") from exc
+        raise SpecError(f"{path}: not valid {ext[1:].upper()}: {_one_line(exc)}") from exc
     return doc
+
+
+def _one_line(exc: Exception) -> str:
+    """A parser's message on one line: YAML's spans several (the problem, then the
+    offending line with a caret), so it is its problem and position only."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None and getattr(exc, "problem", None):
+        context = f"{exc.context}: " if getattr(exc, "context", None) else ""
+        return f"{context}{exc.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(exc).split())
 
 
 def validate(doc, schema_name: str, where: str) -> dict:
@@ -90,7 +100,7 @@ def validate(doc, schema_name: str, where: str) -> dict:
     e = errors[0]
     path = [str(p) for p in e.absolute_path]
     if e.validator == "additionalProperties" and isinstance(e.instance, dict):
-        unknown = sorted(set(e.instance) - set(e.schema.get("properties", {})))
+        unknown = sorted(str(k) for k in set(e.instance) - set(e.schema.get("properties", {})))
         allowed = ", ".join(sorted(e.schema.get("properties", {})))
         raise SpecError(f"{where}: unknown key '{'.'.join(path + [unknown[0]])}' "
                         f"(allowed here: {allowed})")
@@ -184,6 +194,30 @@ def check_cluster(cfg: dict, where: str) -> None:
             raise SpecError(f"{where}: key 'cluster.tls.{k}': no file {path}")
 
 
+# The paths of a job spec, (section, key): resolved when it runs (resolve_paths).
+JOB_PATHS = (("data", "train"), ("data", "test"), ("output", "model"),
+             ("output", "registry"), ("checkpoint", "runs"))
+
+
+def resolve_paths(spec: dict, keys) -> dict:
+    """A copy of ``spec`` with its local paths at ``keys`` ((section, key), or (key,) at the
+    top) absolute and ``~``-expanded against this process's working directory (as they
+    were meant), so that workers, ``job.json`` and a later ``resume`` from anywhere all mean
+    the same files; URLs (``s3://…``) are left as they are (:func:`storage.paths.resolve`)."""
+    import copy
+
+    from storage.paths import resolve
+
+    spec = copy.deepcopy(spec)
+    for *section, key in keys:
+        where = spec
+        for name in section:
+            where = where.get(name) if isinstance(where, dict) else None
+        if isinstance(where, dict) and isinstance(where.get(key), str):
+            where[key] = resolve(where[key])
+    return spec
+
+
 @contextlib.contextmanager
 def cluster_client(cfg: dict, where: str, progress=None):
     """A Dask client for a spec's ``cluster`` section (see :func:`distsvm.cluster.connect`)."""
@@ -263,6 +297,7 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
     from .model import save_model
 
     progress = progress or Progress(quiet=True)
+    spec = resolve_paths(spec, JOB_PATHS)
     where = spec["source"]
     data = spec["data"]
     so = data.get("storage_options")

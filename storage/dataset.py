@@ -49,6 +49,7 @@ from .errors import (
     StoreExistsError,
     StoreNotFoundError,
 )
+from .paths import resolve
 
 FORMAT_NAME = "distsvm-dataset"
 FORMAT_VERSION = 2  # the newest this reads; classification stores are still written as 1
@@ -580,7 +581,7 @@ def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = 
 
 def open_dataset(url: str, storage_options: dict | None = None) -> Dataset:
     """Open a committed dataset; raise a typed error if it is absent, partial or foreign."""
-    url = str(url)
+    url = resolve(url)  # the workers read it: absolute, ~ expanded
     try:
         g = zarr.open_group(url, mode="r", storage_options=storage_options)
     except (FileNotFoundError, zarr.errors.GroupNotFoundError, ValueError) as exc:
@@ -598,7 +599,7 @@ def open_dataset(url: str, storage_options: dict | None = None) -> Dataset:
 
 def staging_url(url: str) -> str:
     """Where an ingest into ``url`` writes before it commits."""
-    url = str(url)
+    url = resolve(url)
     if _is_local(url):
         path = os.path.abspath(_local_path(url))
         parent, base = os.path.split(path.rstrip(os.sep))
@@ -608,7 +609,7 @@ def staging_url(url: str) -> str:
 
 def prepare(url: str, overwrite: bool, storage_options: dict | None = None) -> str:
     """Check that ``url`` may be written and create its staging group; return the staging URL."""
-    url = str(url)
+    url = resolve(url)
     if not overwrite and _exists(url, storage_options):
         raise StoreExistsError(f"{url}: already exists (pass overwrite / --overwrite to "
                                "replace it)")
@@ -647,7 +648,7 @@ def write_row_block(stage: str, name: str, block: RowBlock,
 def commit(stage: str, url: str, meta: DatasetMeta, overwrite: bool,
            storage_options: dict | None = None) -> Dataset:
     """Write the metadata last, then move the staging group into place."""
-    url = str(url)
+    url = resolve(url)
     meta.check(url)
     g = zarr.open_group(stage, mode="r+", storage_options=storage_options)
     g.attrs["distsvm"] = meta.to_json()
@@ -704,7 +705,7 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
     """
     from .lock import DEFAULT_TIMEOUT, Lock
 
-    url = str(url)
+    url = resolve(url)
     with Lock(url, storage_options, what=url,
               timeout=DEFAULT_TIMEOUT if lock_timeout is None else lock_timeout):
         target = open_dataset(url, storage_options)

@@ -11,8 +11,8 @@ label, ``3:``, ``:5``, ``3:0.5x``, index 0 in a 1-based file, unsorted or
 duplicate indices, NaN/inf values or labels, ``qid:`` — raises
 :class:`~storage.errors.InputFormatError` naming the file, the line and the token.
 
-The tokenizer is one Numba kernel over the bytes.  Numbers with at most 19
-significant digits and a decimal exponent within ±22 are converted exactly
+The tokenizer is one Numba kernel over the bytes.  Numbers whose significant
+digits make an integer below 2⁵³ and a decimal exponent within ±22 are converted exactly
 (one correctly rounded multiply or divide of exact float64 values); the rare
 others are re-parsed by Python's ``float`` so every value is correctly rounded.
 """
@@ -24,6 +24,7 @@ import dataclasses
 import gzip
 import lzma
 import os
+import zlib
 from typing import BinaryIO, Iterator
 
 import numba
@@ -90,7 +91,7 @@ def _number(buf, a, b):
     seen = False
     while i < b and 48 <= buf[i] <= 57:
         seen = True
-        if digits < 19:
+        if digits < 18:  # 18 digits < 2**63: 19 could overflow int64 (a silent wrong value)
             if mant or buf[i] != 48:
                 mant = mant * 10 + (buf[i] - 48)
                 digits += 1
@@ -101,7 +102,7 @@ def _number(buf, a, b):
         i += 1
         while i < b and 48 <= buf[i] <= 57:
             seen = True
-            if digits < 19:
+            if digits < 18:
                 if mant or buf[i] != 48:
                     mant = mant * 10 + (buf[i] - 48)
                     digits += 1
@@ -331,15 +332,35 @@ def open_binary(path, storage_options: dict | None = None) -> BinaryIO:
     return opener(path, "rb")
 
 
+# What a decompressor raises on truncated or corrupt input: EOFError (a stream cut short),
+# lzma.LZMAError, zlib.error, gzip.BadGzipFile and bz2's OSError("Invalid data stream").
+_DECODE_ERRORS = (EOFError, lzma.LZMAError, zlib.error, OSError)
+
+
+def _decode_error(path, line: int, exc: BaseException) -> InputFormatError:
+    """The one-line error of a compressed file that cannot be decompressed from ``line`` on."""
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    return InputFormatError(os.fspath(path), line, None,
+                            f"truncated or corrupt {ext} input, cannot decompress beyond "
+                            f"this line ({type(exc).__name__}: {exc})")
+
+
 def iter_chunks(path, chunk_bytes: int,
                 storage_options: dict | None = None) -> Iterator[tuple[np.ndarray, int, int]]:
     """Stream a (possibly compressed, possibly remote) file as pieces of about ``chunk_bytes``
     that end at a line end: yields ``(bytes, offset, first_line)``; memory ~2 pieces
-    whatever the file."""
+    whatever the file.  A compressed stream that is truncated or corrupt raises
+    :class:`InputFormatError` naming the file and the first line not fully read."""
     offset, line, rest = 0, 1, b""
+    compressed = is_compressed(path)
     with open_binary(path, storage_options) as f:
         while True:
-            piece = f.read(chunk_bytes)
+            try:
+                piece = f.read(chunk_bytes)
+            except _DECODE_ERRORS as exc:
+                if not compressed or (type(exc) is OSError and exc.errno is not None):
+                    raise  # a plain file's (or the disk's) I/O error: as it is
+                raise _decode_error(path, line, exc) from None
             if not piece:
                 break
             piece = rest + piece
