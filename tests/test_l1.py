@@ -204,6 +204,51 @@ def test_one_worker_equals_two(store, client):
     np.testing.assert_array_equal(one.w, two.w)
 
 
+# Parallel mode (pcd_mode="parallel"): the column blocks shared by the two workers, the
+# parts' directions summed and line-searched (docs/solvers/l1.md).
+PARALLEL_EPS = {5: 1e-5, 6: 1e-6}
+
+
+@pytest.mark.parametrize("s", [5, 6])
+def test_parallel_mode_reaches_liblinears_optimum_and_support(s, dna_binary, client):
+    from storage.columns import read_columns_meta
+
+    X, y, d = dna_binary
+    assert len(read_columns_meta(d).blocks) >= 4
+    C = C_OF[s]
+    ref, _ = liblinear_l1(X, y, f"-s {s} -c {C} -e 1e-10")
+    model = _train(d, client, s, C=C, eps=PARALLEL_EPS[s], pcd_mode="parallel")
+    assert model.params["pcd_mode"] == "parallel" and model.summary["converged"]
+    f_ref = l1_objective(ref, X, y, TYPES[s], C)
+    f = l1_objective(model.w, X, y, TYPES[s], C)
+    assert f == pytest.approx(model.summary["primal_objective"], rel=1e-9)
+    assert f_ref * (1 - 1e-9) <= f <= f_ref * (1 + 1e-4), (f, f_ref)
+    assert support(model.w) == support(ref)
+    assert model.summary["nnz"] == np.count_nonzero(model.w)
+
+
+@pytest.mark.parametrize("s, victim, eps", [
+    (5, 0, 1e-4), pytest.param(6, 1, 1e-6, marks=pytest.mark.slow)])
+def test_parallel_mode_survives_a_killed_worker(s, victim, eps, dna_binary):
+    """A worker SIGKILLed mid-run (0: the one holding the round's state future and the
+    combine; 1: the other owner): REBUILD from the last w reported, the same optimum."""
+    from .conftest import Killer, local_client
+
+    X, y, d = dna_binary
+    C = C_OF[s]
+    ref, _ = liblinear_l1(X, y, f"-s {s} -c {C} -e 1e-10")
+    with local_client(2) as c:
+        killer = Killer(c, 5, victim)
+        model = _train(d, c, s, C=C, eps=eps, pcd_mode="parallel", progress=killer)
+    log = killer.stream.getvalue()
+    assert killer.killed is not None and "left the cluster" in log, log[-2000:]
+    assert model.summary["converged"]
+    f_ref = l1_objective(ref, X, y, TYPES[s], C)
+    f = l1_objective(model.w, X, y, TYPES[s], C)
+    assert f_ref * (1 - 1e-9) <= f <= f_ref * (1 + 1e-4), (f, f_ref)
+    assert support(model.w) == support(ref)
+
+
 def test_liblinear_export_predicts_as_liblinear(rows, store, client, tmp_path):
     from liblinear.liblinearutil import load_model as ll_load
     from liblinear.liblinearutil import predict as ll_predict
