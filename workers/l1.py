@@ -14,6 +14,11 @@ for CDN), so the coordinator can checkpoint, or rebuild the state on another wor
 them (:func:`initial`).  One round is one outer iteration of LIBLINEAR's (CDN: one pass
 over the active features; newGLMNET: one Newton iteration — quadratic model, line search,
 and the gradient at the new w that the stopping rule reads).
+
+Parallel mode (:func:`parallel_initial`, :func:`part`, :func:`combine`): the round's state
+(w, b or wᵀx, the shrinking state) lives in a Dask future on the first owner; each owner's
+:func:`part` runs the round on its own column blocks from it and returns its direction;
+:func:`combine` sums them, line-searches the full objective and makes the next state.
 """
 
 from __future__ import annotations

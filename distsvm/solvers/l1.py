@@ -15,14 +15,24 @@ The bias feature (``-B``) is an ordinary, L1-regularized feature, as in LIBLINEA
 ``regularize_bias=False`` (``-R``) leaves its |w| out of the objective, as LIBLINEAR's.
 Row j costs Cⱼ = C × its class weight (``-wi``) × its instance weight.
 
-Distributed: **exact** mode only — LIBLINEAR's sequential algorithm on one worker, which
-reads every column block through its block cache (prefetching the next); the worker keeps
-the state of length l between tasks and returns, per batch of rounds (up to
-``BATCH_SECONDS``), w and the shrinking state: 8(n+1) + (n+1) bytes for CDN and 8(n+1)
-for newGLMNET, plus ~100 bytes a round of statistics; nothing else crosses the network
-(the column blocks come from the store).  Faults (:mod:`distsvm.solvers.driver`): REBUILD —
-the state is a function of w and the shrinking state, rebuilt on a survivor.  The model's
-sparsity (non-zero weights) is in every round's log row and the result's ``extra``.
+Distributed (``pcd_mode``, the option primal CD has): **exact** — LIBLINEAR's sequential
+algorithm on one worker, which reads every column block through its cache; per batch of
+rounds (≤ ``BATCH_SECONDS``) it returns w and the shrinking state (≈ 9(n+1) bytes).
+**parallel** — the column blocks are shared among the workers (their owners); each round,
+every owner runs the round's work on its own features from the same w (CDN: one pass of
+Appendix F, shrinking its features; newGLMNET: its features' gradient and Hessian diagonal,
+then the inner CD of Appendix G on the quadratic model restricted to them — a block-diagonal
+Hessian, still positive definite); the summed direction d gets a line search on the full
+objective (:func:`workers.l1.combine`: Tseng & Yun 2009's Armijo rule, β = 1, ½, …, σ = 0.01;
+Appendix G's own for newGLMNET), and the next round's tasks are in flight before the report is
+read.  Every round decreases F, and Tseng & Yun's CGD convergence (their Theorem 1) covers
+directions from a positive definite model as newGLMNET's; CDN's summed passes are Jacobi steps
+whose β ≤ 1/P step decreases F by ≥ 1/P of the parts' decreases (convexity), the argument of
+primal CD's parallel mode.  Stopping: the parts' Gnorm1 summed.  Per round, P owners, l rows:
+the state (w: 8(n+1), b or wᵀx: 8l, CDN's active set: n+1 bytes) to each other owner; from
+each owner Δw of its features, Δb or Xd (8l), its active flags; to the coordinator w (and
+the active set).  Faults (:mod:`distsvm.solvers.driver`): REBUILD — the state is a function
+of w and the shrinking state, rebuilt on a survivor.  Sparsity (nnz) in every log row.
 More: docs/solvers/l1.md.
 """
 
