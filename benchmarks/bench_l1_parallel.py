@@ -70,11 +70,15 @@ def run(store, client, s, mode):
     rounds = sum(h[-1]["round"] for h in _histories(model))
     cmeta = read_columns_meta(store)
     args = len(pickle.dumps((cmeta, np.ones(len(store.meta.classes)))))
-    n = store.meta.n_features
-    report = 8 * (n + 1) + ((n + 1) if s == 5 else 0) + 200  # w, active (CDN), statistics
+    nnz, n = int(np.count_nonzero(model.w)), store.meta.n_features
+    if mode == "parallel":  # w by its non-zeros, the active set as bits, statistics
+        report = 12 * nnz + (-(-(n + 1) // 8)) + 200
+    else:  # per batch: w, CDN's active set
+        report = 8 * (n + 1) + ((n + 1) if s == 5 else 0) + 200
     return model, {"train_s": model.summary["train_seconds"], "rounds": rounds,
-                   "w2w_bytes_per_round": w2w / max(rounds, 1),
-                   "report_bytes_per_round": report, "args_bytes_per_task": args}
+                   "column_blocks": len(cmeta.blocks),
+                   "sent_bytes_per_round": w2w / max(rounds, 1),
+                   "report_bytes": report, "args_bytes_per_task": args}
 
 
 def _histories(model):
@@ -96,6 +100,8 @@ def main():
     ap.add_argument("--s", type=int, nargs="+", default=[5, 6])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--work", default="/tmp/l1-bench")
+    ap.add_argument("--block-mb", type=float, default=1.0,
+                    help="column block size (the default's one block has one owner)")
     ap.add_argument("--json-out")
     a = ap.parse_args()
     with lzma.open(SHARED / f"{a.data}.xz") as f:
@@ -103,12 +109,12 @@ def main():
     X = X.astype(np.float64).tocsr()
     if a.classes != "all":
         y = np.where(y == float(a.classes), 1.0, -1.0)
-    path = os.path.join(a.work, f"{a.data}-{a.classes}.zarr")
+    path = os.path.join(a.work, f"{a.data}-{a.classes}-{a.block_mb:g}.zarr")
     if os.path.exists(os.path.join(path, "cols")):
         store = open_dataset(path)
     else:
         store = ingest((X, y), path, overwrite=True)
-        columnize(store)
+        columnize(store, block_mb=a.block_mb)
     out = []
     kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
     for s in a.s:

@@ -338,7 +338,28 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
 # The round's state {"w", "b" (CDN) or "wx" (newGLMNET), "f", "active", "gmax_old",
 # "gnorm1_init", "inner_eps"} lives in a Dask future (on the combine's worker) that the
 # coordinator threads from round to round: :func:`part` tasks read it, :func:`combine`
-# makes the next one.  y and Cⱼ are read once per worker and run.
+# makes the next one.  y and Cⱼ are read once per worker and run.  What crosses the network
+# is compact where L1 makes it so: w (and Δw) as its non-zeros (4 + 8 bytes each), the
+# active set as bits (:func:`pack`); the vectors of length l (b, Xw, Δb, Xd) are dense.
+
+
+def pack(w: np.ndarray, active: np.ndarray | None = None) -> dict:
+    """w by its non-zeros, and the active set as bits: what a state or report carries."""
+    idx = np.flatnonzero(w).astype(np.int32)
+    out = {"n": len(w), "idx": idx, "val": w[idx]}
+    if active is not None:
+        out["bits"] = np.packbits(active)
+    return out
+
+
+def unpack_w(p: dict) -> np.ndarray:
+    w = np.zeros(p["n"])
+    w[p["idx"]] = p["val"]
+    return w
+
+
+def unpack_active(p: dict) -> np.ndarray:
+    return np.unpackbits(p["bits"], count=p["n"])
 
 
 def _rows(run, url, cmeta, class_cost, row_infos, storage_options):
@@ -361,14 +382,13 @@ def parallel_initial(url: str, cmeta: ColumnsMeta, run: str, *, loss: int, bias:
     full = initial(url, cmeta, loss=loss, bias=bias, class_cost=class_cost,
                    row_infos=row_infos, positive=positive, w=resume.get("w"),
                    cache_bytes=cache_bytes, storage_options=storage_options)
-    state = {"w": full["w"], "active": full["active"],
+    if resume.get("active") is not None:
+        full["active"][:] = resume["active"]
+    state = {"w": pack(full["w"], full["active"]),
              "gmax_old": float(resume.get("gmax_old", math.inf)),
              "gnorm1_init": float(resume.get("gnorm1_init", math.nan)),
              "inner_eps": float(resume.get("inner_eps", 1.0))}
-    if resume.get("active") is not None:
-        state["active"][:] = resume["active"]
     state["b" if loss == 1 else "wx"] = full["b" if loss == 1 else "wx"]
-    full["w"] = state["w"]
     state["f"] = objective(full, loss=loss, n_features=n_features, reg=reg, positive=positive)
     return state
 
@@ -391,7 +411,7 @@ def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int,
     owners left out); returns its Δw, Xd, ∇Lᵀd share, cycles and statistics."""
     state = _state(prev)
     y, c = _rows(run, url, cmeta, class_cost, row_infos, storage_options)
-    w0 = state["w"]
+    w0 = unpack_w(state["w"])
     w = w0.copy()
     n_rows = cmeta.n_rows
     n_items = len(cmeta.blocks) + (1 if bias >= 0 else 0)
@@ -403,7 +423,7 @@ def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int,
     stats = kernel.new_stats()
     if loss == 1:
         b = state["b"].copy()
-        active = state["active"].copy()
+        active = unpack_active(state["w"])
 
         def columns(k, block):
             kernel.cdn_columns(block.indptr, block.indices, block.data,
@@ -416,8 +436,8 @@ def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int,
 
         _visit(url, cmeta, keys, cache_bytes, storage_options, columns, biased)
         b -= state["b"]
-        return {"dw": [(s, w[s:e] - w0[s:e]) for s, e in ranges], "db": b, "stats": stats,
-                "active": [(s, active[s:e]) for s, e in ranges]}
+        return {"dw": pack(w - w0), "db": b, "stats": stats,
+                "active": [(s, e, np.packbits(active[s:e])) for s, e in ranges]}
     tau, D = np.empty(n_rows), np.empty(n_rows)
     kernel.glm_weights(state["wx"], c, tau, D)
     grad, hdiag = np.zeros(len(w0)), np.zeros(len(w0))
@@ -440,7 +460,7 @@ def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int,
                                  bias=bias, reg=reg, n_features=n_features,
                                  cache_bytes=cache_bytes, storage_options=storage_options,
                                  mine=mine)
-    return {"dw": [(s, wpd[s:e] - w0[s:e]) for s, e in ranges], "xTd": xTd,
+    return {"dw": pack(wpd - w0), "xTd": xTd,
             "gd": float(grad @ (wpd - w0)), "inner": inner, "stats": stats}
 
 
@@ -454,14 +474,13 @@ def _norm1_change(w, wt, n_features, reg):
 
 def _summed(state, parts):
     """Σ of the parts' directions, their statistics (Gmax a maximum), and the active flags."""
-    d = np.zeros_like(state["w"])
-    active = state["active"].copy()
+    d = np.zeros(state["w"]["n"])
+    active = unpack_active(state["w"])
     stats = kernel.new_stats()
     for p in parts:
-        for s, v in p["dw"]:
-            d[s:s + len(v)] += v
-        for s, a in p.get("active", ()):
-            active[s:s + len(a)] = a
+        d[p["dw"]["idx"]] += p["dw"]["val"]
+        for s, e, bits in p.get("active", ()):
+            active[s:e] = np.unpackbits(bits, count=e - s)
         stats += p["stats"]
     stats[kernel.GMAX] = max(p["stats"][kernel.GMAX] for p in parts)
     return d, active, stats
@@ -478,11 +497,11 @@ def combine(prev, parts: list[dict], r: int, run: str, url: str, cmeta: ColumnsM
     ΣXdₚ.  Returns ``(state, [report])``; the report carries w and the shrinking state."""
     state = _state(prev)
     y, c = _rows(run, url, cmeta, class_cost, row_infos, storage_options)
-    w0 = state["w"]
+    w0 = unpack_w(state["w"])
     d, active, stats = _summed(state, parts)
     gnorm1 = stats[kernel.GNORM1]
     init = gnorm1 if r == 1 else state["gnorm1_init"]
-    new = {**state, "gnorm1_init": init, "active": active}
+    new = {**state, "gnorm1_init": init, "w": w0}
     row = {}
     done = False
     if loss == 1:
@@ -513,7 +532,7 @@ def combine(prev, parts: list[dict], r: int, run: str, url: str, cmeta: ColumnsM
             if active.all():
                 done = True
             else:  # LIBLINEAR: converged on the active set; check all features again
-                new["active"][:] = 1
+                active[:] = 1
                 new["gmax_old"] = math.inf
         row = {"line_search": steps, "t": beta}
     else:
@@ -536,13 +555,12 @@ def combine(prev, parts: list[dict], r: int, run: str, url: str, cmeta: ColumnsM
             if inner == 1:
                 new["inner_eps"] = state["inner_eps"] * 0.25
         row = {"inner": inner, "line_search": steps, "t": beta}
+    nnz = int(np.count_nonzero(new["w"]))
+    new["w"] = pack(new["w"], active)
     resume = {"w": new["w"], "gmax_old": new["gmax_old"], "inner_eps": new["inner_eps"],
               "gnorm1_init": init}
-    if loss == 1:
-        resume["active"] = new["active"]
     report = {"f": new["f"], "gnorm1": gnorm1, "gnorm1_init": init, "stats": stats,
-              "nnz": int(np.count_nonzero(new["w"])), "done": bool(done), "resume": resume,
-              **row}
+              "nnz": nnz, "done": bool(done), "resume": resume, **row}
     return new, [report]
 
 

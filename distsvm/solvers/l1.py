@@ -144,7 +144,11 @@ class _L1(driver.Solver):
         ctx.pending = current + self.ahead + [ctx.client.submit(
             workers.l1.reports, current[-1], workers=addrs[:1], pure=False)]
         reps = cluster.gather(ctx.client, ctx.pending[-1:], addrs)[0]  # waits on all parts
-        self.carry = {k: v for k, v in reps[-1]["resume"].items() if k != "gnorm1_init"}
+        got = reps[-1]["resume"]  # w by its non-zeros, the active set as bits
+        self.carry = {k: v for k, v in got.items() if k not in ("gnorm1_init", "w")}
+        self.carry["w"] = workers.l1.unpack_w(got["w"])
+        if self.code == losses.SQUARED_HINGE:
+            self.carry["active"] = workers.l1.unpack_active(got["w"])
         if reps[-1]["done"] and self.ahead:
             ctx.client.cancel(self.ahead)
         return {"reports": reps}
