@@ -206,15 +206,24 @@ def test_one_worker_equals_two(store, client):
 
 # Parallel mode (pcd_mode="parallel"): the column blocks shared by the two workers, the
 # parts' directions summed and line-searched (docs/solvers/l1.md).
-PARALLEL_EPS = {5: 1e-5, 6: 1e-6}
+PARALLEL_EPS = {5: 1e-4, 6: 1e-5}  # relative to Gnorm1₀ and scaled by min(#pos, #neg)/l
+
+
+@pytest.fixture(scope="module")
+def dna_blocks(tmp_path_factory, dna_binary):
+    """dna_binary's rows with a column view of 8 blocks (4 per worker)."""
+    from storage.columns import read_columns_meta
+
+    X, y, _ = dna_binary
+    d = ingest((X, y), str(tmp_path_factory.mktemp("l1") / "dna8.zarr"), block_rows=500)
+    columnize(d, block_mb=0.1)
+    assert len(read_columns_meta(d).blocks) >= 4
+    return X, y, d
 
 
 @pytest.mark.parametrize("s", [5, 6])
-def test_parallel_mode_reaches_liblinears_optimum_and_support(s, dna_binary, client):
-    from storage.columns import read_columns_meta
-
-    X, y, d = dna_binary
-    assert len(read_columns_meta(d).blocks) >= 4
+def test_parallel_mode_reaches_liblinears_optimum_and_support(s, dna_blocks, client):
+    X, y, d = dna_blocks
     C = C_OF[s]
     ref, _ = liblinear_l1(X, y, f"-s {s} -c {C} -e 1e-10")
     model = _train(d, client, s, C=C, eps=PARALLEL_EPS[s], pcd_mode="parallel")
@@ -227,19 +236,19 @@ def test_parallel_mode_reaches_liblinears_optimum_and_support(s, dna_binary, cli
     assert model.summary["nnz"] == np.count_nonzero(model.w)
 
 
-@pytest.mark.parametrize("s, victim, eps", [
-    (5, 0, 1e-4), pytest.param(6, 1, 1e-6, marks=pytest.mark.slow)])
-def test_parallel_mode_survives_a_killed_worker(s, victim, eps, dna_binary):
+@pytest.mark.parametrize("s, victim", [(5, 0), pytest.param(6, 1, marks=pytest.mark.slow)])
+def test_parallel_mode_survives_a_killed_worker(s, victim, dna_blocks):
     """A worker SIGKILLed mid-run (0: the one holding the round's state future and the
     combine; 1: the other owner): REBUILD from the last w reported, the same optimum."""
     from .conftest import Killer, local_client
 
-    X, y, d = dna_binary
+    X, y, d = dna_blocks
     C = C_OF[s]
     ref, _ = liblinear_l1(X, y, f"-s {s} -c {C} -e 1e-10")
     with local_client(2) as c:
         killer = Killer(c, 5, victim)
-        model = _train(d, c, s, C=C, eps=eps, pcd_mode="parallel", progress=killer)
+        model = _train(d, c, s, C=C, eps=PARALLEL_EPS[s], pcd_mode="parallel",
+                       progress=killer)
     log = killer.stream.getvalue()
     assert killer.killed is not None and "left the cluster" in log, log[-2000:]
     assert model.summary["converged"]
