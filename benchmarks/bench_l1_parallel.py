@@ -70,7 +70,8 @@ def run(store, client, s, mode):
     rounds = sum(h[-1]["round"] for h in _histories(model))
     cmeta = read_columns_meta(store)
     args = len(pickle.dumps((cmeta, np.ones(len(store.meta.classes)))))
-    nnz, n = int(np.count_nonzero(model.w)), store.meta.n_features
+    n = store.meta.n_features  # nnz: of one problem's w (the mean over one-vs-rest's)
+    nnz = int(np.count_nonzero(model.w)) // (model.w.shape[0] if model.w.ndim == 2 else 1)
     if mode == "parallel":  # w by its non-zeros, the active set as bits, statistics
         report = 12 * nnz + (-(-(n + 1) // 8)) + 200
     else:  # per batch: w, CDN's active set
