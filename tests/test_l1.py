@@ -1,6 +1,7 @@
 """L1-regularized SVC (-s 5, CDN) and LR (-s 6, newGLMNET): LIBLINEAR 2.50's optima and
 supports, its stopping rule's iteration counts, one-vs-rest, class and instance weights, -R,
-workers, the LIBLINEAR model export, the estimators and the refusals."""
+workers, parallel mode (the column blocks on both workers), the LIBLINEAR model export, the
+estimators and the refusals."""
 
 from __future__ import annotations
 
