@@ -242,8 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
                        f"{code} = {LOSSES[loss]} ({_cli([solver])[0]})"
                        for code, (solver, loss) in LIBLINEAR_TYPES.items()))
     p.add_argument("--pcd-mode", choices=CHOICES["pcd_mode"], default=DEFAULTS.pcd_mode,
-                   help="pcd: one worker per round (exact), or all workers on their column "
-                        "blocks with a global line search (parallel)")
+                   help="pcd and l1: one worker per round (exact), or all workers on their "
+                        "column blocks with a global line search (parallel)")
     cost = p.add_mutually_exclusive_group()
     cost.add_argument("-c", dest="C", type=float,
                       help="cost C on the sum of losses, LIBLINEAR's (default 1)")

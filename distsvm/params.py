@@ -86,7 +86,7 @@ class Params:
     * ``regularize_bias=False`` (newton, ``bias >= 0``): LIBLINEAR's ``-R``;
       ``warm_start`` (newton): the initial w, n_features (+1 with a bias) values.
     * ``objective`` ("ordinal": a ranking model) and ``c_perf`` (SVMperf's C, replacing C):
-      the cutting plane's; ``pcd_mode``: primal CD's; ``p``, ``method``, ``mu0``, ``rho``,
+      the cutting plane's; ``pcd_mode``: primal CD's and l1's; ``p``, ``method``, ``mu0``, ``rho``,
       ``rtol``: SVM-ALM's (:mod:`distsvm.solvers.alm`).
     * ``epsilon`` (the SVR losses, :data:`~distsvm.solvers.registry.REGRESSION_LOSSES`): the
       half-width of the ε-insensitive tube, LIBLINEAR's ``-p`` (default 0.1).

@@ -1,6 +1,7 @@
 """L1-regularized SVC (-s 5, CDN) and LR (-s 6, newGLMNET): LIBLINEAR 2.50's optima and
 supports, its stopping rule's iteration counts, one-vs-rest, class and instance weights, -R,
-workers, the LIBLINEAR model export, the estimators and the refusals."""
+workers, parallel mode (the column blocks on both workers), the LIBLINEAR model export, the
+estimators and the refusals."""
 
 from __future__ import annotations
 
@@ -202,6 +203,60 @@ def test_one_worker_equals_two(store, client):
     one = _train(store, client, 5, C=0.01, n_workers=1)
     two = _train(store, client, 5, C=0.01)
     np.testing.assert_array_equal(one.w, two.w)
+
+
+# Parallel mode (pcd_mode="parallel"): the column blocks shared by the two workers, the
+# parts' directions summed and line-searched (docs/solvers/l1.md).
+PARALLEL_EPS = {5: 1e-4, 6: 1e-5}  # relative to Gnorm1₀ and scaled by min(#pos, #neg)/l
+
+
+@pytest.fixture(scope="module")
+def dna_blocks(tmp_path_factory, dna_binary):
+    """dna_binary's rows with a column view of 8 blocks (4 per worker)."""
+    from storage.columns import read_columns_meta
+
+    X, y, _ = dna_binary
+    d = ingest((X, y), str(tmp_path_factory.mktemp("l1") / "dna8.zarr"), block_rows=500)
+    columnize(d, block_mb=0.1)
+    assert len(read_columns_meta(d).blocks) >= 4
+    return X, y, d
+
+
+@pytest.mark.parametrize("s", [5, 6])
+def test_parallel_mode_reaches_liblinears_optimum_and_support(s, dna_blocks, client):
+    X, y, d = dna_blocks
+    C = C_OF[s]
+    ref, _ = liblinear_l1(X, y, f"-s {s} -c {C} -e 1e-10")
+    model = _train(d, client, s, C=C, eps=PARALLEL_EPS[s], pcd_mode="parallel")
+    assert model.params["pcd_mode"] == "parallel" and model.summary["converged"]
+    f_ref = l1_objective(ref, X, y, TYPES[s], C)
+    f = l1_objective(model.w, X, y, TYPES[s], C)
+    assert f == pytest.approx(model.summary["primal_objective"], rel=1e-9)
+    assert f_ref * (1 - 1e-9) <= f <= f_ref * (1 + 1e-4), (f, f_ref)
+    assert support(model.w) == support(ref)
+    assert model.summary["nnz"] == np.count_nonzero(model.w)
+
+
+@pytest.mark.parametrize("s, victim", [(5, 0), pytest.param(6, 1, marks=pytest.mark.slow)])
+def test_parallel_mode_survives_a_killed_worker(s, victim, dna_blocks):
+    """A worker SIGKILLed mid-run (0: the one holding the round's state future and the
+    combine; 1: the other owner): REBUILD from the last w reported, the same optimum."""
+    from .conftest import Killer, local_client
+
+    X, y, d = dna_blocks
+    C = C_OF[s]
+    ref, _ = liblinear_l1(X, y, f"-s {s} -c {C} -e 1e-10")
+    with local_client(2) as c:
+        killer = Killer(c, 5, victim)
+        model = _train(d, c, s, C=C, eps=PARALLEL_EPS[s], pcd_mode="parallel",
+                       progress=killer)
+    log = killer.stream.getvalue()
+    assert killer.killed is not None and "left the cluster" in log, log[-2000:]
+    assert model.summary["converged"]
+    f_ref = l1_objective(ref, X, y, TYPES[s], C)
+    f = l1_objective(model.w, X, y, TYPES[s], C)
+    assert f_ref * (1 - 1e-9) <= f <= f_ref * (1 + 1e-4), (f, f_ref)
+    assert support(model.w) == support(ref)
 
 
 def test_liblinear_export_predicts_as_liblinear(rows, store, client, tmp_path):

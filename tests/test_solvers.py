@@ -65,6 +65,7 @@ class Case:
     blocks_rtol: float = 1e-6
     kill_at: int = 2
     victim: int | None = None  # the killed worker's index (None: seeded by the id)
+    slow: bool = False  # run in the slow suite only (the CI budget)
 
 
 DCD = dict(solver="dcd", C=0.003, eps=1e-9, gap_tol=4e-5, max_rounds=2000, seed=1,
@@ -113,6 +114,13 @@ CASES = [
                        seed=3), liblinear="-s 5", victim=0),
     Case("l1-glmnet", dict(solver="l1", loss="logistic", C=0.1, eps=1e-6, max_rounds=1000,
                        seed=3), liblinear="-s 6", kill_at=3, victim=0),
+    # parallel mode: the column blocks on both workers (tests/test_l1.py has the quick ones)
+    Case("l1-cdn-parallel", dict(solver="l1", loss="squared_hinge", C=0.01, eps=1e-4,
+                                 max_rounds=1000, seed=3, pcd_mode="parallel"),
+         liblinear="-s 5", kill_at=4, slow=True),
+    Case("l1-glmnet-parallel", dict(solver="l1", loss="logistic", C=0.1, eps=1e-6,
+                                    max_rounds=1000, seed=3, pcd_mode="parallel"),
+         liblinear="-s 6", kill_at=4, slow=True),
 ]
 REGRESSION_DATA = {"abalone", "abalone-1500"}  # stores of real-valued targets (regression=True)
 L1_TYPES = ("-s 5", "-s 6")  # L1-regularized: ‖w‖₁ for ½‖w‖² (tests/test_l1.py)
@@ -259,7 +267,8 @@ class SolverTests:
         np.testing.assert_allclose(resumed.w, ref.w, rtol=0, atol=1e-9 * np.abs(ref.w).max())
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c.slow else c
+                                  for c in CASES], ids=[c.id for c in CASES])
 class TestSolvers(SolverTests):
     pass
 

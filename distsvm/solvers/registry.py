@@ -143,7 +143,7 @@ def _l1(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
     return l1.solve(client, dataset, plan, loss=p.loss, cost=cost, eps=float(p.eps),
                     bias=float(p.bias), max_rounds=p.max_rounds, seed=p.seed,
                     regularize_bias=bool(p.regularize_bias), progress=progress,
-                    checkpoint=checkpoint, positive=positive)
+                    checkpoint=checkpoint, positive=positive, mode=p.pcd_mode)
 
 
 def _cutting_plane(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
@@ -231,7 +231,8 @@ SOLVERS = {s.name: s for s in (
            ("squared_hinge", "logistic"), 0.01,
            "the subgradient's 1-norm relative to the first iteration's, LIBLINEAR's",
            _l1, types={5: "squared_hinge", 6: "logistic"},
-           options={"weights": None, "seed": None, "regularize_bias": None}, reads="columns"),
+           options={"weights": None, "seed": None, "regularize_bias": None, "pcd_mode": None},
+           reads="columns", recorded=lambda p, meta: {"pcd_mode": p.pcd_mode}),
     Solver("oneclass", "one-class SVM by dual CD", ("oneclass",), 0.01,
            "the maximal violation, LIBLINEAR's", _oneclass, types={21: "oneclass"},
            options={"nu": None, "join_blocks": None}, hold=_joined,

@@ -346,3 +346,42 @@ def margins(indptr, indices, data, col_start, w, out):
             continue
         for k in range(indptr[c], indptr[c + 1]):
             out[indices[k]] += wc * np.float64(data[k])
+
+
+# ------------------------------------------------- parallel mode's line search (CDN combine)
+
+
+@numba.njit(cache=True, nogil=True)
+def l2_loss_along(b, db, t, cost):
+    """Σⱼ Cⱼ max(0, bⱼ + t·Δbⱼ)²: the squared-hinge loss at w + t·d, where Δb = −y·Xd
+    (b = 1 − yᵀXw is linear in w)."""
+    s = 0.0
+    for r in range(len(b)):
+        s += cost[r] * xi_slack(b[r] + t * db[r], SQUARED_HINGE)
+    return s
+
+
+@numba.njit(cache=True, nogil=True)
+def l2_slope(b, db, cost):
+    """∇L(w)ᵀd = Σⱼ 2Cⱼ max(0, bⱼ)·Δbⱼ (the derivative of :func:`l2_loss_along` at t = 0)."""
+    s = 0.0
+    for r in range(len(b)):
+        if b[r] > 0.0:
+            s += 2.0 * cost[r] * b[r] * db[r]
+    return s
+
+
+@numba.njit(cache=True, nogil=True)
+def l2_loss_change(b, db, t, cost):
+    """Σⱼ Cⱼ [max(0, bⱼ + t·Δbⱼ)² − max(0, bⱼ)²], row by row (tΔbⱼ(2bⱼ + tΔbⱼ) where both
+    are positive): the change itself, without the rounding of a difference of two sums."""
+    s = 0.0
+    for r in range(len(b)):
+        bn = b[r] + t * db[r]
+        if b[r] > 0.0 and bn > 0.0:
+            s += cost[r] * t * db[r] * (2.0 * b[r] + t * db[r])
+        elif bn > 0.0:
+            s += cost[r] * bn * bn
+        elif b[r] > 0.0:
+            s -= cost[r] * b[r] * b[r]
+    return s
