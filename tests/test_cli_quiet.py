@@ -115,7 +115,7 @@ def readme_script() -> str:
 
 def run_script(source: str, tmp_path, timeout=300):
     script = tmp_path / "script.py"
-    script.write_text(source.replace('"data/', f'"{DATA}/').replace("/tmp/", f"{tmp_path}/"))
+    script.write_text(source.replace('"/tmp/', f'"{tmp_path}/').replace('"data/', f'"{DATA}/'))
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           env=ENV, timeout=timeout, cwd=tmp_path)
 
