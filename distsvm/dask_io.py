@@ -149,7 +149,7 @@ def ingest(source, store: str, *, client=None, label=None, features=None, indice
             for (path, kind), rows in zip(files, counts):
                 for g, n in enumerate(rows):
                     run.submit(tab.part_from_file, stage, len(run.pending), path, kind,
-                               g if kind == "parquet" else None, first, dtype=dtype,
+                               g, first, dtype=dtype,
                                storage_options=storage_options, **layout, **common)
                     first += n
         else:

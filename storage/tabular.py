@@ -2,7 +2,7 @@
 
 A Dask collection or a set of tabular files is ingested as the in-memory matrix is
 (:mod:`storage.ingest`, phase 1): each piece — a chunk of rows of a dask array, a
-partition of a dask dataframe, a Parquet row group, a CSV file — becomes one part,
+partition of a dask dataframe, a Parquet row group, ~64 MB of a CSV file — becomes one part,
 written by a task on the worker that holds or reads it, so memory is bounded by one
 piece.  A row's position (what its shuffle key is made of) is its global row number in
 the input, so a store does not depend on how the input was split: a dask array and the
@@ -208,9 +208,42 @@ def _concat_lists(idx_col, val_col):
     return li, ind.astype(np.int64), val
 
 
-def read_piece(path: str, kind: str, row_group: int | None, columns, storage_options):
-    """One piece of a tabular file as a pandas frame: a Parquet row group (or the whole
-    file) or a whole CSV file, read with ``storage_options``."""
+CSV_PIECE_BYTES = 64 << 20  # an uncompressed CSV file is read in pieces of about this size
+
+
+def csv_pieces(path: str, storage_options=None, target: int | None = None):
+    """``(header, ranges)`` of a CSV file: its header line, and the byte ranges after it of
+    about ``target`` bytes each (default :data:`CSV_PIECE_BYTES`), cut at line ends, that
+    :func:`read_piece` reads one at a time (an uncompressed file; a compressed one cannot
+    be entered in the middle: one range, ``None``, the whole file).  A quoted field holding
+    a line break must not straddle a cut (numeric tables have none)."""
+    import fsspec
+
+    if not str(path).lower().endswith(".csv"):
+        return None, [None]
+    target = target or CSV_PIECE_BYTES
+    with fsspec.open(path, "rb", **(storage_options or {})) as f:
+        header = f.readline()
+        size = f.seek(0, 2)
+        bounds = [len(header)]
+        cut = bounds[0] + target
+        while cut < size:
+            f.seek(cut - 1)
+            f.readline()  # to the end of the line holding byte cut - 1
+            if f.tell() >= size:
+                break
+            bounds.append(f.tell())
+            cut = f.tell() + target
+        bounds.append(size)
+    return header, [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a] or [(0, 0)]
+
+
+def read_piece(path: str, kind: str, piece: int | None, columns, storage_options):
+    """One piece of a tabular file as a pandas frame: a Parquet row group or a CSV piece
+    (:func:`csv_pieces`), or with ``piece`` None the whole file; read with
+    ``storage_options``."""
+    import io
+
     import fsspec
 
     if kind == "parquet":
@@ -218,17 +251,23 @@ def read_piece(path: str, kind: str, row_group: int | None, columns, storage_opt
 
         with fsspec.open(path, "rb", **(storage_options or {})) as f:
             pf = pq.ParquetFile(f)
-            table = pf.read() if row_group is None else pf.read_row_group(row_group)
+            table = pf.read() if piece is None else pf.read_row_group(piece)
             return table.to_pandas()
     import pandas as pd
 
-    with fsspec.open(path, "rb", compression="infer", **(storage_options or {})) as f:
-        return pd.read_csv(f)
+    header, ranges = csv_pieces(path, storage_options) if piece is not None else (None, [None])
+    if ranges[piece or 0] is None:
+        with fsspec.open(path, "rb", compression="infer", **(storage_options or {})) as f:
+            return pd.read_csv(f)
+    start, end = ranges[piece]
+    with fsspec.open(path, "rb", **(storage_options or {})) as f:
+        f.seek(start)
+        return pd.read_csv(io.BytesIO(header + f.read(end - start)))
 
 
 def count_rows(path: str, kind: str, storage_options=None) -> list[int]:
     """Rows per piece of one file: per row group of a Parquet file (its footer only), or
-    one count for a CSV file (read once)."""
+    per piece of a CSV file (:func:`csv_pieces`; each read once, one at a time)."""
     import fsspec
 
     if kind == "parquet":
@@ -237,7 +276,8 @@ def count_rows(path: str, kind: str, storage_options=None) -> list[int]:
         with fsspec.open(path, "rb", **(storage_options or {})) as f:
             meta = pq.ParquetFile(f).metadata
             return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-    return [len(read_piece(path, kind, None, None, storage_options))]
+    _, ranges = csv_pieces(path, storage_options)
+    return [len(read_piece(path, kind, g, None, storage_options)) for g in range(len(ranges))]
 
 
 def part_from_file(stage: str, part: int, path: str, kind: str, row_group: int | None,
@@ -245,7 +285,11 @@ def part_from_file(stage: str, part: int, path: str, kind: str, row_group: int |
                    dtype: str = "float32", storage_options=None, **common) -> tuple:
     """Phase 1 for a tabular piece: read it here (on the worker), check it and write the
     part; returns ``(PartInfo, n_columns)``."""
-    where = path if row_group is None or kind != "parquet" else f"{path} (row group {row_group})"
+    where = path
+    if kind == "parquet" and row_group is not None:
+        where = f"{path} (row group {row_group})"
+    elif kind == "csv" and row_group:
+        where = f"{path} (piece {row_group + 1})"
     try:
         df = read_piece(path, kind, row_group, None, storage_options)
     except (OSError, ValueError) as exc:

@@ -348,3 +348,34 @@ def test_piece_checks_name_the_row():
         with pytest.raises(InputDataError) as err:
             tab.frame_to_csr(frame(idx, val), "f", label="y", indices="i", values="v")
         assert str(err.value) == needle
+
+
+def test_a_csv_file_is_read_in_pieces(tmp_path, monkeypatch, dna, dna_frame):
+    """An uncompressed CSV file is cut at line ends into pieces of about CSV_PIECE_BYTES, each
+    read (header + its bytes) and written as one part: memory bounded by a piece, the store
+    the matrix's; a bad value names its piece and row."""
+    from distsvm import ingest
+    from storage import tabular as tab
+
+    X, y = dna
+    ref = ingest((X, y), str(tmp_path / "ref.zarr"), block_rows=100)
+    path = str(tmp_path / "all.csv")
+    dna_frame.to_csv(path, index=False)
+    monkeypatch.setattr(tab, "CSV_PIECE_BYTES", 20_000)
+    header, ranges = tab.csv_pieces(path)
+    size = os.path.getsize(path)
+    assert len(ranges) == -(-(size - len(header)) // 20_000) > 3
+    assert ranges[0][0] == len(header) and ranges[-1][1] == size
+    assert all(a == b for (_, a), (b, _) in zip(ranges, ranges[1:]))
+    counts = tab.count_rows(path, "csv")
+    assert len(counts) == len(ranges) and sum(counts) == 300
+    d = ingest(path, str(tmp_path / "a.zarr"), label="y", block_rows=100)
+    same_store(ref, d)
+    bad = dna_frame.astype({"f3": object})
+    bad.loc[250, "f3"] = "oops"
+    bad.to_csv(path, index=False)
+    piece = next(g for g, c in enumerate(np.cumsum(tab.count_rows(path, "csv"))) if c > 250)
+    row = 250 - int(np.sum(tab.count_rows(path, "csv")[:piece])) + 1
+    with pytest.raises(InputDataError, match=rf"all\.csv \(piece {piece + 1}\), row {row}: "
+                                             r"value 'oops' in column 'f3' is not a number"):
+        ingest(path, str(tmp_path / "b.zarr"), label="y", block_rows=100, overwrite=True)
