@@ -28,8 +28,8 @@ import time
 
 import numpy as np
 
-from storage import BlockInfo, read_row_block
-from storage.columns import ColumnsMeta, read_labels
+from storage import BlockInfo
+from storage.columns import ColumnsMeta
 
 from . import blocks
 from .kernels import l1 as kernel
@@ -64,22 +64,12 @@ def _visit(url, cmeta, keys, cache_bytes, storage_options, fn, bias_fn):
             fn(k, block)
 
 
-def _labels_costs(url, cmeta, class_cost, row_infos, storage_options):
-    """The class index yⱼ and Cⱼ (class cost × instance weight) of every row."""
-    y = read_labels(url, cmeta, storage_options)
-    cost = np.asarray(class_cost, dtype=np.float64)[y]
-    if row_infos is not None:
-        cost *= np.concatenate([read_row_block(url, info, storage_options).weight
-                                for info in row_infos])
-    return y, cost
-
-
 def initial(url: str, cmeta: ColumnsMeta, *, loss: int, bias: float, class_cost,
             row_infos: list[BlockInfo] | None, positive: int, w: np.ndarray | None,
             cache_bytes: int, storage_options: dict | None = None, **_) -> dict:
     """The state at ``w`` (None: 0): labels, costs Cⱼ (class cost × instance weight), and
     wᵀxⱼ by one pass over the column blocks; CDN's b or newGLMNET's wᵀxⱼ, τ, D."""
-    y, cost = _labels_costs(url, cmeta, class_cost, row_infos, storage_options)
+    y, cost = blocks.column_costs(url, cmeta, class_cost, row_infos, storage_options)
     n = cmeta.n_features
     dim = n + (1 if bias >= 0 else 0)
     w = np.zeros(dim) if w is None else np.array(w, dtype=np.float64)
@@ -363,7 +353,7 @@ def unpack_active(p: dict) -> np.ndarray:
 
 
 def _rows(run, url, cmeta, class_cost, row_infos, storage_options):
-    return blocks.run_state(run, "rows", lambda: _labels_costs(url, cmeta, class_cost,
+    return blocks.run_state(run, "rows", lambda: blocks.column_costs(url, cmeta, class_cost,
                                                                row_infos, storage_options))
 
 

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from storage import BlockInfo, read_row_block
+from storage import BlockInfo
 from storage.columns import ColumnInfo, ColumnsMeta, read_column_block, read_labels
 
 from . import blocks
@@ -41,11 +41,7 @@ def initial(url: str, cmeta: ColumnsMeta, dim: int, loss: int, class_cost: np.nd
     feature with z = wᵢ from w = 0, in one pass over the column blocks (through the block
     cache, ``cache_bytes``) and the bias feature; rows of class index ``positive`` have
     yⱼ = +1."""
-    y = read_labels(url, cmeta, storage_options)
-    cost = np.asarray(class_cost, dtype=np.float64)[y]
-    if row_infos is not None:
-        cost *= np.concatenate([read_row_block(url, info, storage_options).weight
-                                for info in row_infos])
+    y, cost = blocks.column_costs(url, cmeta, class_cost, row_infos, storage_options)
     b = np.ones(cmeta.n_rows)
     if w is None:
         w = np.zeros(dim)
