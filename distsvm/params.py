@@ -260,14 +260,19 @@ def check_alm(owner: str, p: Params) -> float:
 
 def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool]:
     """The checks against the store: its classes, the warm start's length, a column-view
-    solver on a fold.  Returns ``p`` with C settled (from ``c_perf``), C per class index
-    (:func:`class_costs`) and whether the classes train one-vs-rest."""
+    solver on a fold or on a store without a column view.  Returns ``p`` with C settled
+    (from ``c_perf``), C per class index (:func:`class_costs`) and whether the classes
+    train one-vs-rest."""
     spec = registry.SOLVERS[p.solver]
     meta = dataset.meta
     if spec.reads == "columns" and dataset.is_subset:
         raise ValueError(f"The 'solver' parameter of {owner} cannot be {p.solver!r} on a view "
                          "of some row blocks (a cross-validation fold): it reads the store's "
                          "column view, which covers every row")
+    if spec.reads == "columns":  # before a cluster starts: the store has one (one line if not)
+        from storage.columns import read_columns_meta
+
+        read_columns_meta(dataset)
     if spec.labels:
         check_task(p, dataset)
     if meta.regression:

@@ -163,6 +163,16 @@ def test_errors_are_one_line(tmp_path):
     assert p.returncode == 2 and p.stderr.startswith("ERROR:")
 
 
+def test_column_view_solver_on_a_store_without_one_is_one_line_before_a_cluster(stores):
+    """-s 5 (and pcd) need the column view: without -q, the refusal is the only line — it comes
+    before a cluster starts (no "cluster:" or "train:" line)."""
+    _, train_store, _ = stores
+    p = run("train", train_store, train_store.parent / "m5", "-s", "5", ok=False)
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("ERROR:"), p.stderr
+    assert "no column view" in p.stderr and "distsvm columnize" in p.stderr
+
+
 def test_c_parameter_error_in_sklearn_wording(stores):
     _, train_store, _ = stores
     p = run("train", train_store, "m", "-c", "-1", ok=False)
