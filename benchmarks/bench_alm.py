@@ -254,7 +254,7 @@ def main():
     results, scales = [], []
     with tempfile.TemporaryDirectory(prefix="distsvm-bench-alm-") as tmp, \
             LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
-                         dashboard_address=None) as lc, Client(lc) as client:
+                         dashboard_address="127.0.0.1:0") as lc, Client(lc) as client:
         for name in a.datasets:
             X, y = load(name, a.max_rows)
             results.append(bench_dataset(name, X, y, tmp, client, a.alm_iters, a.repeats,

@@ -189,7 +189,7 @@ def main():
     sets += [(f"generated {n}", *generated(n)) for n in a.generated]
     with tempfile.TemporaryDirectory(prefix="distsvm-bench-") as tmp, \
             LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
-                         dashboard_address=None) as lc, Client(lc) as client:
+                         dashboard_address="127.0.0.1:0") as lc, Client(lc) as client:
         sc = scaling(sets, a.c_perf, tmp, client, log)
         cmp = [compare(name, *load(name), tmp, client, a.max_rounds, log) for name in a.compare]
     print(report(sc, cmp, a.c_perf))

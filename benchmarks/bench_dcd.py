@@ -212,7 +212,7 @@ def clusters():
     """A temporary directory and two local clusters: {"one": 1 worker, "two": 2 workers}."""
     from distributed import Client, LocalCluster
 
-    kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
+    kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0")
     with tempfile.TemporaryDirectory(prefix="distsvm-bench-") as tmp, \
             LocalCluster(n_workers=2, **kw) as c2, Client(c2) as two, \
             LocalCluster(n_workers=1, **kw) as c1, Client(c1) as one:

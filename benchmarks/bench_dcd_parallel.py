@@ -93,7 +93,7 @@ def problem_on_cluster(data, n_workers, block_rows=None, threads_per_worker=1):
     with tempfile.TemporaryDirectory() as tmp, \
             LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                          processes=True,
-                         host="127.0.0.1", dashboard_address=None) as cluster, \
+                         host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster, \
             Client(cluster) as client:
         sp.save_npz(f"{tmp}/X.npz", X64, compressed=False)
         np.save(f"{tmp}/y.npy", y)

@@ -112,7 +112,7 @@ def main():
 
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
         with LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
             store = generate(f"{tmp}/s.zarr", rows=a.rows, features=a.features,
                              nnz_per_row=a.nnz_per_row, seed=1, block_mb=8, client=client)
         mem = sum(b.nnz * 8 + b.n_rows * 20 for b in store.meta.blocks)
@@ -126,7 +126,7 @@ def main():
         _in_process(store, a.repeat)
         print(f"{'mode':12s} {'prefetch':>8s} {'epoch s':>8s} {'MB/s':>8s} {'vs decode':>9s}")
         with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
-                          dashboard_address=None, memory_limit=a.memory_mb * 2**20) as cluster, \
+                          dashboard_address="127.0.0.1:0", memory_limit=a.memory_mb * 2**20) as cluster, \
                 Client(cluster) as client:
             for parallel in ("average", None):
                 epochs = {True: [], False: []}

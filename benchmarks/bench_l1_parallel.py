@@ -117,7 +117,7 @@ def main():
         store = ingest((X, y), path, overwrite=True)
         columnize(store, block_mb=a.block_mb)
     out = []
-    kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
+    kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0")
     for s in a.s:
         w_ll, t_ll = liblinear(X, y, s)
         row = {"s": s, "liblinear_train_s": t_ll}

@@ -73,7 +73,7 @@ def main():
     from storage import open_dataset
 
     store = pathlib.Path(a.store)
-    kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
+    kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0")
     if not store.exists():
         t = time.perf_counter()
         with LocalCluster(n_workers=2, **kw) as c, Client(c) as client:

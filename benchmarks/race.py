@@ -176,7 +176,7 @@ from distributed import Client, LocalCluster
 from sklearn.datasets import load_svmlight_file
 from dask_ml.linear_model import LogisticRegression
 if __name__ == "__main__":
-    with LocalCluster(dashboard_address=None) as cluster, Client(cluster):
+    with LocalCluster(dashboard_address="127.0.0.1:0") as cluster, Client(cluster):
         X, y = load_svmlight_file(sys.argv[1])
         Xd = da.from_array(X.toarray(), chunks=(max(1, X.shape[0] // 4), X.shape[1]))
         yd = da.from_array((y > 0).astype(np.float64), chunks=(max(1, X.shape[0] // 4),))
@@ -547,7 +547,7 @@ def race(a):
             d.vw_export()
         if "distsvm-1w2t" in tools and cluster is None:
             cluster = LocalCluster(n_workers=1, threads_per_worker=2, host="127.0.0.1",
-                                   dashboard_address=None)
+                                   dashboard_address="127.0.0.1:0")
             Client(cluster)
         for s in solvers:
             fs = f_star(d, s)
@@ -663,7 +663,7 @@ def beyond_memory(a):
         print(f"exported to VW text in {time.perf_counter() - t:.0f}s (untimed)", flush=True)
     out = []
     with LocalCluster(n_workers=a.bm_workers, threads_per_worker=1, host="127.0.0.1",
-                      dashboard_address=None, memory_limit=limit) as cluster, Client(cluster):
+                      dashboard_address="127.0.0.1:0", memory_limit=limit) as cluster, Client(cluster):
         addr = cluster.scheduler_address
         for _ in range(a.bm_repeats):
             la = load()

@@ -50,7 +50,7 @@ def local_client(n_workers: int, threads_per_worker: int = 1):
 
     with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                       processes=True,
-                      host="127.0.0.1", dashboard_address=None) as cluster, Client(cluster) as c:
+                      host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as c:
         yield c
 
 

@@ -109,7 +109,7 @@ def test_a_worker_paused_over_its_memory_fails_the_job_instead_of_hanging(small_
 
     monkeypatch.setattr(distsvm.cluster, "PAUSED_SECONDS", 3.0)
     with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
-                      dashboard_address=None, memory_limit="1000MiB") as cluster, \
+                      dashboard_address="127.0.0.1:0", memory_limit="1000MiB") as cluster, \
             Client(cluster) as c:
         start = time.perf_counter()
         with pytest.raises(ClusterError, match="paused by Dask"):

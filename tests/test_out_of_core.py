@@ -72,7 +72,7 @@ def test_store_8x_memory_trains_in_bounded_memory(client, tmp_path):
         data_bytes = sum(b.nnz * 8 + b.n_rows * 12 for b in store.meta.blocks)
         assert data_bytes >= 8 * MEMORY_LIMIT
         with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
-                          dashboard_address=None, memory_limit=MEMORY_LIMIT) as cluster, \
+                          dashboard_address="127.0.0.1:0", memory_limit=MEMORY_LIMIT) as cluster, \
                 Client(cluster) as c:
             pids = list(c.run(os.getpid).values())
             cpu = sum(psutil.Process(p).cpu_times().user for p in pids)
