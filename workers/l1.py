@@ -107,10 +107,14 @@ def objective(state, *, loss, n_features, reg, positive) -> float:
 
 
 def _cdn_round(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, shrink_at,
-               cache_bytes, storage_options):
-    """One outer iteration of CDN (Appendix F) over every item; returns the stats."""
+               cache_bytes, storage_options, mine=None):
+    """One outer iteration of CDN (Appendix F) over every item — or, in parallel mode, over
+    an owner's items ``mine`` in the round's order; updates ``state`` (y, b, w, c, active)
+    and returns the stats."""
     n_items = len(cmeta.blocks) + (1 if bias >= 0 else 0)
     order, seeds = _plan(seed, r, n_items)
+    if mine is not None:
+        order = [k for k in order if k in mine]
     y, b, w, c, active = state["y"], state["b"], state["w"], state["c"], state["active"]
     stats = kernel.new_stats()
 
@@ -126,8 +130,10 @@ def _cdn_round(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, s
 
 
 def _glm_gradient(state, url, cmeta, *, bias, reg, positive, n_features, shrink_at,
-                  cache_bytes, storage_options):
-    """newGLMNET's gradient pass at w (the start of a Newton iteration): stats."""
+                  cache_bytes, storage_options, mine=None):
+    """newGLMNET's gradient pass at w (the start of a Newton iteration) over every item, or
+    over an owner's items ``mine`` (parallel mode): fills the state's grad, hdiag and active;
+    returns the stats."""
     y, w, c = state["y"], state["w"], state["c"]
     tau, D, grad, hdiag, active = (state[k] for k in ("tau", "D", "grad", "hdiag", "active"))
     stats = kernel.new_stats()
@@ -140,8 +146,8 @@ def _glm_gradient(state, url, cmeta, *, bias, reg, positive, n_features, shrink_
         kernel.glm_gradient_bias(bias, y, positive, tau, D, c, w, n_features, reg, shrink_at,
                                  grad, hdiag, active, stats)
 
-    _visit(url, cmeta, list(range(len(cmeta.blocks) + (bias >= 0))), cache_bytes,
-           storage_options, columns, biased)
+    keys = range(len(cmeta.blocks) + (bias >= 0)) if mine is None else sorted(mine)
+    _visit(url, cmeta, list(keys), cache_bytes, storage_options, columns, biased)
     return stats
 
 
@@ -402,52 +408,29 @@ def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int,
     state = _state(prev)
     y, c = _rows(run, url, cmeta, class_cost, row_infos, storage_options)
     w0 = unpack_w(state["w"])
-    w = w0.copy()
-    n_rows = cmeta.n_rows
-    n_items = len(cmeta.blocks) + (1 if bias >= 0 else 0)
     mine = set(mine)
-    order, seeds = _plan(seed, r, n_items)
-    keys = [k for k in order if k in mine]
-    ranges = _ranges(cmeta, keys, n_features)
-    shrink_at = state["gmax_old"] / n_rows
-    stats = kernel.new_stats()
+    common = dict(bias=bias, reg=reg, positive=positive, n_features=n_features,
+                  shrink_at=state["gmax_old"] / cmeta.n_rows, cache_bytes=cache_bytes,
+                  storage_options=storage_options, mine=mine)
     if loss == 1:
-        b = state["b"].copy()
-        active = unpack_active(state["w"])
-
-        def columns(k, block):
-            kernel.cdn_columns(block.indptr, block.indices, block.data,
-                               cmeta.blocks[k].col_start, y, positive, b, w, c, active,
-                               shrink_at, seeds[k], stats)
-
-        def biased():
-            kernel.cdn_bias(bias, y, positive, b, w, n_features, c, reg, active, shrink_at,
-                            stats)
-
-        _visit(url, cmeta, keys, cache_bytes, storage_options, columns, biased)
-        b -= state["b"]
-        return {"dw": pack(w - w0), "db": b, "stats": stats,
-                "active": [(s, e, np.packbits(active[s:e])) for s, e in ranges]}
-    tau, D = np.empty(n_rows), np.empty(n_rows)
-    kernel.glm_weights(state["wx"], c, tau, D)
-    grad, hdiag = np.zeros(len(w0)), np.zeros(len(w0))
-    active = np.zeros(len(w0), dtype=np.uint8)
-
-    def gcolumns(k, block):
-        kernel.glm_gradient(block.indptr, block.indices, block.data, cmeta.blocks[k].col_start,
-                            y, positive, tau, D, c, w0, shrink_at, grad, hdiag, active, stats)
-
-    def gbiased():
-        kernel.glm_gradient_bias(bias, y, positive, tau, D, c, w0, n_features, reg, shrink_at,
-                                 grad, hdiag, active, stats)
-
-    _visit(url, cmeta, sorted(mine), cache_bytes, storage_options, gcolumns, gbiased)
+        own = {"y": y, "b": state["b"].copy(), "w": w0.copy(), "c": c,
+               "active": unpack_active(state["w"])}
+        stats = _cdn_round(own, url, cmeta, r, seed, **common)
+        return {"dw": pack(own["w"] - w0), "db": own["b"] - state["b"], "stats": stats,
+                "active": [(s, e, np.packbits(own["active"][s:e]))
+                           for s, e in _ranges(cmeta, sorted(mine), n_features)]}
+    own = {"y": y, "w": w0, "c": c, "tau": np.empty(cmeta.n_rows), "D": np.empty(cmeta.n_rows),
+           "grad": np.zeros(len(w0)), "hdiag": np.zeros(len(w0)),
+           "active": np.zeros(len(w0), dtype=np.uint8)}
+    kernel.glm_weights(state["wx"], c, own["tau"], own["D"])
+    stats = _glm_gradient(own, url, cmeta, **common)
+    grad = own["grad"]
     # the inner tolerance: LIBLINEAR's inner_eps·Gnorm1₀, a 1/P share of it per owner of P (in
     # round 1, before Gnorm1₀ is known: inner_eps × this owner's own Gnorm1)
     tol = state["inner_eps"] * (stats[kernel.GNORM1] if r == 1
                                 else state["gnorm1_init"] / n_parts)
-    inner, wpd, xTd = _glm_inner(w0, D, grad, hdiag, active, url, cmeta, r, seed, tol,
-                                 bias=bias, reg=reg, n_features=n_features,
+    inner, wpd, xTd = _glm_inner(w0, own["D"], grad, own["hdiag"], own["active"], url, cmeta, r,
+                                 seed, tol, bias=bias, reg=reg, n_features=n_features,
                                  cache_bytes=cache_bytes, storage_options=storage_options,
                                  mine=mine)
     return {"dw": pack(wpd - w0), "xTd": xTd,
