@@ -8,6 +8,7 @@ import lzma
 import os
 import pathlib
 import signal
+import subprocess
 
 import numpy as np
 import pytest
@@ -160,3 +161,14 @@ def small_store(tmp_path_factory, small):
     from distsvm.ingest import ingest
 
     return ingest(small, str(tmp_path_factory.mktemp("faults") / "s.zarr"), block_rows=500)
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    """``(cert, key)``: a self-signed certificate for 127.0.0.1 (its own CA) and its key."""
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
+                   check=True, capture_output=True)
+    return str(d / "cert.pem"), str(d / "key.pem")

@@ -63,19 +63,6 @@ def test_damaged_compressed_input_cli_line(tmp_path, raw_text, capsys):
 
 # ----------------------------------------------------------------- TLS options of the CLI
 
-@pytest.fixture(scope="module")
-def tls_files(tmp_path_factory):
-    """A self-signed certificate for 127.0.0.1 (its own CA), as in test_spec."""
-    import subprocess
-
-    d = tmp_path_factory.mktemp("tls")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
-                   check=True, capture_output=True)
-    return str(d / "cert.pem"), str(d / "key.pem")
-
-
 def test_tls_options_build_a_security(tls_files):
     from distsvm import cluster
 

@@ -128,19 +128,14 @@ output: {{model: {tmp_path / 'm.dsvm'}, registry: {tmp_path / 'reg'}}}
 
 
 @pytest.fixture(scope="module")
-def tls_files(tmp_path_factory):
-    """A self-signed certificate for 127.0.0.1 (its own CA)."""
-    d = tmp_path_factory.mktemp("tls")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
-                    "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
-                   check=True, capture_output=True)
-    return {"ca_file": str(d / "cert.pem"), "cert_file": str(d / "cert.pem"),
-            "key_file": str(d / "key.pem")}
+def tls_spec(tls_files):
+    """A spec's cluster.tls for the self-signed certificate (its own CA)."""
+    cert, key = tls_files
+    return {"ca_file": cert, "cert_file": cert, "key_file": key}
 
 
-def test_tls_embedded_cluster_on_localhost_and_scheduler_connection(tls_files):
-    with spec.cluster_client({"n_workers": 1, "tls": tls_files}, "job.yaml") as c:
+def test_tls_embedded_cluster_on_localhost_and_scheduler_connection(tls_spec):
+    with spec.cluster_client({"n_workers": 1, "tls": tls_spec}, "job.yaml") as c:
         address = c.scheduler.address
         assert address.startswith("tls://127.0.0.1:")
         assert all(w.startswith("tls://127.0.0.1:") for w in cluster.workers_info(c))
@@ -148,12 +143,12 @@ def test_tls_embedded_cluster_on_localhost_and_scheduler_connection(tls_files):
             listening = [s.laddr.ip for s in psutil.Process(pid).net_connections("tcp")
                          if s.status == psutil.CONN_LISTEN]
             assert listening and set(listening) == {"127.0.0.1"}
-        with spec.cluster_client({"scheduler": address, "tls": tls_files}, "job.yaml") as c2:
+        with spec.cluster_client({"scheduler": address, "tls": tls_spec}, "job.yaml") as c2:
             assert c2.submit(sum, [1, 2]).result() == 3
         with pytest.raises(TypeError, match="TLS expects a `ssl_context`"):  # no certificate
             Client(address, timeout="5s")
     with pytest.raises(spec.SpecError, match="key 'cluster.tls.key_file': no file"):
-        with spec.cluster_client({"tls": {**tls_files, "key_file": "/nonexistent"}}, "j"):
+        with spec.cluster_client({"tls": {**tls_spec, "key_file": "/nonexistent"}}, "j"):
             pass
 
 
