@@ -24,10 +24,13 @@ import lzma
 import os
 import pathlib
 import pickle
-import time
+import sys
 import warnings
 
 import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_dcd import liblinear_run  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "datasets"
@@ -38,17 +41,6 @@ def l1_objective(w, X, s, loss, C=1.0):
     m = s * (X @ w[:X.shape[1]])
     data = np.logaddexp(0.0, -m) if loss == "logistic" else np.maximum(0.0, 1.0 - m) ** 2
     return float(np.abs(w).sum() + C * data.sum())
-
-
-def liblinear(X, y, s, eps=0.01):
-    from liblinear.liblinearutil import parameter, problem, train
-
-    prob = problem(y, X)
-    t = time.perf_counter()
-    m = train(prob, parameter(f"-s {s} -c 1 -e {eps} -q"))
-    dt = time.perf_counter() - t
-    w = np.array([m.w[i] for i in range(X.shape[1])])
-    return (w if m.get_labels()[0] == np.max(y) else -w), dt
 
 
 def sent(client) -> int:
@@ -119,7 +111,7 @@ def main():
     out = []
     kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0")
     for s in a.s:
-        w_ll, t_ll = liblinear(X, y, s)
+        w_ll, t_ll = liblinear_run(X, y, s, 0.01)
         row = {"s": s, "liblinear_train_s": t_ll}
         if a.classes != "all":
             row["liblinear_f"] = l1_objective(w_ll, X, np.where(y > 0, 1.0, -1.0), TYPES[s])
