@@ -220,24 +220,23 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
 
 
 def workers_see(client, path) -> str | None:
-    """The path by which every worker of ``client`` reads the local file ``path`` itself —
-    the same file as here (size, modification time and inode agree: one machine, or a
-    shared filesystem at the same mount point) — or None: workers on other machines, or
-    without the mount, cannot be handed the path, and the file is streamed from here
-    instead (as a compressed one is).  ``path`` as given where it works (errors then name
-    the file as the user did), else its absolute path (workers in another directory)."""
+    """The absolute path by which every worker of ``client`` reads the local file ``path``
+    itself — the same file as here (size, modification time and inode agree: one machine,
+    or a shared filesystem at the same mount point) — or None: workers on other machines,
+    or without the mount, cannot be handed the path, and the file is streamed from here
+    instead (as a compressed one is)."""
     from storage import libsvm
 
     mine = libsvm.file_identity(path)
     if mine is None:
         return None
-    for candidate in dict.fromkeys([os.fspath(path), os.path.abspath(path)]):
-        try:
-            theirs = client.run(libsvm.file_identity, candidate)
-        except Exception:  # noqa: BLE001 - a worker gone or failing: stream from here
-            return None
-        if theirs and all(t is not None and tuple(t) == mine for t in theirs.values()):
-            return candidate
+    candidate = resolve(path)  # the workers' working directory is not this process's
+    try:
+        theirs = client.run(libsvm.file_identity, candidate)
+    except Exception:  # noqa: BLE001 - a worker gone or failing: stream from here
+        return None
+    if theirs and all(t is not None and tuple(t) == mine for t in theirs.values()):
+        return candidate
     return None
 
 

@@ -112,9 +112,9 @@ class Hosts:
 
 
 def test_workers_see_a_local_file_by_its_absolute_path(client, tmp_path, monkeypatch):
-    """On one machine the workers read the client's file themselves: by the path given
-    where they resolve it to the same file, else by its absolute path (the workers' working
-    directory is not the client's); a file they do not see is streamed from the client."""
+    """On one machine the workers read the client's file themselves, by its absolute path
+    (the workers' working directory is not the client's); a file they do not see is streamed
+    from the client."""
     from distsvm.ingest import workers_see
 
     (tmp_path / "f.svm").write_text("+1 1:1\n-1 2:1\n")
