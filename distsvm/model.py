@@ -40,6 +40,7 @@ import scipy.sparse as sp
 from storage.checkpoint import json_default, read_bytes, write_bytes
 
 from . import __version__
+from .resources import size
 from .solvers.registry import LIBLINEAR_TYPES, REGRESSION_LOSSES, SOLVERS, liblinear_type
 
 FORMAT_NAME = "distsvm-model"
@@ -330,13 +331,9 @@ def _bounded_header(path: str, z: zipfile.ZipFile) -> dict:
 
     available = psutil.virtual_memory().available
     if need > available:
-        raise ModelFormatError(f"{path}: its weights take {_size(need)} in memory, more than "
-                               f"this machine's available {_size(available)}")
+        raise ModelFormatError(f"{path}: its weights take {size(need)} in memory, more than "
+                               f"this machine's available {size(available)}")
     return header
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 # What reading a damaged archive and its members can raise: the zip's own errors, a corrupt
