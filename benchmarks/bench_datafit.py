@@ -1,8 +1,10 @@
-"""Benchmark: one pass of every kernel that evaluates a loss, on a9a in float32, against the
-same kernels of another source tree in the same process.
+"""Benchmark: one pass of every kernel that evaluates a loss, on a9a (or ``--data``) in
+float32, against the same kernels of another source tree in the same process.
 
 Written to check that moving ξ, ξ′, ξ″, Dᵢᵢ and U into ``workers/losses.py`` (issue 17,
-item 5) costs nothing: Numba must inline the datafit functions into the kernels.  Run from
+item 5) costs nothing: Numba must inline the datafit functions into the kernels; used again
+for the prefetching of rows and columns (``workers.kernels.linear.prefetch_ahead``), whose
+gain shows on data larger than the caches (``--data .../pypi-summaries.xz``).  Run from
 the repository root, with the tree to compare against unpacked somewhere:
 
     git archive <commit> workers | tar -x -C /tmp/before
@@ -48,10 +50,11 @@ SEED = 7
 KERNELS = ("alm", "cutting_plane", "dcd", "dcd_lr", "linear", "newton", "pcd")
 
 
-def load_a9a():
+def load(path):
+    """A LIBSVM file (xz-compressed or plain) as float32 CSR, y = 1 for labels > 0."""
     from sklearn.datasets import load_svmlight_file
 
-    with lzma.open(DATA) as f:
+    with (lzma.open(path) if str(path).endswith(".xz") else open(path, "rb")) as f:
         X, labels = load_svmlight_file(f, dtype=np.float32)
     y = (labels > 0).astype(np.int32)
     X.indptr = X.indptr.astype(np.int64)
@@ -181,6 +184,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tree", default=str(REPO), help="the tree to measure (default: this one)")
     ap.add_argument("--against", help="a tree to compare with, e.g. the commit before a change")
+    ap.add_argument("--data", default=str(DATA), help="a LIBSVM file (default: a9a)")
     ap.add_argument("--repeats", type=int, default=21)
     ap.add_argument("--only", default="", help="time only the cases whose name contains this")
     ap.add_argument("--inlined", action="store_true",
@@ -192,7 +196,7 @@ def main():
     # --inlined, so that inspect_llvm has the IR
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_datafit_")
     trees = {"this": a.tree} | ({"against": a.against} if a.against else {})
-    X, y = load_a9a()
+    X, y = load(a.data)
     runs = {label: cases(load_workers(pathlib.Path(tree), f"workers_{label}"), X, y)
             for label, tree in trees.items()}
     for label in runs:  # compile or load from the cache what the set-up has not run

@@ -27,6 +27,8 @@ first and ``y_index[i]`` is the position of yᵢ in it; ``active_i[i]`` counts t
 import numba
 import numpy as np
 
+from .linear import AHEAD, PREFETCH_MIN, prefetch
+
 ACTIVE = 0  # state[ACTIVE]: rows of the block still in the pass
 STATE_SIZE = 1
 
@@ -91,6 +93,7 @@ def cs_pass(indptr, indices, data, y, sqnorm, W, bias, n_features, alpha, alpha_
     d_ind = np.empty(K, dtype=np.int64)
     d_val = np.empty(K)
     bias_sq = bias * bias if bias >= 0.0 else 0.0
+    ahead = len(indices) >= PREFETCH_MIN
     np.random.seed(seed)
     active = int(state[ACTIVE])
     for s in range(active):
@@ -100,6 +103,10 @@ def cs_pass(indptr, indices, data, y, sqnorm, W, bias, n_features, alpha, alpha_
     dww = 0.0
     s = 0
     while s < active:
+        if ahead and s + AHEAD < active:  # the rows to come (linear.prefetch)
+            prefetch(index[s + AHEAD], indptr, sqnorm, active_i, y_index, y, C, alpha,
+                     alpha_index)
+            prefetch(indptr[index[s + AHEAD // 2]], indices, data)
         i = index[s]
         A = sqnorm[i] + bias_sq
         if A <= 0.0:  # xᵢ = 0: α of this row does not move w (E.2)

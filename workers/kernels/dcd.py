@@ -24,7 +24,7 @@ import numba
 import numpy as np
 
 from ..losses import dual_diag, dual_upper, xi
-from .linear import row_dot
+from .linear import AHEAD, PREFETCH_MIN, prefetch, row_dot
 
 # Layout of the per-block float64 ``state`` array carried between visits.
 ACTIVE, PG_MAX_OLD, PG_MIN_OLD = 0, 1, 2
@@ -60,6 +60,7 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
     """
     np.random.seed(seed)
     n = len(alpha)
+    ahead = len(indices) >= PREFETCH_MIN
     bias_sq = bias * bias if bias >= 0.0 else 0.0
     pg_max_new, pg_min_new = -np.inf, np.inf
     full = False
@@ -73,6 +74,9 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
             index[s], index[j] = index[j], index[s]
         s = 0
         while s < active:
+            if ahead and s + AHEAD < active:  # the rows to come (linear.prefetch)
+                prefetch(index[s + AHEAD], indptr, y, cost, alpha, sqnorm)
+                prefetch(indptr[index[s + AHEAD // 2]], indices, data)
             i = index[s]
             yi = 1.0 if y[i] == positive else -1.0
             diag, upper = dual_diag(cost[i], loss), dual_upper(cost[i], loss)

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 
 from ..losses import logistic_dual, logistic_dual_d1, logistic_dual_d2
-from .linear import row_dot
+from .linear import AHEAD, PREFETCH_MIN, prefetch, row_dot
 
 MAX_INNER = 100  # Newton steps per coordinate (LIBLINEAR's max_inner_iter)
 ETA = 0.1  # the paper's ξ: z ← ηz when a Newton step leaves (0, C)
@@ -58,6 +58,7 @@ def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, a
     """
     np.random.seed(seed)
     n = len(alpha)
+    ahead = len(indices) >= PREFETCH_MIN
     bias_sq = bias * bias if bias >= 0.0 else 0.0
     innereps_min = min(1.0e-8, eps)
     for i in range(n):
@@ -75,6 +76,9 @@ def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, a
         newton_iter = 0
         gmax = 0.0
         for s in range(n):
+            if ahead and s + AHEAD < n:  # the rows to come (linear.prefetch)
+                prefetch(index[s + AHEAD], indptr, upper, y, alpha, alpha_c, sqnorm)
+                prefetch(indptr[index[s + AHEAD // 2]], indices, data)
             i = index[s]
             if upper[i] == 0.0:  # a row of cost 0 keeps αᵢ = 0 (LIBLINEAR drops it)
                 continue

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 
 from ..losses import LOGISTIC, SQUARED_HINGE, d2xi, dxi, xi, xi_slack
-from .linear import column_entry
+from .linear import AHEAD, PREFETCH_MIN, column_entry, prefetch
 
 SIGMA = 0.01
 MAX_LINESEARCH = 20
@@ -167,7 +167,12 @@ def cdn_columns(indptr, indices, data, col_start, y, positive, b, w, cost, activ
                 seed, stats):
     """One outer iteration's inner steps over a column block's active features (feature c
     is w[col_start + c]), in a random order; shrunk features get ``active = 0``."""
-    for c in _shuffled(len(indptr) - 1, active, col_start, seed):
+    order = _shuffled(len(indptr) - 1, active, col_start, seed)
+    for s in range(len(order)):
+        if len(indices) >= PREFETCH_MIN and s + AHEAD < len(order):  # (linear.prefetch)
+            prefetch(order[s + AHEAD], indptr)
+            prefetch(indptr[order[s + AHEAD // 2]], indices, data)
+        c = order[s]
         if _cdn_feature(indptr[c], indptr[c + 1], indices, data, False, 0.0, y, positive, b,
                         w, col_start + c, cost, True, shrink_at, stats):
             active[col_start + c] = 0
@@ -279,7 +284,12 @@ def _glm_qp(lo, hi, indices, data, dense, dval, D, xTd, w, wpd, j, grad, hdiag, 
 def glm_qp_columns(indptr, indices, data, col_start, D, xTd, w, wpd, grad, hdiag, qp_active,
                    shrink_at, seed, stats):
     """One inner CD cycle over a column block's features in ``qp_active``, in a random order."""
-    for c in _shuffled(len(indptr) - 1, qp_active, col_start, seed):
+    order = _shuffled(len(indptr) - 1, qp_active, col_start, seed)
+    for s in range(len(order)):
+        if len(indices) >= PREFETCH_MIN and s + AHEAD < len(order):  # (linear.prefetch)
+            prefetch(order[s + AHEAD], indptr)
+            prefetch(indptr[order[s + AHEAD // 2]], indices, data)
+        c = order[s]
         if _glm_qp(indptr[c], indptr[c + 1], indices, data, False, 0.0, D, xTd, w, wpd,
                    col_start + c, grad, hdiag, True, shrink_at, stats):
             qp_active[col_start + c] = 0

@@ -4,12 +4,50 @@ the entries of a CSC column that the primal CD solvers (pcd, l1) walk.
 Data may be float32 or float64; ``w`` and every accumulator are float64.  When
 ``bias >= 0`` the block has an implicit last feature of constant value
 ``bias`` (LIBLINEAR's ``-B``), whose weight is ``w[n_features]``.
+
+The coordinate descent kernels visit rows (or columns) in a random order, so on a block
+larger than the caches nearly every row's values are a cache miss.  On a block of at least
+``PREFETCH_MIN`` entries they :func:`prefetch`, at visit s, the row pointer and per-row
+values of the row ``AHEAD`` places on and the entries of the one ``AHEAD // 2`` on (whose
+pointer came four visits earlier).  Measured with ``benchmarks/bench_datafit.py --data``: a
+DCD pass over pypi-summaries' 9.6 M entries in 0.58× the time, over its first 200 k rows
+(2.8 M entries) 0.74×; at 1.4 M entries no gain, and on blocks that stay in the caches
+(a9a, w8a) the prefetches cost 1.2–1.4× a pass, so smaller blocks go without.
 """
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from ..losses import xi
+
+AHEAD = 8  # rows ahead whose per-row values are prefetched; their entries AHEAD // 2 ahead
+PREFETCH_MIN = 1 << 21  # entries of a block from which prefetching pays (see above)
+I8P, I32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+
+
+@intrinsic
+def prefetch(typingctx, i, *arrays):
+    """Ask the CPU to bring element (row, in 2-d) ``i`` of each array into its caches:
+    LLVM's ``llvm.prefetch``, a read kept in every cache level.  Only a hint, written inline
+    (a helper taking arrays costs a pass 7-45% on cached blocks): it never faults, and the
+    address is plain arithmetic, so an ``i`` past the end is harmless."""
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [I8P, I32, I32, I32]),
+            "llvm.prefetch.p0")
+        index = context.cast(builder, args[0], signature.args[0], types.intp)
+        for array_type, value in zip(signature.args[1],
+                                     cgutils.unpack_tuple(builder, args[1])):
+            a = context.make_array(array_type)(context, builder, value)
+            step = cgutils.unpack_tuple(builder, a.strides)[0]
+            at = builder.add(builder.ptrtoint(a.data, cgutils.intp_t), builder.mul(index, step))
+            builder.call(fn, [builder.inttoptr(at, I8P), I32(0), I32(3), I32(1)])
+        return context.get_dummy_value()
+
+    return types.void(i, types.StarArgTuple.from_types(arrays)), codegen
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

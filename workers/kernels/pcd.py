@@ -38,7 +38,7 @@ import numba
 import numpy as np
 
 from ..losses import d2xi, d2xi_max, dxi, xi_slack
-from .linear import column_entry
+from .linear import AHEAD, PREFETCH_MIN, column_entry, prefetch
 
 SIGMA = 0.01  # (12)
 BETA = 0.5  # Algorithm 2
@@ -137,6 +137,9 @@ def pcd_columns(indptr, indices, data, col_start, colsq, y, positive, b, w, loss
         t = np.random.randint(s, n)
         order[s], order[t] = order[t], order[s]
     for s in range(n):
+        if len(indices) >= PREFETCH_MIN and s + AHEAD < n:  # the columns to come (linear.prefetch)
+            prefetch(order[s + AHEAD], indptr, colsq)
+            prefetch(indptr[order[s + AHEAD // 2]], indices, data)
         c = order[s]
         _solve(indptr[c], indptr[c + 1], indices, data, False, 0.0, colsq[c], y, positive, b,
                w, col_start + c, loss, cost, C, first, stats)

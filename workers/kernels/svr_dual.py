@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from ..losses import svr_diag, svr_upper, xi_residual
-from .linear import row_dot
+from .linear import AHEAD, PREFETCH_MIN, prefetch, row_dot
 
 # Layout of the per-block float64 ``state`` array carried between visits.
 ACTIVE, GMAX_OLD, GNORM1_INIT = 0, 1, 2
@@ -58,6 +58,7 @@ def svr_passes(indptr, indices, data, target, sqnorm, w, bias, n_features, beta,
     rng = _lcg(np.uint64(seed) + np.uint64(1))
     n = len(beta)
     bias_sq = bias * bias if bias >= 0.0 else 0.0
+    ahead = len(indices) >= PREFETCH_MIN
     last_c, lam, upper = np.nan, 0.0, 0.0  # λᵢ, Uᵢ of the last cost seen (rows share it)
     gmax_new, gnorm1_new = 0.0, 0.0
     full = False
@@ -72,6 +73,9 @@ def svr_passes(indptr, indices, data, target, sqnorm, w, bias, n_features, beta,
             index[s], index[j] = index[j], index[s]
         s = 0
         while s < active:
+            if ahead and s + AHEAD < active:  # the rows to come (linear.prefetch)
+                prefetch(index[s + AHEAD], indptr, cost, target, beta, sqnorm)
+                prefetch(indptr[index[s + AHEAD // 2]], indices, data)
             i = index[s]
             if cost[i] != last_c:
                 last_c = cost[i]
