@@ -291,7 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "all rows per round there, as LIBLINEAR)")
     p.add_argument("--verbose", action="store_true",
                    help="multi-class (one-vs-rest): every class's round lines, [class …] "
-                        "(default: one line a round for all classes)")
+                        "(default: one line a round for all classes where they run side by "
+                        "side)")
     p.add_argument("--run-dir", metavar="DIR",
                    help="keep a run log in DIR: rounds.jsonl (one JSON line per round) and "
                         "summary.json (see `distsvm report`)")

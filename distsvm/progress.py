@@ -158,9 +158,12 @@ class ClassRounds:
     of K lines a round (``[class …]`` lines, shown with ``verbose``; the JSON log and the run
     log keep every problem's rows).
 
-    Round r's line is written once every problem has logged round r or stopped before it
-    (:meth:`finish`): at once where the problems run side by side (sequential DCD's batches),
-    later where they run one after another (one per worker)."""
+    For problems that run side by side (sequential DCD's batches: every problem's rounds
+    come together); round r's line is written once every problem has logged round r or
+    stopped before it (:meth:`finish`).  Problems that run one after another (up to one per
+    worker, :func:`distsvm.solvers.ovr.solve`) show their own ``[class …]`` lines instead,
+    as LIBLINEAR shows each one-vs-rest problem's: one line for all would wait for the last
+    problem to start."""
 
     def __init__(self, progress: Progress, labels):
         self.progress, self.labels = progress, list(labels)

@@ -228,25 +228,37 @@ def test_jobs_run_on_an_existing_clients_cluster(dna, tmp_path, capsys):
 
 
 def test_multiclass_training_logs_one_line_a_round(dna, tmp_path, capsys):
-    """3 classes one-vs-rest, by sequential DCD (one job for all classes) and by Newton (a
-    problem per class): one ``round r  …  classes n of 3 …`` line a round, the classes' rows in the
-    run log; ``--verbose`` shows the ``[class …]`` lines."""
+    """3 classes one-vs-rest by sequential DCD (one job for all classes, side by side): one
+    ``round r  …  classes n of 3 …`` line a round, the classes' rows in the run log;
+    ``--verbose`` shows the ``[class …]`` lines.  By Newton (a problem per class, one after
+    another on the one worker): each class's own ``[class …]`` lines, class after class, as
+    it runs."""
     _, store, _ = dna
-    for solver in (["-e", "0.5"], ["-s", "2"]):
-        run_dir = tmp_path / "run"
-        assert main(["train", store, str(tmp_path / "m"), *solver, "--run-dir",
-                     str(run_dir)]) == 0
-        err = capsys.readouterr().err
-        rounds = [line for line in err.splitlines() if line.startswith("round")]
-        assert not any(line.startswith("[class") for line in err.splitlines()), err
-        numbers = [int(line.split()[1]) for line in rounds]
-        assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), err
-        assert all(re.search(r"  classes [123] of 3 \([012] stopped\)", line)
-                   for line in rounds), err
-        logged = [json.loads(line) for line in (run_dir / "rounds.jsonl").open()]
-        assert {row["class"] for row in logged} == {"1", "2", "3"}
-        assert max(row["round"] for row in logged) == numbers[-1]
-    assert main(["train", store, str(tmp_path / "m"), "-s", "2", "--verbose"]) == 0
+    run_dir = tmp_path / "run"
+    assert main(["train", store, str(tmp_path / "m"), "-e", "0.5", "--run-dir",
+                 str(run_dir)]) == 0
+    err = capsys.readouterr().err
+    rounds = [line for line in err.splitlines() if line.startswith("round")]
+    assert not any(line.startswith("[class") for line in err.splitlines()), err
+    numbers = [int(line.split()[1]) for line in rounds]
+    assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), err
+    assert all(re.search(r"  classes [123] of 3 \([012] stopped\)", line)
+               for line in rounds), err
+    logged = [json.loads(line) for line in (run_dir / "rounds.jsonl").open()]
+    assert {row["class"] for row in logged} == {"1", "2", "3"}
+    assert max(row["round"] for row in logged) == numbers[-1]
+    assert main(["train", store, str(tmp_path / "m"), "-e", "0.5", "--verbose"]) == 0
     err = capsys.readouterr().err
     assert {line.split("]")[0] for line in err.splitlines() if line.startswith("[class")} == \
         {"[class 1", "[class 2", "[class 3"}
+
+    assert main(["train", store, str(tmp_path / "m"), "-s", "2"]) == 0
+    err = capsys.readouterr().err
+    assert not any(line.startswith("round") for line in err.splitlines()), err
+    lines = [line for line in err.splitlines() if line.startswith("[class")]
+    classes = [line.split("]")[0] for line in lines]
+    assert classes == sorted(classes) and set(classes) == {"[class 1", "[class 2", "[class 3"}
+    for c in set(classes):  # each class's rounds in order, from its first
+        numbers = [int(re.search(r"(?:round|iter) +(\d+)", line).group(1))
+                   for line in lines if line.startswith(c)]
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), err

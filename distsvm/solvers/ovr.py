@@ -68,11 +68,12 @@ class Tagged(Progress):
             self.rounds.finish(self.label)
 
 
-def tagged(progress: Progress, classes) -> list[Tagged]:
-    """The logs of a multi-class job's problems, one per class of ``classes``: their text
-    rounds one line for all (:class:`ClassRounds`)."""
+def tagged(progress: Progress, classes, together: bool = True) -> list[Tagged]:
+    """The logs of a multi-class job's problems, one per class of ``classes``; ``together``
+    (problems that run side by side): their text rounds one line for all
+    (:class:`ClassRounds`)."""
     labels = [f"{c:g}" for c in classes]
-    rounds = ClassRounds(progress, labels)
+    rounds = ClassRounds(progress, labels) if together else None
     return [Tagged(progress, label, rounds) for label in labels]
 
 
@@ -100,7 +101,7 @@ def solve(fit, classes, plan: WorkerPlan, progress: Progress,
     n = len(plan.workers)
     with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-ovr") as pool:
         futures = []
-        for k, log in enumerate(tagged(progress, classes)):
+        for k, log in enumerate(tagged(progress, classes, together=False)):
             futures.append(pool.submit(_fit, fit, k, rotated(plan, k), log,
                                        None if checkpoint is None
                                        else checkpoint.problem(k, log)))
