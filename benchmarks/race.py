@@ -45,7 +45,8 @@ C = 1 and otherwise its defaults:
 * distsvm: the CLI: `distsvm ingest FILE STORE` once (timed apart), then
   `distsvm train STORE MODEL -s N --json` (whole command; its JSON gives train_seconds and
   rounds), then `distsvm predict TEST_STORE MODEL --json` for the accuracy.  `distsvm` uses
-  the default worker count (2 here); `distsvm-1w` adds `--workers 1`; `distsvm-1w2t` (-s 0/2)
+  the default cluster (in the process when the store fits, else one worker per core);
+  `distsvm-1w` and `distsvm-2w` add `--workers 1` / `--workers 2`; `distsvm-1w2t` (-s 0/2)
   runs on one 2-thread worker of a LocalCluster this script starts (`--scheduler`, so that
   row's command excludes the cluster start).
 
@@ -102,7 +103,7 @@ REGRESSION_TYPES = (11, 12, 13)  # LIBLINEAR's SVR types (epsilon -p 0.1 by defa
 SVR_P = 0.1
 L1_TYPES = (5, 6)  # L1-regularized (‖w‖₁ for ½‖w‖²); they read the store's column view
 TOOLS = ["liblinear", "multicore", "sklearn", "daskml", "vw1", "vw5", "distsvm", "distsvm-1w",
-         "distsvm-1w2t"]
+         "distsvm-2w", "distsvm-1w2t"]
 DEFAULT_TOOLS = ["liblinear", "multicore", "sklearn", "daskml", "vw1", "vw5", "distsvm",
                  "distsvm-1w"]
 F_STAR_EPS = 1e-5
@@ -399,7 +400,7 @@ def f_star(d: Data, s: int) -> float:
 
 def supports(tool: str, d: Data, s: int) -> str | None:
     """None if the tool runs this cell, else why not."""
-    if s in REGRESSION_TYPES and tool not in ("liblinear", "distsvm", "distsvm-1w"):
+    if s in REGRESSION_TYPES and tool not in ("liblinear", "distsvm", "distsvm-1w", "distsvm-2w"):
         return "regression: liblinear and distsvm here"
     if s == 21 and not (tool == "liblinear" or tool.startswith("distsvm")):
         return "one-class (-s 21): LIBLINEAR and distsvm only"
@@ -440,8 +441,8 @@ def run_tool(tool, d: Data, s, a, rep, cluster_addr=None) -> dict:
         if s in L1_TYPES:
             d.columnize(a.distsvm)
         cmd = [a.distsvm, "train", str(d.store), str(out_model), "-s", str(s), "--json"]
-        if tool == "distsvm-1w":
-            cmd += ["--workers", "1"]
+        if tool in ("distsvm-1w", "distsvm-2w"):
+            cmd += ["--workers", tool[-2]]
         if tool == "distsvm-1w2t":
             cmd += ["--scheduler", cluster_addr]
         wall, out, _ = run(cmd)

@@ -72,6 +72,8 @@ class ColumnInfo:
     crc32: dict[str, int]
     # the view's n_rows, which its row indices must stay below (None: read the store's)
     n_rows: int | None = dataclasses.field(default=None, compare=False, repr=False)
+    # a block joined in memory (:func:`joined`): its stored blocks, in order; () if stored
+    parts: tuple[ColumnInfo, ...] = dataclasses.field(default=(), compare=False, repr=False)
 
     @property
     def n_cols(self) -> int:
@@ -96,8 +98,8 @@ class ColumnsMeta:
         return ds.seal_metadata({
                 "n_rows": self.n_rows, "n_features": self.n_features, "nnz": self.nnz,
                 "y_crc32": self.y_crc32,
-                "blocks": [{k: v for k, v in dataclasses.asdict(b).items() if k != "n_rows"}
-                           for b in self.blocks],
+                "blocks": [{k: v for k, v in dataclasses.asdict(b).items()
+                            if k not in ("n_rows", "parts")} for b in self.blocks],
                 "memory_bytes": self.memory_bytes, "passes": self.passes})
 
     @classmethod
@@ -124,6 +126,28 @@ class ColumnsMeta:
         if problems:
             raise CorruptStoreError(f"{url}: inconsistent column metadata: " + "; ".join(problems))
         return out
+
+
+def joined(cmeta: ColumnsMeta) -> ColumnsMeta:
+    """The view as one block of all its columns, made in memory from its stored blocks
+    (:func:`join_blocks`): a pass over it can visit every column in one random order, as
+    LIBLINEAR's does, where a pass over several blocks visits them block by block."""
+    if len(cmeta.blocks) < 2:
+        return cmeta
+    b = cmeta.blocks
+    info = ColumnInfo("+".join(x.name for x in b), 0, cmeta.n_features, cmeta.nnz, {},
+                      cmeta.n_rows, parts=b)
+    return dataclasses.replace(cmeta, blocks=(info,))
+
+
+def join_blocks(blocks: list[ColumnBlock]) -> ColumnBlock:
+    """Consecutive column blocks as one (their columns in order)."""
+    offsets = np.cumsum([0] + [b.nnz for b in blocks[:-1]])
+    return ColumnBlock(
+        np.concatenate([blocks[0].indptr[:1]] + [b.indptr[1:] + o
+                                                 for b, o in zip(blocks, offsets)]),
+        np.concatenate([b.indices for b in blocks]), np.concatenate([b.data for b in blocks]),
+        blocks[0].col_start)
 
 
 def read_columns_meta(dataset: ds.Dataset) -> ColumnsMeta:

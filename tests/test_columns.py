@@ -55,6 +55,29 @@ def test_transpose_equals_scipy_tocsc(tmp_path, problem, block_rows, block_mb, m
     assert [b.col_start for b in cm.blocks] == [0] + [b.col_stop for b in cm.blocks[:-1]]
 
 
+def test_joined_view_is_the_matrix_in_one_block(a9a_rows):
+    """A run's joined view (workers.pcd.held: one block made in memory from the stored
+    ones) holds the same CSC matrix and column norms; a small cache keeps the blocks."""
+    from workers import blocks
+    from workers.pcd import held, load_columns
+
+    cm = columnize(a9a_rows, block_mb=0.3)
+    assert len(cm.blocks) > 2
+    one = held(cm, 1 << 30)
+    assert len(one.blocks) == 1 and one.blocks[0].parts == cm.blocks
+    assert held(cm, 2 * cm.nnz * 16 - 1) == cm
+    blocks.clear_cache()
+    block, colsq = load_columns(a9a_rows.url, one.blocks[0], 1 << 30)
+    got = sp.csc_matrix((block.data, block.indices, block.indptr),
+                        shape=(cm.n_rows, cm.n_features))
+    expected = column_matrix(a9a_rows, cm)
+    for a in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(got, a), getattr(expected, a))
+    np.testing.assert_allclose(colsq, np.asarray(expected.multiply(expected).sum(axis=0)).ravel(),
+                               rtol=1e-6)
+    assert load_columns(a9a_rows.url, one.blocks[0], 1 << 30)[0] is block  # cached
+
+
 @pytest.fixture(scope="module")
 def a9a_rows(tmp_path_factory, a9a):
     return ingest(a9a, str(tmp_path_factory.mktemp("cols") / "a9a.zarr"), block_rows=2000)

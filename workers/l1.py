@@ -33,7 +33,7 @@ from storage.columns import ColumnsMeta
 
 from . import blocks
 from .kernels import l1 as kernel
-from .pcd import _reader, load_columns
+from .pcd import _reader, held, load_columns
 
 MAX_INNER = 1000  # newGLMNET's inner CD cycles per Newton iteration (LIBLINEAR's max_iter)
 
@@ -266,10 +266,12 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
     """Rounds r, r+1, … of LIBLINEAR's algorithm on this worker until its stopping rule
     (Gnorm1 ≤ ``eps``·Gnorm1 of the first iteration; ``eps`` already scaled by
     max(min(#pos, #neg), 1)/l as linear.cpp's ``train_one``), ``max_rounds``, ``seconds``
-    or round ``stop_at``.  ``resume`` (w, the shrinking bound, the active set / inner
+    or round ``stop_at``, over the view :func:`~workers.pcd.held` (joined into one block
+    where this worker's cache holds it).  ``resume`` (w, the shrinking bound, the active set / inner
     tolerance) makes the state on a worker that has none (the run's first task, or after
     a recovery).  Returns {"reports": [per round], "resume": the same, after the last}."""
     start = time.perf_counter()
+    cmeta = held(cmeta, cache_bytes)
     common = dict(bias=bias, reg=reg, positive=positive, n_features=n_features,
                   cache_bytes=cache_bytes, storage_options=storage_options)
     state = blocks.run_state(run, "state", dict)

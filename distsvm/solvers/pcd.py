@@ -78,12 +78,12 @@ class _PCD(driver.Solver):
         self.code = losses.code(loss)
         self.cmeta = read_columns_meta(ctx.dataset)
         self.dim = meta.n_features + (1 if bias >= 0 else 0)
-        self.n_items = len(self.cmeta.blocks) + (1 if bias >= 0 else 0)  # the bias: the last
+        self.n_items = workers.pcd.n_items(self.cmeta, bias)
         self.class_cost = np.asarray(cost, dtype=np.float64)
         self.row_infos = list(meta.blocks) if meta.weighted else None
         self.common = dict(bias=bias, n_features=meta.n_features, loss=self.code,
                            class_cost=self.class_cost, row_infos=self.row_infos,
-                           n_items=self.n_items, positive=positive,
+                           positive=positive,
                            storage_options=ctx.dataset.storage_options)
         self.eps, self.max_rounds, self.seed, self.mode = eps, max_rounds, seed, mode
         self.g0 = self.gnorm0 = self.f = np.nan
