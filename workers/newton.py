@@ -9,6 +9,11 @@ direction starts from, the costs Cᵢ and the labels; and per worker, the w of
 the last evaluation, so that :func:`step` need not be sent it.  Only
 :func:`evaluate`, :func:`hess_vec` and :func:`step` read blocks; :func:`trial`
 works on the kept vectors alone.
+
+An iteration's CG (:func:`direction`) and line search (:func:`line_search`) take the passes
+as ``each(fn, run, …)``, the replies of ``fn`` over the blocks' owners: the coordinator's
+tasks, one a pass, or, where one worker owns every block, calls in that worker's one
+:func:`iteration` task (one round trip an iteration instead of one a pass).
 """
 
 from __future__ import annotations
@@ -20,6 +25,12 @@ from storage import BlockInfo
 from . import blocks, losses
 from .kernels import newton as kernel
 from .kernels.linear import decision_values
+from .kernels.newton import dot
+
+ETA = 0.01  # sufficient decrease of the line search (newton.cpp)
+MAX_LINESEARCH = 20
+ALPHA_PCG = 0.01  # weight of diag(∇²f) in the preconditioner (newton.cpp)
+EPS_CG = 0.5  # upper limit of the CG tolerance (newton.cpp)
 
 
 def _state(run: str, info: BlockInfo, block=None, class_cost=None) -> dict:
@@ -131,3 +142,86 @@ def trial(url: str, infos: list[BlockInfo], run: str, alpha: float, *, loss: int
         total += kernel.loss_along(st["y"], positive, st["cost"], st["z0"], st["t"], alpha, loss,
                                    epsilon if losses.is_regression(loss) else None)
     return total
+
+
+def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | None]:
+    """Preconditioned CG on ∇²f·s = −g, stopped by the quadratic-model rule (newton.cpp's
+    ``pcg``); returns (s, CG iterations, warning or None)."""
+    n = len(g)
+    s = np.zeros(n)
+    r = -g
+    z = r / M
+    d = z.copy()
+    zTr = dot(z, r)
+    cgtol = min(EPS_CG, np.sqrt(np.sqrt(zTr)))
+    Q = 0.0
+    for k in range(1, max(n, 5) + 1):
+        Hd = hess_vec(d)
+        dHd = dot(d, Hd)
+        if dHd <= 1e-16:  # avoids 0/0 in the step
+            return s, k, None
+        a = zTr / dHd
+        s += a * d
+        r -= a * Hd
+        newQ = -0.5 * (dot(s, r) - dot(s, g))  # the quadratic model at s
+        Qdiff = newQ - Q
+        if newQ > 0 or Qdiff > 0:
+            return s, k, "quadratic approximation > 0 or increasing in CG"
+        if k * Qdiff >= cgtol * newQ:
+            return s, k, None
+        Q = newQ
+        z = r / M
+        znew = dot(z, r)
+        d = z + (znew / zTr) * d
+        zTr = znew
+    return s, max(n, 5), "reaching maximal number of CG steps"
+
+
+def direction(each, run, g, M, reg) -> tuple[np.ndarray, int, str | None]:
+    """The Newton direction by :func:`pcg`, its Hessian-vector products by :func:`hess_vec`
+    passes (``each``), preconditioned by newton.cpp's (1 − α)I + α·diag(∇²f) of ``M``."""
+    return pcg(lambda v: reg * v + sum(each(hess_vec, run, v, threaded=True)), g,
+               (1 - ALPHA_PCG) + ALPHA_PCG * M)
+
+
+def line_search(each, run, kw, w, s, g, f, reg) -> tuple[float, list]:
+    """Backtracking from α = 1 (newton.cpp's ``linesearch_and_update``): the first α of
+    1, ½, ¼, … with f(w + αs) − f(w) ≤ η·α·∇fᵀs; 0 if none of ``MAX_LINESEARCH`` is.
+    Returns α and the owners' evaluations at w + s (:func:`step`)."""
+    wTw, wTs, sTs = dot(reg, w * w), dot(reg, w * s), dot(reg, s * s)
+    gTs = dot(g, s)
+    at_one = each(step, run, s, threaded=True, **kw)
+    loss = sum(r["along"] for r in at_one)
+    alpha = 1.0
+    for k in range(MAX_LINESEARCH):
+        if k:
+            loss = sum(each(trial, run, alpha, **kw))
+        if loss + 0.5 * (wTw + 2 * alpha * wTs + alpha * alpha * sTs) - f <= ETA * alpha * gTs:
+            return alpha, at_one
+        alpha *= 0.5
+    return 0.0, at_one
+
+
+def iteration(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, g: np.ndarray,
+              M: np.ndarray, f: float, reg: np.ndarray, *, loss: int, positive: int,
+              epsilon: float, class_cost: np.ndarray, threads: int = 1, **common) -> dict:
+    """One Newton iteration from ``w`` (f, ∇f = ``g``, diag(∇²f) = ``M`` there) on a worker
+    that owns every block: :func:`direction`, :func:`line_search` and, for a step other
+    than 1 (or 0), :func:`evaluate` at the new w, their passes called here; the iterates are
+    those of the same passes run as tasks.  Returns ``{"s", "cg", "warning", "alpha",
+    "reps"}`` (the replies at the new w) and ``"passes"``, how many it made."""
+    count = 0
+
+    def each(fn, *args, threaded=False, **kw):
+        nonlocal count
+        count += 1
+        return [fn(url, infos, *args, **common, **kw,
+                   **({"threads": threads} if threaded else {}))]
+
+    kw = dict(loss=loss, positive=positive, epsilon=epsilon)
+    s, cg, warning = direction(each, run, g, M, reg)
+    alpha, reps = line_search(each, run, kw, w, s, g, f, reg)
+    if alpha not in (0.0, 1.0):
+        reps = each(evaluate, run, w + alpha * s, class_cost=class_cost, threaded=True, **kw)
+    return {"s": s, "cg": cg, "warning": warning, "alpha": alpha, "reps": reps,
+            "passes": count}

@@ -14,7 +14,7 @@ Algorithm: the line-search truncated Newton method of Galli & Lin (2021, "A stud
 truncated Newton methods for linear classification", IEEE TNNLS), which replaced the
 trust-region method TRON (Lin, Weng & Keerthi 2008; Fan et al. 2008, Appendix) in LIBLINEAR
 2.40; we follow LIBLINEAR's ``newton.cpp``: the Newton direction by preconditioned CG
-(:func:`pcg`) with LIBLINEAR's diagonal preconditioner (Hsia, Chiang & Lin 2018) and the
+(:func:`workers.newton.pcg`) with LIBLINEAR's diagonal preconditioner (Hsia, Chiang & Lin 2018) and the
 quadratic-model stopping rule of Galli & Lin (2021, §4); a backtracking line search from
 α = 1 (η = 0.01, at most 20 halvings); stop when ‖∇f(w)‖ ≤ eps'·‖∇f(0)‖ with LIBLINEAR's eps'
 (:func:`stopping_tolerance`, ``train_one()`` of linear.cpp: eps' = eps for SVR), when the
@@ -24,7 +24,9 @@ Distributed: the data are touched only through map-reduce passes over the row bl
 (:mod:`workers.newton`), each returning a vector of n_features[+1]; the workers keep z = Xw and
 the Hessian's weights D, and a direction's pass also evaluates f, ∇f and D at w + s, so an
 iteration with k CG steps reads the data k + 1 times when α = 1 where LIBLINEAR reads it
-k + 2 times, with the same iterates.  Faults (run by :mod:`distsvm.solvers.driver`): REBUILD
+k + 2 times, with the same iterates.  Where one worker owns every block, an iteration is
+one task on it (:func:`workers.newton.iteration`: the same passes, called there), not a
+task a pass.  Faults (run by :mod:`distsvm.solvers.driver`): REBUILD
 — z and D are functions of w, recomputed on the survivors from the coordinator's w.
 
 The passes, memory, checkpoints and measurements: docs/solvers/newton.md.
@@ -45,48 +47,10 @@ from ..progress import Progress
 from . import driver
 from .driver import Result
 
-ETA = 0.01  # sufficient decrease of the line search (newton.cpp)
-MAX_LINESEARCH = 20
-ALPHA_PCG = 0.01  # weight of diag(∇²f) in the preconditioner (newton.cpp)
-EPS_CG = 0.5  # upper limit of the CG tolerance (newton.cpp)
-
 
 def stopping_tolerance(eps: float, class_counts) -> float:
     """LIBLINEAR's eps' = eps·max(min(#pos, #neg), 1)/l for its primal solvers."""
     return eps * max(min(class_counts), 1) / max(1, sum(class_counts))
-
-
-def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | None]:
-    """Preconditioned CG on ∇²f·s = −g, stopped by the quadratic-model rule (newton.cpp's
-    ``pcg``); returns (s, CG iterations, warning or None)."""
-    n = len(g)
-    s = np.zeros(n)
-    r = -g
-    z = r / M
-    d = z.copy()
-    zTr = dot(z, r)
-    cgtol = min(EPS_CG, np.sqrt(np.sqrt(zTr)))
-    Q = 0.0
-    for k in range(1, max(n, 5) + 1):
-        Hd = hess_vec(d)
-        dHd = dot(d, Hd)
-        if dHd <= 1e-16:  # avoids 0/0 in the step
-            return s, k, None
-        a = zTr / dHd
-        s += a * d
-        r -= a * Hd
-        newQ = -0.5 * (dot(s, r) - dot(s, g))  # the quadratic model at s
-        Qdiff = newQ - Q
-        if newQ > 0 or Qdiff > 0:
-            return s, k, "quadratic approximation > 0 or increasing in CG"
-        if k * Qdiff >= cgtol * newQ:
-            return s, k, None
-        Q = newQ
-        z = r / M
-        znew = dot(z, r)
-        d = z + (znew / zTr) * d
-        zTr = znew
-    return s, max(n, 5), "reaching maximal number of CG steps"
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: float,
@@ -154,10 +118,6 @@ class _Newton(driver.Solver):
         return (f, reg * w + sum(r["grad"] for r in reps), reg + sum(r["diag"] for r in reps),
                 sum(r["correct"] for r in reps))
 
-    def hess_vec(self, v):
-        return self.reg * v + sum(self.passes.each(workers.newton.hess_vec, self.ctx.run, v,
-                                                   threaded=True))
-
     def row(self, k, gnorm, cg, step, correct) -> tuple[int, dict]:
         return 0, {"round": k, "primal": self.f, "grad_norm": gnorm,
                    "rel_grad_norm": gnorm / self.gnorm0, "cg_iterations": cg, "step": step,
@@ -182,18 +142,27 @@ class _Newton(driver.Solver):
                 return rows
         if self.fresh:  # a resumed or recovered run: z and D at w first
             self.f, self.g, self.M, _ = self.evaluate(self.x)
-        s, cg, warning = pcg(self.hess_vec, self.g, (1 - ALPHA_PCG) + ALPHA_PCG * self.M)
+        passes, run = self.passes, self.ctx.run
+        if len(passes.owned()) == 1:  # the iteration in one task on the owner of every block
+            out = passes.each(workers.newton.iteration, run, self.x, self.g, self.M, self.f,
+                              self.reg, class_cost=self.class_cost, threaded=True,
+                              **self.kw)[0]
+            passes.count += out["passes"] - 1
+            s, cg, warning, alpha, at = (out[k] for k in ("s", "cg", "warning", "alpha", "reps"))
+        else:
+            s, cg, warning = workers.newton.direction(passes.each, run, self.g, self.M,
+                                                      self.reg)
+            alpha, at = workers.newton.line_search(passes.each, run, self.kw, self.x, s,
+                                                   self.g, self.f, self.reg)
         if warning:
             self.ctx.progress.note(f"WARNING: {warning}")
-        alpha, at_one = _line_search(self.passes, self.ctx.run, self.kw, self.x, s, self.g,
-                                     self.f, self.reg)
         if alpha == 0.0:
             self.ctx.progress.note("WARNING: line search fails")
             self.done[0] = True
             return rows
         f_old, x = self.f, self.x + alpha * s
-        self.f, self.g, self.M, correct = self.totals(x, at_one) if alpha == 1.0 \
-            else self.evaluate(x)
+        self.f, self.g, self.M, correct = self.totals(x, at) if alpha == 1.0 or \
+            len(passes.owned()) == 1 else self.evaluate(x)
         self.x = x
         gnorm = np.sqrt(dot(self.g, self.g))
         rows.append(self.row(r, gnorm, cg, alpha, correct))
@@ -224,21 +193,3 @@ class _Newton(driver.Solver):
 
     def rebuild(self):
         self.fresh = True
-
-
-def _line_search(passes, run, kw, w, s, g, f, reg) -> tuple[float, list]:
-    """Backtracking from α = 1 (newton.cpp's ``linesearch_and_update``): the first α of
-    1, ½, ¼, … with f(w + αs) − f(w) ≤ η·α·∇fᵀs; 0 if none of ``MAX_LINESEARCH`` is.
-    Returns α and the workers' evaluations at w + s (:func:`workers.newton.step`)."""
-    wTw, wTs, sTs = dot(reg, w * w), dot(reg, w * s), dot(reg, s * s)
-    gTs = dot(g, s)
-    at_one = passes.each(workers.newton.step, run, s, threaded=True, **kw)
-    loss = sum(r["along"] for r in at_one)
-    alpha = 1.0
-    for trial in range(MAX_LINESEARCH):
-        if trial:
-            loss = sum(passes.each(workers.newton.trial, run, alpha, **kw))
-        if loss + 0.5 * (wTw + 2 * alpha * wTs + alpha * alpha * sTs) - f <= ETA * alpha * gTs:
-            return alpha, at_one
-        alpha *= 0.5
-    return 0.0, at_one
