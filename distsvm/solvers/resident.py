@@ -26,17 +26,19 @@ from ..cluster import WorkerPlan
 
 
 def held_by_one(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPlan]:
-    """Where one worker's block cache can hold the whole store: the store as one joined
-    block (:func:`held_by_each` with every block on the worker with the largest cache), so
-    that each round of dual CD visits all rows in one random permutation, as LIBLINEAR
-    does; else ``(dataset, plan)`` unchanged.  Visiting the rows block by block instead
-    stalls short of LIBLINEAR's stopping rule (docs/solvers/dcd.md, "Blocks and the
-    stopping rule")."""
+    """Every block on the worker with the largest cache: where that cache can hold the
+    whole store, as one joined block (:func:`held_by_each`), so that each round of dual CD
+    visits all rows in one random permutation, as LIBLINEAR does; else as they are, streamed
+    through that worker, whose rounds revisit a cache of informative rows with every block
+    (:func:`workers.dcd.ovr_batch`).  Visiting the rows block by block without it, as the
+    chained rounds over several owners do, stalls short of LIBLINEAR's stopping rule
+    (docs/solvers/dcd.md, "Blocks and the stopping rule")."""
     if len(dataset.meta.blocks) <= 1:
         return dataset, plan
     a = max(plan.workers, key=lambda w: plan.cache_bytes[w])  # the first of the largest
-    view, one = held_by_each(dataset, dataclasses.replace(plan, owners=(a,) * len(plan.owners)))
-    return (view, one) if len(view.meta.blocks) == 1 else (dataset, plan)
+    one = dataclasses.replace(plan, owners=(a,) * len(plan.owners))
+    view, joined = held_by_each(dataset, one)
+    return (view, joined) if len(view.meta.blocks) == 1 else (dataset, one)
 
 
 def held_by_each(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPlan]:
