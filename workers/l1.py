@@ -33,7 +33,7 @@ from storage.columns import ColumnsMeta
 
 from . import blocks
 from .kernels import l1 as kernel
-from .pcd import _reader, held, load_columns
+from .pcd import _reader, held, load_columns, n_items
 
 MAX_INNER = 1000  # newGLMNET's inner CD cycles per Newton iteration (LIBLINEAR's max_iter)
 
@@ -111,8 +111,7 @@ def _cdn_round(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, s
     """One outer iteration of CDN (Appendix F) over every item — or, in parallel mode, over
     an owner's items ``mine`` in the round's order; updates ``state`` (y, b, w, c, active)
     and returns the stats."""
-    n_items = len(cmeta.blocks) + (1 if bias >= 0 else 0)
-    order, seeds = _plan(seed, r, n_items)
+    order, seeds = _plan(seed, r, n_items(cmeta, bias))
     if mine is not None:
         order = [k for k in order if k in mine]
     y, b, w, c, active = state["y"], state["b"], state["w"], state["c"], state["active"]
@@ -146,7 +145,7 @@ def _glm_gradient(state, url, cmeta, *, bias, reg, positive, n_features, shrink_
         kernel.glm_gradient_bias(bias, y, positive, tau, D, c, w, n_features, reg, shrink_at,
                                  grad, hdiag, active, stats)
 
-    keys = range(len(cmeta.blocks) + (bias >= 0)) if mine is None else sorted(mine)
+    keys = range(n_items(cmeta, bias)) if mine is None else sorted(mine)
     _visit(url, cmeta, list(keys), cache_bytes, storage_options, columns, biased)
     return stats
 
@@ -158,7 +157,7 @@ def _glm_inner(w, D, grad, hdiag, active, url, cmeta, r, seed, tol, *, bias, reg
     shrinking until the cycle's Gnorm1 ≤ ``tol`` on the full ``active`` set, or
     ``MAX_INNER`` cycles.  Returns (cycles, w + d, Xd)."""
     n_rows = len(D)
-    n_items = len(cmeta.blocks) + (1 if bias >= 0 else 0)
+    items = n_items(cmeta, bias)
     wpd = w.copy()
     xTd = np.zeros(n_rows)
     qp_active = active.copy()
@@ -167,7 +166,7 @@ def _glm_inner(w, D, grad, hdiag, active, url, cmeta, r, seed, tol, *, bias, reg
     while inner < MAX_INNER:
         stats = kernel.new_stats()
         shrink_at = qp_gmax_old / n_rows
-        order, seeds = _plan(seed, r, inner, n_items)
+        order, seeds = _plan(seed, r, inner, items)
         keys = [k for k in order if (mine is None or k in mine) and (
                 (k == len(cmeta.blocks) and qp_active[n_features])
                 or (k < len(cmeta.blocks) and qp_active[cmeta.blocks[k].col_start:

@@ -143,7 +143,8 @@ class _Newton(driver.Solver):
         if self.fresh:  # a resumed or recovered run: z and D at w first
             self.f, self.g, self.M, _ = self.evaluate(self.x)
         passes, run = self.passes, self.ctx.run
-        if len(passes.owned()) == 1:  # the iteration in one task on the owner of every block
+        one = len(passes.owned()) == 1  # the iteration in one task on the owner of every block
+        if one:
             out = passes.each(workers.newton.iteration, run, self.x, self.g, self.M, self.f,
                               self.reg, class_cost=self.class_cost, threaded=True,
                               **self.kw)[0]
@@ -162,7 +163,7 @@ class _Newton(driver.Solver):
             return rows
         f_old, x = self.f, self.x + alpha * s
         self.f, self.g, self.M, correct = self.totals(x, at) if alpha == 1.0 or \
-            len(passes.owned()) == 1 else self.evaluate(x)
+            one else self.evaluate(x)
         self.x = x
         gnorm = np.sqrt(dot(self.g, self.g))
         rows.append(self.row(r, gnorm, cg, alpha, correct))

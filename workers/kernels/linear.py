@@ -10,8 +10,8 @@ larger than the caches nearly every row's values are a cache miss.  On a block o
 ``PREFETCH_MIN`` entries they :func:`prefetch`, at visit s, the row pointer and per-row
 values of the row ``AHEAD`` places on and the entries of the one ``AHEAD // 2`` on (whose
 pointer came four visits earlier).  Measured with ``benchmarks/bench_datafit.py --data``: a
-DCD pass over pypi-summaries' 9.6 M entries in 0.58× the time, over its first 200 k rows
-(2.8 M entries) 0.74×; at 1.4 M entries no gain, and on blocks that stay in the caches
+DCD pass over pypi-summaries' 9.6 M entries in 0.48–0.58× the time, over its first 200 k
+rows (2.8 M entries) 0.65–0.74×; at 1.4 M entries no gain, and on blocks that stay in the caches
 (a9a, w8a) the prefetches cost 1.2–1.4× a pass, so smaller blocks go without.
 """
 
