@@ -18,11 +18,12 @@ import numpy as np
 
 import workers.blocks
 from storage import Dataset, open_dataset
+from workers import losses
 
 from . import cluster, params, resources
 from .model import ONECLASS_CLASSES, Model, liblinear_label_order, probabilities
 from .progress import Progress
-from .solvers import cutting_plane, ovr, registry
+from .solvers import cutting_plane, ovr, registry, resident
 
 # --solver auto takes the primal when rows outnumber features by this factor (l ≫ n).
 AUTO_PRIMAL_RATIO = 50
@@ -109,7 +110,7 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
         progress.note(f"train: --solver auto picked {solver}: {why}")
         p = dataclasses.replace(p, solver=solver)
     p = params.check_solver(owner, p, dataset.meta.weighted)
-    p, class_cost, multiclass = params.check_data(owner, p, dataset)
+    p, class_weight, multiclass = params.check_data(owner, p, dataset)
     meta = dataset.meta
     with client_for(scheduler, n_workers, client, progress) as c:
         resources.check_dataset(dataset, c)  # w and the blocks fit a worker, or one line
@@ -119,32 +120,36 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
                       f"{len(plan.workers)} workers"
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
         start = time.perf_counter()
-        results = _solve(c, p, dataset, plan, class_cost, multiclass, progress, checkpoint)
+        results = _solve(c, p, dataset, plan, class_weight, multiclass, progress, checkpoint)
         seconds = time.perf_counter() - start
         ranks = (_fit_ranks(c, dataset, plan, results[0].w, p.bias, progress)
                  if p.objective == "ordinal" else None)
-    return _model(p, dataset, class_cost, results, seconds, ranks, why)
+    return _model(p, dataset, class_weight, results, seconds, ranks, why)
 
 
-def _solve(client, p, dataset, plan, class_cost, multiclass: bool, progress, checkpoint) -> list:
+def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,
+           checkpoint) -> list:
     """The result of the binary problem (or of a multi-class solver's one), or the K results
     of one-vs-rest — in one job where the solver runs them so (sequential dual CD), else
     problem by problem (:func:`distsvm.solvers.ovr.solve`) — each continued by the primal
-    solver where ``primal_switch`` says so (:func:`_switch_to_primal`)."""
+    solver where ``primal_switch`` says so (:func:`_switch_to_primal`).  Each problem's C
+    per class index is :func:`workers.losses.class_costs`'."""
     spec = registry.SOLVERS[p.solver]
-    held = spec.hold(dataset, plan, p) if spec.hold else None
+    solver = spec.module()
+    held = resident.hold(dataset, plan, p) if spec.joins else None
     classes = dataset.meta.classes
     positives = range(len(classes)) if multiclass else [1]  # problem k: index k (+1) vs rest
-    costs = {k: params.problem_costs(class_cost, p.C, k) if multiclass else class_cost
+    costs = {k: losses.class_costs(p.C, class_weight, k if multiclass else None)
              for k in positives}
 
     def fit(k, plan_k, progress_k, checkpoint_k=checkpoint):
-        return spec.solve(client, *(held or (dataset, plan_k)), p, positive=k, cost=costs[k],
-                          progress=progress_k, checkpoint=checkpoint_k)
+        return solver.solve(client, *(held or (dataset, plan_k)), p, positive=k, cost=costs[k],
+                            progress=progress_k, checkpoint=checkpoint_k)
 
-    if multiclass and spec.solve_ovr and p.parallel is None:  # K problems, one read a block
-        results = spec.solve_ovr(client, *(held or (dataset, plan)), p, costs=list(costs.values()),
-                                 progress=progress, checkpoint=checkpoint)
+    if multiclass and spec.batches_ovr and p.parallel is None:  # K problems, one read a block
+        results = solver.solve_ovr(client, *(held or (dataset, plan)), p,
+                                   costs=list(costs.values()), progress=progress,
+                                   checkpoint=checkpoint)
     elif multiclass:
         results = ovr.solve(fit, classes, plan, progress, checkpoint)
     else:
@@ -167,7 +172,7 @@ def _switch_to_primal(client, dataset, plan, dual, positive: int, cost, p, progr
                   f"the primal Newton solver (LIBLINEAR's -s "
                   f"{registry.liblinear_type('newton', p.loss)})")
     tighter = 1e-3 if p.loss in registry.REGRESSION_LOSSES else 0.1
-    primal = registry.SOLVERS["newton"].solve(
+    primal = registry.SOLVERS["newton"].module().solve(
         client, dataset, plan, dataclasses.replace(p, eps=tighter * p.eps, warm_start=dual.w),
         positive=positive, cost=cost, progress=progress, checkpoint=None)
     history = dual.history + [{**row, "round": dual.rounds + row["round"]}
@@ -188,7 +193,7 @@ def _fit_ranks(client, dataset, plan, w, bias: float, progress) -> tuple:
     return thresholds, ranking
 
 
-def _model(p, dataset, class_cost, results: list, seconds: float, ranks, why) -> Model:
+def _model(p, dataset, class_weight, results: list, seconds: float, ranks, why) -> Model:
     """The model of a run: its params (the settings it trained with, as saved models have
     them) and summary (:func:`_combined`)."""
     meta = dataset.meta
@@ -199,8 +204,8 @@ def _model(p, dataset, class_cost, results: list, seconds: float, ranks, why) ->
     if not p.regularize_bias:
         recorded["regularize_bias"] = False
     if p.class_weight is not None:
-        recorded["class_weight"] = {f"{c:g}": float(v) / p.C
-                                    for c, v in zip(meta.classes, class_cost)}
+        recorded["class_weight"] = {f"{c:g}": float(v)
+                                    for c, v in zip(meta.classes, class_weight)}
     if meta.weighted:
         recorded["sample_weight"] = True
     for key in ("parallel", "primal_switch"):

@@ -1,4 +1,4 @@
-"""Training parameters: their defaults, their checks, and C per class — once for every front end.
+"""Training parameters: their defaults, their checks, the class weights — once for every front end.
 
 The CLI, the estimators, job specs, the pipeline and model selection all train through
 :func:`distsvm.jobs.train`, whose parameters are :class:`Params`; they are checked here, in
@@ -10,8 +10,7 @@ everywhere.  Which solver takes which option is the registry's
 scikit-learn estimators say ``tol``, ``max_iter`` and ``random_state``, and pass ``names``
 so that their messages do too.  Objective scaling is LIBLINEAR's everywhere,
 ``½‖w‖² + Σᵢ Cᵢ · loss``, row i's cost Cᵢ being C · its class weight · its instance weight
-(:func:`class_costs` and :func:`problem_costs` per class; the workers multiply in the
-instance weights).
+(the class weights here, :func:`class_weights`; the costs in :mod:`workers.losses`).
 """
 
 from __future__ import annotations
@@ -74,7 +73,7 @@ class Params:
       (n_rows / (n_classes · rows of the class), as scikit-learn); row i costs
       Cᵢ = C · class_weight[yᵢ] · its instance weight if the store has them (LIBLINEAR's
       ``-wi`` and ``-W``); in one-vs-rest, problem k's rows of class k cost their weighted C
-      and the others C (:func:`problem_costs`).
+      and the others C (:func:`workers.losses.class_costs`).
     * ``parallel`` "average" or "add": DCD as CoCoA / CoCoA+ across the workers;
       ``inner_passes`` DCD's passes over a block per visit; ``join_blocks`` (sequential dual
       CD): one permutation of all rows per round where one worker's cache holds the store.
@@ -261,8 +260,8 @@ def check_alm(owner: str, p: Params) -> float:
 def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool]:
     """The checks against the store: its classes, the warm start's length, a column-view
     solver on a fold or on a store without a column view.  Returns ``p`` with C settled
-    (from ``c_perf``), C per class index (:func:`class_costs`) and whether the classes
-    train one-vs-rest."""
+    (from ``c_perf``), the weight of each class index (:func:`class_weights`) and whether
+    the classes train one-vs-rest."""
     spec = registry.SOLVERS[p.solver]
     meta = dataset.meta
     if spec.reads == "columns" and dataset.is_subset:
@@ -300,7 +299,7 @@ def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool
         from .solvers.cutting_plane import c_from_c_perf
 
         p = dataclasses.replace(p, C=c_from_c_perf(p.c_perf, meta.class_counts, p.objective))
-    return p, class_costs(owner, p.class_weight, float(p.C), meta), multiclass
+    return p, class_weights(owner, p.class_weight, meta), multiclass
 
 
 def check_task(p: Params, dataset) -> None:
@@ -321,16 +320,17 @@ def check_task(p: Params, dataset) -> None:
                      f"({', '.join(registry.REGRESSION_LOSSES)}; {', '.join(svr)}) on it")
 
 
-def class_costs(owner: str, class_weight, C: float, meta) -> np.ndarray:
-    """C times each class's weight (:class:`Params`' ``class_weight``), in the store's class
-    order; a regression store's rows all have class index 0: ``[C]``."""
+def class_weights(owner: str, class_weight, meta) -> np.ndarray:
+    """Each class's weight (:class:`Params`' ``class_weight``), in the store's class order;
+    a regression store's rows all have class index 0: ``[1.0]``.  C multiplies them in
+    :func:`workers.losses.class_costs`."""
     if meta.regression:
-        return np.array([C])
+        return np.ones(1)
     n = np.asarray(meta.class_counts, dtype=np.float64)
     if class_weight is None:
-        return np.full(len(n), C)
+        return np.ones(len(n))
     if isinstance(class_weight, str) and class_weight == "balanced":
-        return C * n.sum() / (len(n) * np.maximum(n, 1))
+        return n.sum() / (len(n) * np.maximum(n, 1))
     if not isinstance(class_weight, dict):
         raise ValueError(f"The 'class_weight' parameter of {owner} must be None, a dict or "
                          f"'balanced'. Got {class_weight!r} instead.")
@@ -341,12 +341,4 @@ def class_costs(owner: str, class_weight, C: float, meta) -> np.ndarray:
     weights = {float(k): v for k, v in class_weight.items()}
     for k, v in weights.items():
         check_real(owner, f"class_weight[{k:g}]", v, 0.0)
-    return np.array([C * float(weights.get(c, 1.0)) for c in meta.classes])
-
-
-def problem_costs(class_cost, C: float, k: int) -> np.ndarray:
-    """C per class index in one-vs-rest problem k: class k's rows cost its weighted C
-    (``class_cost[k]``) and the rest plain C, as LIBLINEAR's ``train`` gives problem k
-    ``weighted_C[k]`` and ``param->C``."""
-    cost = np.asarray(class_cost, dtype=np.float64)
-    return np.where(np.arange(len(cost)) == k, cost, float(C))
+    return np.array([float(weights.get(c, 1.0)) for c in meta.classes])

@@ -15,6 +15,7 @@ from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.jobs import predict, train
 from distsvm.model import ModelFormatError, export_liblinear, load_model, save_model
+from distsvm.params import Params
 from distsvm.solvers import cutting_plane
 from workers.kernels import cutting_plane as kernel
 
@@ -149,9 +150,9 @@ def test_ordinal_objective_matches_brute_force_pairs(client, a9a, tmp_path, n_ra
     c_pair = 20.0 / m  # C_OP = 20
     _, p_ref = liblinear_optimum(D, sign, "hinge", C=c_pair, eps=1e-6)
     ds = store
-    result = cutting_plane.solve(client, ds, cluster.plan(client, len(ds.meta.blocks)),
-                                 C=c_pair, eps=1e-4, bias=-1.0, max_rounds=1000,
-                                 objective="ordinal")
+    p = Params(solver="cutting_plane", loss="hinge", C=c_pair, eps=1e-4, bias=-1.0,
+               max_rounds=1000, objective="ordinal")
+    result = cutting_plane.solve(client, ds, cluster.plan(client, len(ds.meta.blocks)), p)
     assert result.converged
     w = result.w
     p = 0.5 * w @ w + c_pair * np.sum(np.maximum(0, 1 - sign * (D @ w)))

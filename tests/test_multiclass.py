@@ -13,6 +13,7 @@ from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.jobs import predict, train
 from distsvm.model import export_liblinear, import_liblinear, load_model, probabilities, save_model
+from distsvm.params import Params
 
 from .conftest import DATA, load_xy, primal_objective, shared_dataset
 
@@ -106,13 +107,13 @@ def test_ovr_problems_follow_their_binary_runs(client, dna, tmp_path):
     store = ingest((X, y), str(tmp_path / "dna3.zarr"), block_rows=700)
     plan = cluster.plan(client, len(store.meta.blocks), None, store)
     single = dataclasses.replace(plan, owners=(plan.workers[0],) * len(plan.owners))
-    opts = dict(loss="squared_hinge", eps=0.3, bias=1.0, max_rounds=40, seed=3)
+    p = Params(loss="squared_hinge", C=0.1, eps=0.3, bias=1.0, max_rounds=40, seed=3)
     cost = np.full(3, 0.1)  # C = 0.1, no class weights
     with warnings.catch_warnings():  # both may stop at the round limit, identically
         warnings.simplefilter("ignore", ConvergenceWarning)
-        shared = dcd.solve_ovr(client, store, plan, costs=[cost] * 3, **opts)
+        shared = dcd.solve_ovr(client, store, plan, p, costs=[cost] * 3)
         for k in range(3):
-            alone = dcd.solve(client, store, single, positive=k, cost=cost, **opts)
+            alone = dcd.solve(client, store, single, p, positive=k, cost=cost)
             np.testing.assert_array_equal(shared[k].w, alone.w)
             assert shared[k].rounds == alone.rounds
             assert shared[k].primal_objective == pytest.approx(alone.primal_objective, rel=1e-12)

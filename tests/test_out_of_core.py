@@ -18,6 +18,7 @@ from distsvm.cluster import WorkerPlan, workers_info
 from distsvm.generate import generate
 from distsvm.ingest import ingest
 from distsvm.jobs import train
+from distsvm.params import Params
 from distsvm.solvers import dcd
 
 from .conftest import liblinear_optimum, primal_objective
@@ -124,9 +125,8 @@ def test_fully_shrunk_block_is_not_read(client, a9a, tmp_path):
     assert [b.n_rows for b in store.meta.blocks] == [700] * 4  # the easy rows are block 3
     addrs = sorted(workers_info(client))
     plan = WorkerPlan(tuple(addrs[b % len(addrs)] for b in range(4)), {a: 0 for a in addrs})
-    result = dcd.solve(client, store, plan, loss="hinge", cost=np.full(2, 0.03), eps=0.01,
-                       bias=-1.0,
-                       max_rounds=300, seed=0)
+    p = Params(loss="hinge", C=0.03, eps=0.01, bias=-1.0, max_rounds=300, seed=0)
+    result = dcd.solve(client, store, plan, p, cost=np.full(2, 0.03))
     assert result.converged  # by (17) on a round with every row active
     assert primal_objective(result.w, X2, y2, "hinge", C=0.03) <= p_ref * (1 + 1e-3)
     stale = [h["stale_blocks"] for h in result.history]

@@ -4,7 +4,6 @@ default eps, the options each solver takes, the factories' calls, the parameter 
 from __future__ import annotations
 
 import ast
-import importlib
 import inspect
 import pathlib
 import subprocess
@@ -17,6 +16,7 @@ from distsvm import params
 from distsvm.cli import build_parser
 from distsvm.params import Params
 from distsvm.solvers import registry
+from workers import losses
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # options a solver that does not take them ignores (every front end passes them)
@@ -128,38 +128,33 @@ def test_every_option_belongs_to_a_solver_and_is_refused_by_the_others():
 
 
 @pytest.mark.parametrize("name", sorted(registry.SOLVERS))
-def test_factories_call_their_solver_s_solve(name, monkeypatch):
-    """Each factory's call binds to its module's ``solve`` (whose signature is the
-    module's own), with the checked parameters."""
+def test_every_solver_module_takes_the_checked_params(name):
+    """Each entry's module (:meth:`Solver.module`) runs a problem from the checked Params,
+    the problem's class index and C per class index: one signature for every solver, so
+    jobs calls it with no adapter in between."""
     spec = registry.SOLVERS[name]
-    module = importlib.import_module(f"distsvm.solvers.{name}")
-    calls = []
+    module = spec.module()
+    assert module.__name__ == f"distsvm.solvers.{name}"
+    assert list(inspect.signature(module.solve).parameters) == [
+        "client", "dataset", "plan", "p", "positive", "cost", "progress", "checkpoint"]
+    assert hasattr(module, "solve_ovr") == spec.batches_ovr
+    if spec.batches_ovr:
+        assert list(inspect.signature(module.solve_ovr).parameters) == [
+            "client", "dataset", "plan", "p", "costs", "positives", "progress", "checkpoint"]
 
-    def fake(original):
-        def solve(*args, **kwargs):
-            calls.append(inspect.signature(original).bind(*args, **kwargs).arguments)
-            return "result"
-        return solve
 
-    monkeypatch.setattr(module, "solve", fake(module.solve))
-    if spec.solve_ovr is not None:
-        monkeypatch.setattr(module, "solve_ovr", fake(module.solve_ovr))
-    loss = "lp" if name == "alm" else spec.default_loss
-    p = params.check_solver("train", Params(solver=name, loss=loss, p=1.5 if name == "alm"
-                                            else None, max_rounds=7))
-    common = dict(progress=None, checkpoint=None)
-    assert spec.solve("client", "data", "plan", p, positive=1, cost=np.ones(2),
-                      **common) == "result"
-    if spec.solve_ovr is not None:
-        assert spec.solve_ovr("client", "data", "plan", p, costs=[np.ones(2)] * 2,
-                              **common) == "result"
-    for call in calls:  # C reaches a solver as C per class index, or an unweighted one's C
-        assert call["dataset"] == "data" and call["eps"] == spec.eps
-        if not spec.labels:  # the one-class SVM has no C (LIBLINEAR's -s 21 ignores -c)
-            continue
-        costs = call.get("costs", [call.get("cost", call.get("C"))])
-        assert np.all(np.concatenate([np.ravel(c) for c in costs]) == 1.0)
-        assert call.get("max_rounds", call.get("max_iter")) == 7
+def test_class_costs_are_liblinear_s_weighted_c():
+    """C per class index: C times each class's weight in a binary problem; in one-vs-rest
+    problem k, class k's weighted C and plain C for the rest (LIBLINEAR's ``train``); row
+    costs multiply in the instance weights."""
+    weight = np.array([2.0, 0.5, 1.0])
+    assert np.array_equal(losses.class_costs(3.0, weight), [6.0, 1.5, 3.0])
+    assert np.array_equal(losses.class_costs(3.0, weight, 1), [3.0, 1.5, 3.0])
+    assert np.array_equal(losses.class_costs(3.0, weight, 0), [6.0, 3.0, 3.0])
+    y = np.array([2, 0, 0, 1], dtype=np.int32)
+    assert np.array_equal(losses.costs([6.0, 1.5, 3.0], y, None), [3.0, 6.0, 6.0, 1.5])
+    assert np.array_equal(losses.costs([6.0, 1.5, 3.0], y, np.array([1.0, 0.5, 2.0, 4.0])),
+                          [3.0, 3.0, 12.0, 6.0])
 
 
 def test_no_twins_in_the_solver_modules():

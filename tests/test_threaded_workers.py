@@ -12,6 +12,7 @@ import pytest
 from distsvm import cluster
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
+from distsvm.params import Params
 from distsvm.solvers import alm, dcd, newton
 
 from .conftest import dna_rows, local_client
@@ -37,14 +38,14 @@ def test_ovr_runs_a_group_per_thread_and_follows_the_binary_runs(threaded, clien
     workers: a problem's path depends on neither its slot nor its worker."""
     plan = cluster.plan(threaded, len(store.meta.blocks), None, store)
     assert list(plan.threads.values()) == [2]
-    opts = dict(loss="squared_hinge", costs=[np.full(3, 0.1)] * 3, eps=0.1, bias=1.0,
-                max_rounds=40, seed=5)
+    p = Params(loss="squared_hinge", C=0.1, eps=0.1, bias=1.0, max_rounds=40, seed=5)
+    opts = dict(costs=[np.full(3, 0.1)] * 3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        on_threads = dcd.solve_ovr(threaded, store, plan, **opts)
+        on_threads = dcd.solve_ovr(threaded, store, plan, p, **opts)
         on_workers = dcd.solve_ovr(client, store,
                                    cluster.plan(client, len(store.meta.blocks), None, store),
-                                   **opts)
+                                   p, **opts)
     for a, b in zip(on_threads, on_workers):
         np.testing.assert_array_equal(a.w, b.w)
         assert a.rounds == b.rounds
@@ -53,10 +54,10 @@ def test_ovr_runs_a_group_per_thread_and_follows_the_binary_runs(threaded, clien
 def test_newton_passes_on_threads_equal_one_thread(threaded, client, store):
     """Newton with the worker's 4 blocks shared by its 2 threads (each summing its own
     vectors) reaches the single-threaded run's iterates up to rounding."""
-    opts = dict(loss="logistic", cost=np.ones(3), eps=1e-6, bias=-1.0, max_rounds=30,
-                positive=1)  # class 1 against the other two
-    a = newton.solve(threaded, store, cluster.plan(threaded, 4, None, store), **opts)
-    b = newton.solve(client, store, cluster.plan(client, 4, None, store), **opts)
+    p = Params(solver="newton", loss="logistic", eps=1e-6, bias=-1.0, max_rounds=30)
+    opts = dict(cost=np.ones(3), positive=1)  # class 1 against the other two
+    a = newton.solve(threaded, store, cluster.plan(threaded, 4, None, store), p, **opts)
+    b = newton.solve(client, store, cluster.plan(client, 4, None, store), p, **opts)
     assert a.converged and b.converged and a.rounds == b.rounds
     np.testing.assert_allclose(a.w, b.w, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose([r["primal"] for r in a.history],
@@ -66,11 +67,12 @@ def test_newton_passes_on_threads_equal_one_thread(threaded, client, store):
 def test_alm_passes_on_threads_equal_one_thread(threaded, client, store):
     """SVM-ALM (inexact) with the worker's blocks shared by its 2 threads follows the
     single-threaded run up to rounding."""
-    opts = dict(p=2.0, C=1.0, eps=1e-3, max_iter=40, positive=1)
+    p = Params(solver="alm", loss="squared_hinge", p=2.0, C=1.0, eps=1e-3, bias=1.0,
+               max_rounds=40)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        a = alm.solve(threaded, store, cluster.plan(threaded, 4, None, store), **opts)
-        b = alm.solve(client, store, cluster.plan(client, 4, None, store), **opts)
+        a = alm.solve(threaded, store, cluster.plan(threaded, 4, None, store), p, positive=1)
+        b = alm.solve(client, store, cluster.plan(client, 4, None, store), p, positive=1)
     assert a.rounds == b.rounds and a.extra["passes"] == b.extra["passes"]
     np.testing.assert_allclose(a.w, b.w, rtol=1e-7, atol=1e-10)
     np.testing.assert_allclose([r["primal"] for r in a.history],

@@ -211,31 +211,17 @@ def clear_cache() -> None:
         _cache_bytes = 0
 
 
-def costs(y: np.ndarray, weight: np.ndarray | None, class_cost: np.ndarray) -> np.ndarray:
-    """Each row's cost Cᵢ = C·(class weight of yᵢ)·(instance weight of row i), LIBLINEAR's
-    ``-wi`` and ``-W``: ``class_cost[yᵢ]`` (:func:`distsvm.params.class_costs`) times the
-    instance weights if there are any.  The one place C becomes per-row costs (the kernel
-    :func:`workers.kernels.linear.loss_sums` applies the same rule row by row)."""
-    cost = np.asarray(class_cost, dtype=np.float64)[y]
-    return cost if weight is None else cost * weight
-
-
-def row_costs(block: RowBlock, class_cost: np.ndarray) -> np.ndarray:
-    """:func:`costs` of a row block's rows."""
-    return costs(block.y, block.weight, class_cost)
-
-
-def column_costs(url: str, cmeta, class_cost: np.ndarray, row_infos: list[BlockInfo] | None,
-                 storage_options: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The class index yⱼ and the :func:`costs` Cⱼ of every row of a column view (primal CD,
-    L1): the labels from the view, the instance weights (a weighted store) from the row
-    blocks ``row_infos``, all of them in order (the view's row order); None: unweighted."""
+def column_rows(url: str, cmeta, row_infos: list[BlockInfo] | None,
+                storage_options: dict | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The class index yⱼ and the instance weight of every row of a column view (primal CD,
+    L1), in the view's row order: the labels from the view, the weights (a weighted store)
+    from the row blocks ``row_infos``, all of them in order; None: unweighted."""
     from storage.columns import read_labels
 
     y = read_labels(url, cmeta, storage_options)
     weight = None if row_infos is None else np.concatenate(
         [read_row_block(url, info, storage_options).weight for info in row_infos])
-    return y, costs(y, weight, class_cost)
+    return y, weight
 
 
 def block_decisions(url: str, info: BlockInfo, w: np.ndarray, bias: float, n_features: int,
@@ -266,5 +252,5 @@ def block_stats(url: str, info: BlockInfo, n_classes: int, groups: np.ndarray, n
 
 
 __all__ = ["RowBlock", "load", "stream", "cached", "cached_bytes", "read_counts", "set_prefetch",
-           "take_bytes_read", "run_state", "costs", "row_costs", "column_costs", "drop_run", "clear_cache",
+           "take_bytes_read", "run_state", "column_rows", "drop_run", "clear_cache",
            "block_decisions", "block_stats"]

@@ -19,7 +19,7 @@ import numpy as np
 
 from storage import BlockInfo
 
-from . import blocks, resident
+from . import blocks, losses, resident
 from .dcd import block_seed
 from .kernels import crammer_singer as kernel
 
@@ -42,7 +42,7 @@ def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, 
             tag: int = 0):
     """One pass (Algorithm 1 of Appendix E) over each block of ``infos`` in order, W carried
     from block to block; ``unshrink`` first reactivates every row and class (E.5).  Row i's
-    bound is Cᵢ = ``class_cost[yᵢ]`` times its instance weight (:func:`blocks.row_costs`),
+    bound is Cᵢ = ``class_cost[yᵢ]`` times its instance weight (:func:`losses.costs`),
     as LIBLINEAR's ``Solver_MCSVM_CS`` takes C of the row's class.  ``prev``
     is the initial W or the previous segment's ``(W, report)``; ``tag`` is the round (for
     :func:`resident.mark`).  Returns ``(W, report)``,
@@ -73,7 +73,7 @@ def _passes(W: np.ndarray, url: str, infos: list[BlockInfo], seeds: list[int], r
         s["stopping"] = kernel.cs_pass(
             block.indptr, block.indices, block.data, block.y, sqnorm, W, bias, n_features,
             s["alpha"], s["alpha_index"], s["y_index"], s["active_i"], s["index"], s["state"],
-            blocks.row_costs(block, class_cost), seed, ww)
+            losses.costs(class_cost, block.y, block.weight), seed, ww)
         alpha = s["alpha"]  # the dual's linear term of the block, for report
         s["linear"] = float(alpha.sum() - alpha[np.arange(block.n_rows), block.y].sum())
         del block, sqnorm
@@ -100,7 +100,7 @@ def report(prev, url: str, infos: list[BlockInfo], run: str, *, bias: float, n_f
     if primal:
         for block, _ in blocks.stream(url, infos, cache_bytes, storage_options):
             xi, ok = kernel.cs_loss(block.indptr, block.indices, block.data, block.y, W, bias,
-                                    n_features, blocks.row_costs(block, class_cost))
+                                    n_features, losses.costs(class_cost, block.y, block.weight))
             loss, correct = loss + xi, correct + ok
         out.update(loss=loss, correct=correct)
     return {**out, "bytes_read": blocks.take_bytes_read()}

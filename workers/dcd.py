@@ -16,7 +16,7 @@ import numpy as np
 from storage import BlockInfo
 from storage.dataset import join_blocks, take_rows
 
-from . import blocks, resident
+from . import blocks, losses, resident
 from .kernels import dcd as kernel
 from .kernels import dcd_lr, svr_dual
 from .kernels.linear import loss_sums
@@ -40,11 +40,11 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps
     """DCD passes on one block, updating ``w`` in place; the block's statistics are kept.
 
     ``class_cost`` is C per class index with its class weight (its row costs Cᵢ are
-    :func:`blocks.row_costs`); ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all blocks by the
-    coordinator, or None to reactivate every row of the block first.  ``epsilon``: the
-    SVR losses' p (:func:`_visit_svr`).
+    :func:`losses.costs`); ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all
+    blocks by the coordinator, or None to reactivate every row of the block first.
+    ``epsilon``: the SVR losses' p (:func:`_visit_svr`).
     """
-    cost = blocks.row_costs(block, class_cost)
+    cost = losses.costs(class_cost, block.y, block.weight)
     if loss == LOGISTIC:
         return _visit_lr(w, block, sqnorm, s, seed, bias=bias, n_features=n_features,
                          cost=cost, eps=eps, n_passes=n_passes, positive=positive)
@@ -162,7 +162,7 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
     sq = np.concatenate([sqnorm] + [q for _, (_, _, q) in others])
     alpha = np.concatenate([s["alpha"]] + [states[c]["alpha"][rows] for c, (rows, _, _)
                                            in others])
-    cost = blocks.row_costs(joined, class_cost)
+    cost = losses.costs(class_cost, joined.y, joined.weight)
     state, index = kernel.new_state(joined.n_rows)
     pg_max, pg_min, _, _, _, _ = kernel.dcd_passes(
         joined.indptr, joined.indices, joined.data, joined.y, positive, sq, w, bias,
@@ -291,7 +291,7 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
             s["alpha"] = np.zeros(block.n_rows)
         resident.mark(s, tag)
         alpha = s["alpha"]
-        cost = blocks.row_costs(block, class_cost)
+        cost = losses.costs(class_cost, block.y, block.weight)
         # at the broadcast w, before this block's α moves: one read per block and round
         rows.append(kernel.dual_stats(block.indptr, block.indices, block.data, block.y,
                                       positive, w, bias, n_features, alpha, loss, cost))
@@ -545,7 +545,7 @@ def ovr_report(W, url: str, infos: list[BlockInfo], runs: list[str], positives: 
     regression = is_regression(loss)
     for b, (block, _) in zip(fresh, measured):
         if regression:
-            cost = blocks.row_costs(block, costs[0])
+            cost = losses.costs(costs[0], block.y, block.weight)
             for j, st in enumerate(stats):
                 totals[j], st[b]["sq_error"] = svr_dual.svr_loss(
                     block.indptr, block.indices, block.data, block.target, W[j], bias,

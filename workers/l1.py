@@ -31,7 +31,7 @@ import numpy as np
 from storage import BlockInfo
 from storage.columns import ColumnsMeta
 
-from . import blocks
+from . import blocks, losses
 from .kernels import l1 as kernel
 from .pcd import _reader, held, load_columns, n_items
 
@@ -69,7 +69,8 @@ def initial(url: str, cmeta: ColumnsMeta, *, loss: int, bias: float, class_cost,
             cache_bytes: int, storage_options: dict | None = None, **_) -> dict:
     """The state at ``w`` (None: 0): labels, costs Cⱼ (class cost × instance weight), and
     wᵀxⱼ by one pass over the column blocks; CDN's b or newGLMNET's wᵀxⱼ, τ, D."""
-    y, cost = blocks.column_costs(url, cmeta, class_cost, row_infos, storage_options)
+    y, weight = blocks.column_rows(url, cmeta, row_infos, storage_options)
+    cost = losses.costs(class_cost, y, weight)
     n = cmeta.n_features
     dim = n + (1 if bias >= 0 else 0)
     w = np.zeros(dim) if w is None else np.array(w, dtype=np.float64)
@@ -360,8 +361,11 @@ def unpack_active(p: dict) -> np.ndarray:
 
 
 def _rows(run, url, cmeta, class_cost, row_infos, storage_options):
-    return blocks.run_state(run, "rows", lambda: blocks.column_costs(url, cmeta, class_cost,
-                                                               row_infos, storage_options))
+    """The column view's class indices and row costs, read once a run."""
+    def read():
+        y, weight = blocks.column_rows(url, cmeta, row_infos, storage_options)
+        return y, losses.costs(class_cost, y, weight)
+    return blocks.run_state(run, "rows", read)
 
 
 def _state(prev) -> dict:

@@ -2,9 +2,10 @@
 branch on, the solvers that train it, and its functions of the margin m = yᵢwᵀxᵢ.
 
 Every objective in distsvm is LIBLINEAR's: ``½‖w‖² + Σᵢ Cᵢ ξ(yᵢwᵀxᵢ)`` (Fan et al. 2008,
-Appendix A).  The kernels call, per loss code, ξ(m), ξ′(m) and ξ″(m) (:func:`xi`,
-:func:`dxi`, :func:`d2xi`) and the constants Dᵢᵢ and U of the SVM dual (:func:`dual_diag`,
-:func:`dual_upper`); the dual of logistic regression has its own term
+Appendix A); C, the class weights and the instance weights become the rows' Cᵢ here
+(:func:`class_costs`, :func:`costs`).  The kernels call, per loss code, ξ(m), ξ′(m) and
+ξ″(m) (:func:`xi`, :func:`dxi`, :func:`d2xi`) and the constants Dᵢᵢ and U of the SVM dual
+(:func:`dual_diag`, :func:`dual_upper`); the dual of logistic regression has its own term
 (:func:`logistic_dual` and its derivatives), and SVM-ALM its loss max(0, 1 − m)ᵖ
 (:func:`power_hinge`).  The names, the codes and the functions live in this one module so
 that a loss is added in one place; the kernels import it, and ``distsvm`` reads the names.
@@ -21,6 +22,7 @@ delete the kernels' cached ``*.nbi``/``*.nbc`` files.
 import math
 
 import numba
+import numpy as np
 
 HINGE = 0  # L1-loss SVM: max(0, 1 - m)
 SQUARED_HINGE = 1  # L2-loss SVM: max(0, 1 - m)²
@@ -42,6 +44,26 @@ def code(name: str) -> int:
     except KeyError:
         raise ValueError(f"The 'loss' parameter must be one of {sorted(CODES)}. "
                          f"Got {name!r} instead.") from None
+
+
+def class_costs(C: float, class_weight, positive: int | None = None) -> np.ndarray:
+    """C per class index: C times each class's weight (``class_weight``, one per class index,
+    :func:`distsvm.params.class_weights`), or in one-vs-rest problem ``positive`` that
+    class's alone, the rest plain C, as LIBLINEAR's ``train`` gives problem k
+    ``weighted_C[k]`` and ``param->C``.  With :func:`costs`, the one place C becomes costs."""
+    weight = np.asarray(class_weight, dtype=np.float64)
+    if positive is not None:
+        weight = np.where(np.arange(len(weight)) == positive, weight, 1.0)
+    return float(C) * weight
+
+
+def costs(class_cost: np.ndarray, y: np.ndarray, weight: np.ndarray | None) -> np.ndarray:
+    """Each row's cost Cᵢ = ``class_cost[yᵢ]`` (:func:`class_costs`) times row i's instance
+    weight if the store has them: LIBLINEAR's ``-wi`` and ``-W``, and the constants Dᵢᵢ and U
+    of the dual (:func:`dual_diag`, :func:`dual_upper`) take it (the kernel
+    :func:`workers.kernels.linear.loss_sums` applies the same rule row by row)."""
+    cost = np.asarray(class_cost, dtype=np.float64)[y]
+    return cost if weight is None else cost * weight
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -39,7 +39,7 @@ def _state(run: str, info: BlockInfo, block=None, class_cost=None) -> dict:
         return {"z": np.zeros(info.n_rows), "z0": np.zeros(info.n_rows),
                 "D": np.zeros(info.n_rows), "t": np.zeros(info.n_rows),
                 "y": block.y if block.target is None else block.target,
-                "cost": blocks.row_costs(block, class_cost)}
+                "cost": losses.costs(class_cost, block.y, block.weight)}
 
     return blocks.run_state(run, info.name, make)
 

@@ -25,7 +25,7 @@ import numpy as np
 from storage import BlockInfo
 from storage.columns import ColumnInfo, ColumnsMeta, join_blocks, joined, read_column_block, read_labels
 
-from . import blocks
+from . import blocks, losses
 from .kernels import pcd as kernel
 from .kernels.linear import row_sqnorms
 
@@ -41,7 +41,8 @@ def initial(url: str, cmeta: ColumnsMeta, dim: int, loss: int, class_cost: np.nd
     feature with z = wᵢ from w = 0, in one pass over the column blocks (through the block
     cache, ``cache_bytes``) and the bias feature; rows of class index ``positive`` have
     yⱼ = +1."""
-    y, cost = blocks.column_costs(url, cmeta, class_cost, row_infos, storage_options)
+    y, weight = blocks.column_rows(url, cmeta, row_infos, storage_options)
+    cost = losses.costs(class_cost, y, weight)
     b = np.ones(cmeta.n_rows)
     if w is None:
         w = np.zeros(dim)

@@ -10,7 +10,7 @@ squared hinge) except that LIBLINEAR's ``-B`` bias feature is regularized; with
 ``bias=False`` (b = 0) the problems are identical.  With eᵢ = yᵢ − (wᵀxᵢ + b) the problem
 becomes (5), whose augmented Lagrangian (8) is minimized alternately in e (10) and in (w, b)
 (14), followed by the multiplier step (9), with a nondecreasing penalty µ (µₖ₊₁ =
-min(``rho``·µₖ, ``mu_max``), geometric as in Lin et al. 2009; (29) only bounds it):
+min(``rho``·µₖ, ``MU_MAX``), geometric as in Lin et al. 2009; (29) only bounds it):
 
 * inexact SVM-ALM (Algorithm 2, ``method="inexact"``, the default): the e-update (10) —
   closed forms (12) for p = 1, (13) for p = 2, a safeguarded Newton–bisection on (11)
@@ -47,6 +47,7 @@ from . import driver, resident
 from .driver import Result
 
 MU_MAX = 1e5  # the paper's upper limit of µ (§3)
+LSQR = (1e-10, 1000)  # exact SVM-ALM's LSQR: its tolerance and iteration limit
 WINDOW = 10  # iterations over which the relative objective change is measured
 # at the iteration cap, a dual residual µ‖g‖ this many times the constraint violation means
 # µ outgrew the gradient step (docs/solvers/alm.md): the warning suggests a constant µ
@@ -58,21 +59,18 @@ def _objective(x, loss, C, n_features):
     return 0.5 * float(w @ w) + C * loss
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, p: float, C: float, eps: float = 0.01,
-          rtol: float = 1e-6, bias: bool = True, max_iter: int = 1000, mu0: float = 0.01,
-          rho: float = 1.02, mu_max: float = MU_MAX, method: str = "inexact",
-          lsqr_tol: float = 1e-10, lsqr_iter: int = 1000,
-          progress: Progress | None = None, positive: int = 1,
-          checkpoint: Checkpointer | None = None) -> Result:
+def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, cost=None,
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
     """Train by SVM-ALM on the cluster behind ``client``; see the module docstring.  Rows
     of class index ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  With
     ``checkpoint`` the run continues from its latest checkpoint and writes one every
     ``checkpoint.every`` iterations (docs/solvers/alm.md, "Checkpoints and worker faults")."""
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_ALM(ctx, p=p, C=C, eps=eps, rtol=rtol, bias=bias, max_iter=max_iter,
-                             mu0=mu0, rho=rho, mu_max=mu_max, method=method, lsqr_tol=lsqr_tol,
-                             lsqr_iter=lsqr_iter, positive=positive),
-                        max_rounds=max_iter)[0]
+    return driver.drive(_ALM(ctx, p=float(p.p), C=float(p.C), eps=float(p.eps),
+                             rtol=float(p.rtol), bias=p.bias >= 0, max_iter=p.max_rounds,
+                             mu0=float(p.mu0), rho=float(p.rho), method=p.method,
+                             positive=positive),
+                        max_rounds=p.max_rounds)[0]
 
 
 class _ALM(driver.Solver):
@@ -82,18 +80,16 @@ class _ALM(driver.Solver):
     name = "alm"
     policy = driver.RELOAD
 
-    def __init__(self, ctx, *, p, C, eps, rtol, bias, max_iter, mu0, rho, mu_max, method,
-                 lsqr_tol, lsqr_iter, positive):
+    def __init__(self, ctx, *, p, C, eps, rtol, bias, max_iter, mu0, rho, method, positive):
         super().__init__(ctx)
         self.d = ctx.dataset.meta.n_features
         self.x = np.zeros(self.d + (1 if bias else 0))
         self.passes = driver.Passes(ctx, 1.0 if bias else -1.0)
         self.p, self.C, self.eps, self.rtol, self.max_iter = p, C, eps, rtol, max_iter
-        self.rho, self.mu_max, self.method = rho, mu_max, method
-        self.lsqr = (lsqr_tol, lsqr_iter)
+        self.rho, self.method = rho, method
         self.positive = positive
         self.mu, self.mu_prev = mu0 * C, 0.0
-        self.options = {"p": p, "method": method, "mu0": mu0, "rho": rho, "mu_max": mu_max,
+        self.options = {"p": p, "method": method, "mu0": mu0, "rho": rho, "mu_max": MU_MAX,
                         "rtol": rtol}
 
     def step(self, k):
@@ -118,11 +114,11 @@ class _ALM(driver.Solver):
             self.done[0] = self.converged[0] = True
         elif k < self.max_iter:  # the last iteration's w is the one measured
             if self.method == "exact":
-                self.x = x + _lsqr_correction(self.passes, ctx.run, x, mu, d, *self.lsqr,
+                self.x = x + _lsqr_correction(self.passes, ctx.run, x, mu, d, *LSQR,
                                                   self.positive)
             else:
                 self.x = _gradient_step(self.passes, xg, x, mu, d)
-            self.mu_prev, self.mu = mu, min(self.rho * mu, self.mu_max)
+            self.mu_prev, self.mu = mu, min(self.rho * mu, MU_MAX)
         self.measured = x
         return [(0, row)]
 

@@ -55,22 +55,22 @@ from . import dcd, driver, resident
 from .driver import Result
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, cost, eps: float, bias: float,
-          max_rounds: int, seed: int, gap_tol: float = 0.0,
-          progress: Progress | None = None,
-          checkpoint: Checkpointer | None = None) -> Result:
+def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, cost=None,
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
     """Train W (K × n [+1]) on the cluster behind ``client``; see the module docstring.
-    ``cost`` (C per class index with its class weight, :func:`distsvm.params.class_costs`)
-    and the store's instance weights give row i its bound Cᵢ (:func:`workers.blocks.row_costs`); the primal
-    is then ½‖W‖² + Σ Cᵢξᵢ.
-    ``gap_tol`` > 0 also stops once the duality gap is ≤ gap_tol·P(W), which bounds
-    P(W) − P* by the same amount (LIBLINEAR's rule gives no such bound).
+    ``p`` are the checked parameters; ``positive`` is not read (the K classes are one
+    problem).  ``cost`` (C per class index, :func:`workers.losses.class_costs`) and the
+    store's instance weights give row i its bound Cᵢ (:func:`workers.losses.costs`); the
+    primal is then ½‖W‖² + Σ Cᵢξᵢ.  ``p.gap_tol`` > 0 also stops once the duality gap is
+    ≤ gap_tol·P(W), which bounds P(W) − P* by the same amount (LIBLINEAR's rule gives no
+    such bound).
     With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
     writes one every ``checkpoint.every`` rounds."""
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_CrammerSinger(ctx, cost=cost, eps=eps, bias=bias, seed=seed,
-                                       gap_tol=gap_tol, max_rounds=max_rounds),
-                        max_rounds=max_rounds)[0]
+    return driver.drive(_CrammerSinger(ctx, cost=cost, eps=float(p.eps), bias=float(p.bias),
+                                       seed=p.seed, gap_tol=float(p.gap_tol),
+                                       max_rounds=p.max_rounds),
+                        max_rounds=p.max_rounds)[0]
 
 
 class _CrammerSinger(driver.Solver):

@@ -200,29 +200,29 @@ def ranking_metrics(scores: np.ndarray, ranks: np.ndarray, thresholds: np.ndarra
             "n_pairs": pairs}
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, C: float, eps: float, bias: float,
-          max_rounds: int, objective: str = "classification", qp_tol: float | None = None,
-          progress: Progress | None = None, checkpoint: Checkpointer | None = None,
-          positive: int = 1) -> Result:
+def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, cost=None,
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
     """Train by Algorithm 1 (``classification``) or 2 (``ordinal``); see the module docstring.
 
     ``positive`` (classification): the class index whose rows have yᵢ = +1 (one-vs-rest).
 
-    ``C`` is LIBLINEAR's (per loss term); ``eps`` the paper's ε on the average loss;
-    ``qp_tol`` the working-set QP's tolerance in the same units (default ε/100).
+    ``p`` are the checked parameters: ``C`` LIBLINEAR's (per loss term; the solver takes no
+    weights, so ``cost`` is not read), ``eps`` the paper's ε on the average loss, which the
+    working-set QP's tolerance is a hundredth of.
     With ``checkpoint`` (:mod:`distsvm.checkpoint`) the run continues from its latest
     checkpoint and writes one every ``checkpoint.every`` rounds: all the state is the
     coordinator's (w, the working set W with its Gram matrix and dual solution, ξ).
     """
     meta = dataset.meta
+    objective, eps = p.objective, float(p.eps)
     n = n_loss_terms(meta.class_counts, objective)
     if n == 0:
         what = "rows" if objective == "classification" else "pairs of examples of different rank"
         raise ValueError(f"{dataset.url}: no {what} to train on")
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_CuttingPlane(ctx, C_op=C * n, eps=eps, bias=bias, objective=objective,
-                                      tol=eps / 100 if qp_tol is None else qp_tol, n=n,
-                                      positive=positive), max_rounds=max_rounds)[0]
+    return driver.drive(_CuttingPlane(ctx, C_op=float(p.C) * n, eps=eps, bias=float(p.bias),
+                                      objective=objective, tol=eps / 100, n=n,
+                                      positive=positive), max_rounds=p.max_rounds)[0]
 
 
 class _CuttingPlane(driver.Solver):

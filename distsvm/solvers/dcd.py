@@ -61,34 +61,37 @@ def _problem(loss: str, bias: float, meta) -> tuple[int, int]:
     return losses.code(loss), meta.n_features + (1 if bias >= 0 else 0)
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: float,
-          bias: float, max_rounds: int, seed: int, inner_passes: int = 1, gap_tol: float = 0.0,
-          parallel: str | None = None, progress: Progress | None = None,
-          checkpoint: Checkpointer | None = None, positive: int = 1,
-          epsilon: float = 0.1) -> Result:
-    """Train by block-wise DCD on the cluster behind ``client`` (chained, or ``parallel``
+def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, cost,
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
+    """Train by block-wise DCD on the cluster behind ``client`` (chained, or ``p.parallel``
     ``"average"``/``"add"``; a plan with one owner runs on the batched path, :func:`solve_ovr`).
-    ``positive`` is the class index whose rows have yᵢ = +1 (the others −1): the binary
-    problem of one class against the rest (one-vs-rest, :mod:`distsvm.solvers.ovr`).
-    ``cost`` (C per class index, with the class weights, :func:`distsvm.params.class_costs`)
-    and the store's instance weights give each row its Cᵢ (:func:`workers.blocks.row_costs`).
-    ``epsilon``: the p of the SVR losses (LIBLINEAR's ``-p``; unused by the others).
+    ``p`` are the checked parameters (:class:`distsvm.params.Params`; ``epsilon`` is the p of
+    the SVR losses, LIBLINEAR's ``-p``).  ``positive`` is the class index whose rows have
+    yᵢ = +1 (the others −1): the binary problem of one class against the rest (one-vs-rest,
+    :mod:`distsvm.solvers.ovr`).  ``cost`` (C per class index,
+    :func:`workers.losses.class_costs`) and the store's instance weights give each row its
+    Cᵢ (:func:`workers.losses.costs`).
 
     With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
     writes one every ``checkpoint.every`` rounds (docs/solvers/dcd.md, "Checkpoints").
     """
-    if parallel is None and len(resident.owners(plan)) == 1:  # its rounds on its worker
-        return solve_ovr(client, dataset, plan, loss=loss, costs=[cost], eps=eps, bias=bias,
-                         max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
-                         gap_tol=gap_tol, progress=progress, checkpoint=checkpoint,
-                         positives=[positive], epsilon=epsilon)[0]
+    if p.parallel is None and len(resident.owners(plan)) == 1:  # its rounds on its worker
+        return solve_ovr(client, dataset, plan, p, costs=[cost], positives=[positive],
+                         progress=progress, checkpoint=checkpoint)[0]
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    kind = _Chained if parallel is None else _Parallel
-    return driver.drive(kind(ctx, loss=loss, cost=cost, eps=eps, bias=bias,
-                             max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
-                             gap_tol=gap_tol, parallel=parallel, positive=positive,
-                             epsilon=epsilon),
+    kind = _Chained if p.parallel is None else _Parallel
+    max_rounds = _max_rounds(p)
+    return driver.drive(kind(ctx, loss=p.loss, cost=cost, eps=float(p.eps),
+                             bias=float(p.bias), max_rounds=max_rounds, seed=p.seed,
+                             inner_passes=p.inner_passes, gap_tol=float(p.gap_tol),
+                             parallel=p.parallel, positive=positive,
+                             epsilon=float(p.epsilon)),
                         max_rounds=max_rounds)[0]
+
+
+def _max_rounds(p) -> int:
+    """The round limit: ``primal_switch``'s where LIBLINEAR switches to the primal solver."""
+    return p.primal_switch or p.max_rounds
 
 
 class _Blocks(driver.Solver):
@@ -210,14 +213,12 @@ class _Parallel(_Blocks):
         return [(0, row)]
 
 
-def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, costs: list,
-              eps: float, bias: float, max_rounds: int, seed: int, inner_passes: int = 1,
-              gap_tol: float = 0.0, progress: Progress | None = None,
-              checkpoint: Checkpointer | None = None,
-              positives: list[int] | None = None, epsilon: float = 0.1) -> list[Result]:
+def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, p, *, costs: list,
+              positives: list[int] | None = None, progress: Progress | None = None,
+              checkpoint: Checkpointer | None = None) -> list[Result]:
     """One-vs-rest for K classes by sequential DCD, problem k the rows of class index
     ``positives[k]`` (default k) against the rest at C per class index ``costs[k]``
-    (:func:`distsvm.params.problem_costs`); or one binary problem (:func:`solve` on a plan
+    (:func:`workers.losses.class_costs`); or one binary problem (:func:`solve` on a plan
     whose blocks one worker holds).  Returns the results in problem order.
 
     Problem k goes to slot k mod (number of slots), a slot being one thread of one worker
@@ -231,9 +232,11 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, costs: l
     and docs/solvers/multiclass.md.
     """
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_Batched(ctx, loss=loss, costs=costs, eps=eps, bias=bias,
-                                 max_rounds=max_rounds, seed=seed, inner_passes=inner_passes,
-                                 gap_tol=gap_tol, positives=positives, epsilon=epsilon),
+    max_rounds = _max_rounds(p)
+    return driver.drive(_Batched(ctx, loss=p.loss, costs=costs, eps=float(p.eps),
+                                 bias=float(p.bias), max_rounds=max_rounds, seed=p.seed,
+                                 inner_passes=p.inner_passes, gap_tol=float(p.gap_tol),
+                                 positives=positives, epsilon=float(p.epsilon)),
                         max_rounds=max_rounds)
 
 

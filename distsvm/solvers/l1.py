@@ -55,19 +55,18 @@ from . import driver
 BATCH_SECONDS = 0.5  # rounds one task may run before it reports
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: float,
-          bias: float, max_rounds: int, seed: int, regularize_bias: bool = True,
-          progress: Progress | None = None, checkpoint: Checkpointer | None = None,
-          positive: int = 1, mode: str = "exact") -> driver.Result:
+def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, cost=None,
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> driver.Result:
     """Train -s 5 (``loss="squared_hinge"``) or -s 6 (``"logistic"``) on the cluster behind
-    ``client``; rows of class index ``positive`` are +1.  ``cost`` is C per class index
-    (:func:`distsvm.params.class_costs`); the store's instance weights multiply it.
-    ``mode``: "exact" (one worker) or "parallel" (the feature blocks on their owners)."""
+    ``client``, ``p`` the checked parameters; rows of class index ``positive`` are +1.
+    ``cost`` is C per class index (:func:`workers.losses.class_costs`); the store's instance
+    weights multiply it.  ``p.pcd_mode``: "exact" (one worker) or "parallel" (the feature
+    blocks on their owners)."""
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_L1(ctx, loss=loss, cost=cost, eps=eps, bias=bias, seed=seed,
-                            max_rounds=max_rounds, reg=regularize_bias, positive=positive,
-                            mode=mode),
-                        max_rounds=max_rounds)[0]
+    return driver.drive(_L1(ctx, loss=p.loss, cost=cost, eps=float(p.eps), bias=float(p.bias),
+                            seed=p.seed, max_rounds=p.max_rounds,
+                            reg=bool(p.regularize_bias), positive=positive, mode=p.pcd_mode),
+                        max_rounds=p.max_rounds)[0]
 
 
 def scaled_eps(eps: float, class_counts, positive: int) -> float:

@@ -53,25 +53,23 @@ def stopping_tolerance(eps: float, class_counts) -> float:
     return eps * max(min(class_counts), 1) / max(1, sum(class_counts))
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: float,
-          bias: float, max_rounds: int, regularize_bias: bool = True,
-          warm_start: np.ndarray | None = None, progress: Progress | None = None,
-          positive: int = 1, checkpoint: Checkpointer | None = None,
-          epsilon: float = 0.0) -> Result:
+def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, cost=None,
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
     """Train by line-search Newton on the cluster behind ``client``; see the module docstring.
 
-    ``cost`` is each class index's cost Cᵢ (C times its weight, :func:`distsvm.params.class_costs`);
-    ``warm_start`` an initial w of n_features (+1 with a bias) entries; rows of class index
-    ``positive`` have yᵢ = +1, the others −1 (one-vs-rest); ``epsilon`` is the SVR loss's
-    p (LIBLINEAR's ``-p``).  With ``checkpoint`` the run
+    ``p`` are the checked parameters (:class:`distsvm.params.Params`): ``warm_start`` an
+    initial w of n_features (+1 with a bias) entries, ``epsilon`` the SVR loss's p
+    (LIBLINEAR's ``-p``).  ``cost`` is C per class index (:func:`workers.losses.class_costs`);
+    rows of class index ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  With ``checkpoint`` the run
     continues from its latest checkpoint and writes one every ``checkpoint.every``
     iterations (docs/solvers/newton.md, "Checkpoints and worker faults").
     """
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_Newton(ctx, loss=loss, cost=cost, eps=eps, bias=bias,
-                                regularize_bias=regularize_bias,
-                                warm_start=warm_start, positive=positive, epsilon=epsilon),
-                        max_rounds=max_rounds)[0]
+    return driver.drive(_Newton(ctx, loss=p.loss, cost=cost, eps=float(p.eps),
+                                bias=float(p.bias), regularize_bias=bool(p.regularize_bias),
+                                warm_start=p.warm_start, positive=positive,
+                                epsilon=float(p.epsilon)),
+                        max_rounds=p.max_rounds)[0]
 
 
 class _Newton(driver.Solver):

@@ -45,14 +45,16 @@ from . import dcd, driver, resident
 from .driver import Result
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, nu: float, eps: float,
-          max_rounds: int, progress: Progress | None = None,
-          checkpoint: Checkpointer | None = None) -> Result:
-    """Train (w, ρ) on the cluster behind ``client``; see the module docstring.  The result's
-    ``extra`` holds ρ and Σα, min α, max α and the support vectors of the final α."""
+def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, cost=None,
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
+    """Train (w, ρ) on the cluster behind ``client``; see the module docstring.  ``p`` are
+    the checked parameters (``nu``, ``eps``, ``max_rounds``); the problem has no classes and
+    no C, so ``positive`` and ``cost`` are not read.  The result's ``extra`` holds ρ and
+    Σα, min α, max α and the support vectors of the final α."""
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_OneClass(ctx, nu=nu, eps=eps, max_rounds=max_rounds),
-                        max_rounds=max_rounds)[0]
+    return driver.drive(_OneClass(ctx, nu=float(p.nu), eps=float(p.eps),
+                                  max_rounds=p.max_rounds),
+                        max_rounds=p.max_rounds)[0]
 
 
 class _OneClass(driver.Solver):

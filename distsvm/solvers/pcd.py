@@ -42,15 +42,13 @@ from .driver import Result
 BATCH_SECONDS = 0.5  # exact mode: outer iterations one task may run before it reports
 
 
-def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: float,
-          bias: float, max_rounds: int, seed: int, mode: str = "exact",
-          progress: Progress | None = None, checkpoint: Checkpointer | None = None,
-          positive: int = 1) -> Result:
+def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, cost=None,
+          progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
     """Train by primal coordinate descent on the cluster behind ``client``; see the module
-    docstring.  ``plan`` supplies the workers and their cache budgets; parameters are
-    checked by :func:`distsvm.params.check_params`.  Rows of class index ``positive`` have
-    yᵢ = +1, the others −1 (one-vs-rest).  ``cost`` (C per class index with its class
-    weight, :func:`distsvm.params.class_costs`) and the store's instance weights give row j
+    docstring.  ``plan`` supplies the workers and their cache budgets; ``p`` the checked
+    parameters (:class:`distsvm.params.Params`, ``pcd_mode`` the mode).  Rows of class index
+    ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  ``cost`` (C per class index,
+    :func:`workers.losses.class_costs`) and the store's instance weights give row j
     its Cⱼ (the worker reads the weights from the row blocks once per run,
     :func:`workers.pcd.initial`).
 
@@ -59,9 +57,10 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, *, loss: str, cost, eps: f
     (docs/solvers/pcd.md, "Checkpoints and worker faults").
     """
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
-    return driver.drive(_PCD(ctx, loss=loss, cost=cost, eps=eps, bias=bias,
-                             max_rounds=max_rounds, seed=seed, mode=mode, positive=positive),
-                        max_rounds=max_rounds)[0]
+    return driver.drive(_PCD(ctx, loss=p.loss, cost=cost, eps=float(p.eps), bias=float(p.bias),
+                             max_rounds=p.max_rounds, seed=p.seed, mode=p.pcd_mode,
+                             positive=positive),
+                        max_rounds=p.max_rounds)[0]
 
 
 class _PCD(driver.Solver):

@@ -3,19 +3,21 @@
 The CLI (``--solver``, ``--loss``, ``-s`` and their help), :func:`distsvm.jobs.train`, the
 estimators, job specs, the pipeline and model selection read this table, and only it: adding a
 solver is adding an entry.  Each entry names the losses it trains, LIBLINEAR's ``-s`` codes it
-stands for, its default ``eps`` (what that tolerance bounds differs per solver), the training
+stands for, its default ``eps`` (what that tolerance bounds differs per solver) and the training
 options it takes beyond the common ones (:class:`distsvm.params.Params`; an option given to a
-solver that does not take it is refused by :func:`distsvm.params.check_solver`), and its
-factory: a function that runs the solver module's own ``solve`` on one binary problem.
+solver that does not take it is refused by :func:`distsvm.params.check_solver`).  The solver
+itself is the module of the entry's name in :mod:`distsvm.solvers`, whose ``solve`` takes the
+checked :class:`~distsvm.params.Params` (:meth:`Solver.module`).
 
-Importing this module is cheap (the CLI's ``--help`` reads it): the factories import their
-solver modules when they run.  Losses are named here; their integer codes for the kernels
-live with the kernels.
+Importing this module is cheap (the CLI's ``--help`` reads it): a solver module is imported
+when it runs.  Losses are named here; their integer codes for the kernels live with the
+kernels (:mod:`workers.losses`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable, Mapping
 
 # Every loss a solver trains, and what it is (the CLI's --loss help).
@@ -39,30 +41,29 @@ LIBLINEAR_DUAL_ROUNDS = 300
 class Solver:
     """A solver's entry.  ``options`` maps each option it takes to the losses it takes it
     with (None: every loss); "weights" stands for class and instance weights, "alm" for
-    SVM-ALM's p, method, mu0, rho and rtol.  ``solve(client, dataset, plan, params, *,
-    positive, cost, progress, checkpoint)`` runs one problem: rows of class index
-    ``positive`` are +1, ``cost`` is C per class index (:func:`distsvm.params.class_costs`,
-    the only place C becomes costs; a solver without weights takes its one value).
-    ``hold(dataset, plan, params)``, if set, gives the rows and plan every problem trains on
-    instead (dual CD's joined blocks); ``solve_ovr(client, dataset, plan, params, *, costs,
-    progress, checkpoint)``, if set, runs the K one-vs-rest problems of a sequential run in
-    one job, problem k at ``costs[k]``; ``recorded(params, meta)`` the
-    solver's own entries of the model's params."""
+    SVM-ALM's p, method, mu0, rho and rtol.  Its module (:meth:`module`) has
+    ``solve(client, dataset, plan, p, *, positive, cost, progress, checkpoint)``, which runs
+    one problem: rows of class index ``positive`` are +1, ``cost`` is C per class index
+    (:func:`workers.losses.class_costs`).  ``joins``: every problem trains on the rows and
+    plan of :func:`distsvm.solvers.resident.hold` (dual CD's joined blocks);
+    ``batches_ovr``: the module's ``solve_ovr(client, dataset, plan, p, *, costs, progress,
+    checkpoint)`` runs the K one-vs-rest problems of a sequential run in one job, problem k
+    at ``costs[k]``; ``recorded(params, meta)`` the solver's own entries of the model's
+    params."""
 
     name: str
     help: str
     losses: tuple[str, ...]
     eps: float
     eps_help: str
-    solve: Callable
     max_rounds: int = 1000  # the default round limit, LIBLINEAR's max_iter
     types: Mapping[int, str] = dataclasses.field(default_factory=dict)
     options: Mapping[str, tuple[str, ...] | None] = dataclasses.field(default_factory=dict)
     reads: str = "rows"  # "columns": the store's column view, which a fold (a view) lacks
     multiclass: bool = False  # trains K classes as one problem (no one-vs-rest)
     intercept: bool = False  # bias >= 0 is an unregularized intercept, not a bias feature
-    hold: Callable | None = None
-    solve_ovr: Callable | None = None
+    joins: bool = False
+    batches_ovr: bool = False
     recorded: Callable = lambda params, meta: {}
     loss_eps: Mapping[str, float] = dataclasses.field(default_factory=dict)  # eps per loss
     labels: bool = True  # False: one problem whatever the store's labels (one-class SVM)
@@ -72,6 +73,10 @@ class Solver:
         """The default ``eps`` of this solver with ``loss`` (``loss_eps``, else ``eps``):
         LIBLINEAR's default differs per type (train.c: -s 11 0.0001)."""
         return self.loss_eps.get(loss, self.eps)
+
+    def module(self):
+        """The solver's module, :mod:`distsvm.solvers` ``.<name>`` (imported on first use)."""
+        return importlib.import_module(f"{__package__}.{self.name}")
 
     @property
     def cli_name(self) -> str:
@@ -90,102 +95,12 @@ class Solver:
         return losses is None or loss is None or loss in losses
 
 
-def _dcd(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
-    from . import dcd
-
-    return dcd.solve(client, dataset, plan, loss=p.loss, cost=cost, eps=float(p.eps),
-                     bias=float(p.bias), max_rounds=p.primal_switch or p.max_rounds,
-                     seed=p.seed, inner_passes=p.inner_passes, gap_tol=float(p.gap_tol),
-                     parallel=p.parallel, progress=progress, checkpoint=checkpoint,
-                     positive=positive, epsilon=float(p.epsilon))
-
-
-def _dcd_ovr(client, dataset, plan, p, *, costs, progress, checkpoint):
-    from . import dcd
-
-    return dcd.solve_ovr(client, dataset, plan, loss=p.loss, costs=costs, eps=float(p.eps),
-                         bias=float(p.bias), max_rounds=p.primal_switch or p.max_rounds,
-                         seed=p.seed, inner_passes=p.inner_passes, gap_tol=float(p.gap_tol),
-                         progress=progress, checkpoint=checkpoint, epsilon=float(p.epsilon))
-
-
-def _joined(dataset, plan, p):
-    """Sequential dual CD visits all rows in one permutation where one worker holds them;
-    the parallel modes join each worker's blocks (:mod:`distsvm.solvers.resident`)."""
-    from . import resident
-
-    if not p.join_blocks:
-        return dataset, plan
-    return (resident.held_by_one if p.parallel is None else resident.held_by_each)(dataset, plan)
-
-
-def _pcd(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
-    from . import pcd
-
-    return pcd.solve(client, dataset, plan, loss=p.loss, cost=cost, eps=float(p.eps),
-                     bias=float(p.bias), max_rounds=p.max_rounds, seed=p.seed, mode=p.pcd_mode,
-                     progress=progress, checkpoint=checkpoint, positive=positive)
-
-
-def _newton(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
-    from . import newton
-
-    return newton.solve(client, dataset, plan, loss=p.loss, cost=cost, eps=float(p.eps),
-                        bias=float(p.bias), max_rounds=p.max_rounds,
-                        regularize_bias=bool(p.regularize_bias), warm_start=p.warm_start,
-                        progress=progress, positive=positive,
-                        checkpoint=checkpoint, epsilon=float(p.epsilon))
-
-
-def _l1(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
-    from . import l1
-
-    return l1.solve(client, dataset, plan, loss=p.loss, cost=cost, eps=float(p.eps),
-                    bias=float(p.bias), max_rounds=p.max_rounds, seed=p.seed,
-                    regularize_bias=bool(p.regularize_bias), progress=progress,
-                    checkpoint=checkpoint, positive=positive, mode=p.pcd_mode)
-
-
-def _cutting_plane(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
-    from . import cutting_plane
-
-    return cutting_plane.solve(client, dataset, plan, C=float(cost[0]), eps=float(p.eps),
-                               bias=float(p.bias), max_rounds=p.max_rounds,
-                               objective=p.objective, progress=progress,
-                               checkpoint=checkpoint, positive=positive)
-
-
 def _cutting_plane_recorded(p, meta) -> dict:
     """The objective, and SVMperf's C of the C trained (:func:`~.cutting_plane.n_loss_terms`)."""
     from . import cutting_plane
 
     return {"objective": p.objective,
             "c_perf": cutting_plane.n_loss_terms(meta.class_counts, p.objective) * p.C / 100}
-
-
-def _alm(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
-    from . import alm
-
-    return alm.solve(client, dataset, plan, p=p.p, C=float(cost[0]), eps=float(p.eps),
-                     bias=p.bias >= 0, max_iter=p.max_rounds, progress=progress,
-                     positive=positive, checkpoint=checkpoint, method=p.method, mu0=p.mu0,
-                     rho=p.rho, rtol=p.rtol)
-
-
-def _crammer_singer(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
-    from . import crammer_singer
-
-    return crammer_singer.solve(client, dataset, plan, cost=cost, eps=float(p.eps),
-                                bias=float(p.bias), max_rounds=p.max_rounds, seed=p.seed,
-                                gap_tol=float(p.gap_tol), progress=progress,
-                                checkpoint=checkpoint)
-
-
-def _oneclass(client, dataset, plan, p, *, positive, cost, progress, checkpoint):
-    from . import oneclass
-
-    return oneclass.solve(client, dataset, plan, nu=float(p.nu), eps=float(p.eps),
-                          max_rounds=p.max_rounds, progress=progress, checkpoint=checkpoint)
 
 
 # In the CLI's order; "auto" (AUTO) follows them.  Default eps: LIBLINEAR's for dcd, pcd,
@@ -197,45 +112,45 @@ SOLVERS = {s.name: s for s in (
                                                 "epsilon_insensitive",
                                                 "squared_epsilon_insensitive"),
            0.1, "the projected-gradient violation (SVR: the summed violation relative to "
-           "round 1's)", _dcd,
+           "round 1's)",
            types={1: "squared_hinge", 3: "hinge", 7: "logistic",
                   12: "squared_epsilon_insensitive", 13: "epsilon_insensitive"},
            options={"weights": None, "seed": None, "inner_passes": None, "gap_tol": None,
                     "join_blocks": None, "parallel": ("hinge", "squared_hinge"),
                     "primal_switch": ("squared_hinge", "logistic", "squared_epsilon_insensitive"),
                     "epsilon": ("epsilon_insensitive", "squared_epsilon_insensitive")},
-           hold=_joined, solve_ovr=_dcd_ovr),
+           joins=True, batches_ovr=True),
     Solver("pcd", "primal CD over column blocks", ("squared_hinge", "logistic"), 0.1,
-           "max |D'(0)| relative to the gradient at w = 0", _pcd,
+           "max |D'(0)| relative to the gradient at w = 0",
            options={"weights": None, "seed": None, "pcd_mode": None}, reads="columns",
            recorded=lambda p, meta: {"pcd_mode": p.pcd_mode}),
     Solver("cutting_plane", "Joachims 2006", ("hinge",), 1e-3,
-           "the precision of the average loss", _cutting_plane,
+           "the precision of the average loss",
            options={"objective": None, "c_perf": None}, recorded=_cutting_plane_recorded),
     Solver("alm", "SVM-ALM primal solver", ("hinge", "squared_hinge", "lp"), 0.01,
-           "the gradient norm (the paper's)", _alm, options={"alm": None}, intercept=True),
+           "the gradient norm (the paper's)", options={"alm": None}, intercept=True),
     Solver("newton", "LIBLINEAR's line-search Newton",
            ("logistic", "squared_hinge", "squared_epsilon_insensitive"), 0.01,
-           "|grad f| relative to the gradient at w = 0, LIBLINEAR's (-s 11: 0.0001)", _newton,
+           "|grad f| relative to the gradient at w = 0, LIBLINEAR's (-s 11: 0.0001)",
            types={0: "logistic", 2: "squared_hinge", 11: "squared_epsilon_insensitive"},
            options={"weights": None, "regularize_bias": None, "warm_start": None,
                     "epsilon": ("squared_epsilon_insensitive",)},
            loss_eps={"squared_epsilon_insensitive": 1e-4}),  # train.c's default for -s 11
     Solver("crammer_singer", "Crammer-Singer multi-class SVM by dual CD", ("crammer_singer",),
-           0.1, "the projected-gradient violation", _crammer_singer,
+           0.1, "the projected-gradient violation",
            max_rounds=100000,  # LIBLINEAR's for -s 4: one round is one of its iterations
            types={4: "crammer_singer"},
            options={"weights": None, "seed": None, "gap_tol": None, "join_blocks": None},
-           multiclass=True, hold=_joined),
+           multiclass=True, joins=True),
     Solver("l1", "L1-regularized SVC (CDN) and LR (newGLMNET) over column blocks",
            ("squared_hinge", "logistic"), 0.01,
            "the subgradient's 1-norm relative to the first iteration's, LIBLINEAR's",
-           _l1, types={5: "squared_hinge", 6: "logistic"},
+           types={5: "squared_hinge", 6: "logistic"},
            options={"weights": None, "seed": None, "regularize_bias": None, "pcd_mode": None},
            reads="columns", recorded=lambda p, meta: {"pcd_mode": p.pcd_mode}),
     Solver("oneclass", "one-class SVM by dual CD", ("oneclass",), 0.01,
-           "the maximal violation, LIBLINEAR's", _oneclass, types={21: "oneclass"},
-           options={"nu": None, "join_blocks": None}, hold=_joined,
+           "the maximal violation, LIBLINEAR's", types={21: "oneclass"},
+           options={"nu": None, "join_blocks": None}, joins=True,
            recorded=lambda p, meta: {"nu": float(p.nu)}, labels=False, bias_feature=False),
 )}
 # LIBLINEAR's -s codes that this version trains, as (solver, loss).

@@ -25,6 +25,15 @@ from ..checkpoint import Checkpoint
 from ..cluster import WorkerPlan
 
 
+def hold(dataset: Dataset, plan: WorkerPlan, p) -> tuple[Dataset, WorkerPlan]:
+    """The rows and plan every problem of a dual CD solver (the registry's ``joins``) trains
+    on: :func:`held_by_one` sequentially, :func:`held_by_each` in a parallel mode, the store's
+    own blocks with ``join_blocks=False``."""
+    if not p.join_blocks:
+        return dataset, plan
+    return (held_by_one if p.parallel is None else held_by_each)(dataset, plan)
+
+
 def held_by_one(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPlan]:
     """Every block on the worker with the largest cache: where that cache can hold the
     whole store, as one joined block (:func:`held_by_each`), so that each round of dual CD
