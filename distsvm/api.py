@@ -182,8 +182,9 @@ def _check_X(X, owner: str, n_features: int | None = None):
     return X
 
 
-def _check_y(y, n_rows: int, owner: str):
-    """Labels as an index into their sorted unique values: (classes, codes)."""
+def _y_1d(y, n_rows: int, owner: str) -> np.ndarray:
+    """``y`` as a 1-d array of ``n_rows`` values (a column vector with scikit-learn's
+    warning), in scikit-learn's words otherwise."""
     if y is None:
         raise ValueError(f"{owner} requires y to be passed, but the target y is None")
     y = np.asarray(y)
@@ -193,13 +194,19 @@ def _check_y(y, n_rows: int, owner: str):
         warnings.warn("A column-vector y was passed when a 1d array was expected. Please "
                       "change the shape of y to (n_samples,), for example using ravel().",
                       _sklearn_class("exceptions", "DataConversionWarning", UserWarning),
-                      stacklevel=3)
+                      stacklevel=4)
         y = y.ravel()
     if y.ndim != 1:
         raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
     if len(y) != n_rows:
         raise ValueError(f"Found input variables with inconsistent numbers of samples: "
                          f"[{n_rows}, {len(y)}]")
+    return y
+
+
+def _check_y(y, n_rows: int, owner: str):
+    """Labels as an index into their sorted unique values: (classes, codes)."""
+    y = _y_1d(y, n_rows, owner)
     if y.dtype.kind in "fc" and (not np.all(np.isfinite(y)) or np.any(y != np.round(y))):
         raise ValueError("Unknown label type: continuous. Maybe you are trying to fit a "
                          "classifier, which expects discrete classes on a regression target "
@@ -546,17 +553,7 @@ class LinearSVR(_LinearClassifier):
 
 def _check_target(y, n_rows: int, owner: str) -> np.ndarray:
     """Real targets: float64 (n_rows,), finite, in scikit-learn's words."""
-    if y is None:
-        raise ValueError(f"{owner} requires y to be passed, but the target y is None")
-    y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y.ravel()
-    if y.ndim != 1:
-        raise ValueError(f"y should be a 1d array, got an array of shape {y.shape} instead.")
-    if len(y) != n_rows:
-        raise ValueError(f"Found input variables with inconsistent numbers of samples: "
-                         f"[{n_rows}, {len(y)}]")
-    y = y.astype(np.float64)
+    y = _y_1d(y, n_rows, owner).astype(np.float64)
     if not np.all(np.isfinite(y)):
         raise ValueError("Input y contains NaN or infinity.")
     return y

@@ -289,6 +289,11 @@ def test_linear_svr_is_scikit_learns(abalone, client):
     assert ours.score(X, y) == pytest.approx(ref.score(X, y), rel=1e-4)
     assert ours.coef_.shape == (8,) and ours.intercept_.shape == (1,)
     assert ours._estimator_type == "regressor" and ours.get_params()["epsilon"] == 0.1
+    from sklearn.exceptions import DataConversionWarning
+
+    with pytest.warns(DataConversionWarning, match="column-vector y"):  # as scikit-learn's
+        column = distsvm.LinearSVR(**kw).fit(X, y.reshape(-1, 1))
+    np.testing.assert_array_equal(column.coef_, ours.coef_)
 
 
 def test_linear_svr_on_a_store_and_its_refusals(stores):
