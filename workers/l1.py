@@ -33,16 +33,9 @@ from storage.columns import ColumnsMeta
 
 from . import blocks, losses
 from .kernels import l1 as kernel
-from .pcd import _reader, held, load_columns, n_items
+from .pcd import _reader, held, load_columns, n_items, round_plan
 
 MAX_INNER = 1000  # newGLMNET's inner CD cycles per Newton iteration (LIBLINEAR's max_iter)
-
-
-def _plan(seed: int, *key) -> tuple[list[int], list[int]]:
-    """A random order of the items and a kernel seed per item, a function of the key only."""
-    rng = np.random.default_rng([seed, *key])
-    return [int(k) for k in rng.permutation(key[-1])], [int(v) for v in
-                                                       rng.integers(0, 2**31, key[-1])]
 
 
 def _visit(url, cmeta, keys, cache_bytes, storage_options, fn, bias_fn):
@@ -112,7 +105,7 @@ def _cdn_round(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, s
     """One outer iteration of CDN (Appendix F) over every item — or, in parallel mode, over
     an owner's items ``mine`` in the round's order; updates ``state`` (y, b, w, c, active)
     and returns the stats."""
-    order, seeds = _plan(seed, r, n_items(cmeta, bias))
+    order, seeds = round_plan(seed, r, n_items(cmeta, bias))
     if mine is not None:
         order = [k for k in order if k in mine]
     y, b, w, c, active = state["y"], state["b"], state["w"], state["c"], state["active"]
@@ -167,7 +160,7 @@ def _glm_inner(w, D, grad, hdiag, active, url, cmeta, r, seed, tol, *, bias, reg
     while inner < MAX_INNER:
         stats = kernel.new_stats()
         shrink_at = qp_gmax_old / n_rows
-        order, seeds = _plan(seed, r, inner, items)
+        order, seeds = round_plan(seed, r, inner, items)
         keys = [k for k in order if (mine is None or k in mine) and (
                 (k == len(cmeta.blocks) and qp_active[n_features])
                 or (k < len(cmeta.blocks) and qp_active[cmeta.blocks[k].col_start:

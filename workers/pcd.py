@@ -99,12 +99,13 @@ def n_items(cmeta: ColumnsMeta, bias: float) -> int:
     return len(cmeta.blocks) + (1 if bias >= 0 else 0)
 
 
-def round_plan(seed: int, r: int, n_items: int) -> tuple[list[int], list[int]]:
-    """Round ``r``'s random order of the items (§3.2) and each item's kernel seed; a
-    function of (seed, r) only, so results do not depend on how rounds are batched."""
-    rng = np.random.default_rng([seed, r])
-    return [int(k) for k in rng.permutation(n_items)], [int(v) for v in
-                                                        rng.integers(0, 2**31, n_items)]
+def round_plan(seed: int, *key: int) -> tuple[list[int], list[int]]:
+    """A random order of the items (§3.2) and each item's kernel seed, for ``key`` = (round,
+    [inner cycle,] number of items): a function of (seed, key) only, so results do not
+    depend on how rounds are batched."""
+    rng = np.random.default_rng([seed, *key])
+    return [int(k) for k in rng.permutation(key[-1])], [int(v) for v in
+                                                       rng.integers(0, 2**31, key[-1])]
 
 
 _prefetch: ThreadPoolExecutor | None = None
