@@ -406,11 +406,19 @@ def workers_info(client: Client) -> dict:
 @dataclasses.dataclass(frozen=True)
 class WorkerPlan:
     """Which worker owns which block, each worker's block-cache budget in bytes, and its
-    threads (used by the Newton and SVM-ALM passes and by one-vs-rest DCD's slots)."""
+    threads (used by the Newton and SVM-ALM passes and by one-vs-rest DCD's slots).
+    ``budgets``: each worker's budget before its process's own memory (:func:`plan`), the
+    same in every run on the same cluster and data: what sizes a cache that changes a
+    solver's path (streamed DCD's informative rows), so that a seed gives one result."""
 
     owners: tuple[str, ...]  # owners[b] = worker address of block b
     cache_bytes: dict[str, int]
     threads: dict[str, int] = dataclasses.field(default_factory=dict)  # default 1
+    budgets: dict[str, int] = dataclasses.field(default_factory=dict)  # default cache_bytes
+
+    def budget(self) -> int:
+        """The smallest of the workers' ``budgets`` (their ``cache_bytes`` where unset)."""
+        return min(self.budgets.get(a, self.cache_bytes[a]) for a in self.workers)
 
     @property
     def workers(self) -> list[str]:
@@ -475,7 +483,8 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
     A worker's cache gets ``CACHE_FRACTION`` of its memory limit, less what the
     process uses once the kernels are loaded and a block of ``dataset`` has been
     read, less room for its largest block being solved and the next one in flight,
-    for each of its threads.
+    for each of its threads; its ``budgets`` entry is the same without the process's own
+    memory, which varies from run to run.
     """
     info = workers_info(client)
     if not info:
@@ -488,11 +497,14 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
         warm, in_flight = (None, None, None), 0
     used = client.run(_warm_rss, *warm, workers=addrs)
     total = psutil.virtual_memory().total
-    cache, threads = {}, {a: max(1, int(info[a].get("nthreads") or 1)) for a in addrs}
+    cache, budgets = {}, {}
+    threads = {a: max(1, int(info[a].get("nthreads") or 1)) for a in addrs}
     for a in addrs:
         limit = info[a].get("memory_limit") or total // len(addrs)
-        cache[a] = max(0, int(CACHE_FRACTION * limit) - used[a] - in_flight * threads[a])
-    return WorkerPlan(tuple(addrs[b % len(addrs)] for b in range(n_blocks)), cache, threads)
+        budgets[a] = max(0, int(CACHE_FRACTION * limit) - in_flight * threads[a])
+        cache[a] = max(0, budgets[a] - used[a])
+    return WorkerPlan(tuple(addrs[b % len(addrs)] for b in range(n_blocks)), cache, threads,
+                      budgets)
 
 
 class WorkerLost(ClusterError):
@@ -609,4 +621,5 @@ def replan(plan: WorkerPlan, gone) -> WorkerPlan:
     lost = [b for b, a in enumerate(owners) if a not in left]
     for k, b in enumerate(lost):
         owners[b] = left[k % len(left)]
-    return WorkerPlan(tuple(owners), {a: plan.cache_bytes[a] for a in left}, plan.threads)
+    return dataclasses.replace(plan, owners=tuple(owners),
+                               cache_bytes={a: plan.cache_bytes[a] for a in left})

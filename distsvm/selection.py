@@ -29,6 +29,7 @@ stopping rule: larger C change nothing).
 from __future__ import annotations
 
 import concurrent.futures as concurrent_futures
+import dataclasses
 import math
 
 import numpy as np
@@ -104,8 +105,9 @@ class _Folds:
         mine = [a for j, a in enumerate(workers) if j % self.groups == k % self.groups]
         owners = tuple(a if a in mine else mine[j % len(mine)] for j, a in
                        enumerate(self.plan.owners[b] for b in view.block_ids))
-        return cluster.WorkerPlan(owners, {a: self.plan.cache_bytes[a] for a in mine},
-                                  {a: self.plan.threads.get(a, 1) for a in mine})
+        return dataclasses.replace(self.plan, owners=owners,
+                                   cache_bytes={a: self.plan.cache_bytes[a] for a in mine},
+                                   threads={a: self.plan.threads.get(a, 1) for a in mine})
 
 
 def _run_folds(c, folds: _Folds, train_kwargs: dict, concurrent: int,

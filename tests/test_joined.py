@@ -103,6 +103,37 @@ def test_blocks_visited_one_by_one_keep_informative_rows(one_worker, a9a, a9a_st
     assert primal_objective(ten.w, X, y, loss) <= p_liblinear * (1 + 3e-4)
 
 
+def test_the_informative_cache_does_not_depend_on_the_worker_s_free_memory(one_worker,
+                                                                         a9a_stores):
+    """The cache of informative rows is sized from the plan's budgets, which leave out the
+    worker process's own memory: runs whose worker had more or less memory free at the
+    start (``cache_bytes``, its block cache) take the same path.  Sized from
+    ``cache_bytes``, the same store and seed took 12 or 15 rounds (docs/solvers/dcd.md).  A
+    smaller budget does change the cache, and the path."""
+    import dataclasses
+    import warnings
+
+    from distsvm import cluster
+    from distsvm.errors import ConvergenceWarning
+    from distsvm.params import Params
+
+    store = a9a_stores[10]
+    plan = cluster.plan(one_worker, len(store.meta.blocks), None, store)
+    p = Params(loss="hinge", eps=0.1, max_rounds=15, seed=0)
+
+    def run(cache, budget):
+        each = dataclasses.replace(plan, cache_bytes={a: cache for a in plan.workers},
+                                   budgets={a: budget for a in plan.workers})
+        return dcd.solve(one_worker, store, each, p, cost=np.ones(2)).w
+
+    with warnings.catch_warnings():  # 15 rounds: short of the stop, on purpose
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a, b = run(1 << 20, 8 << 20), run(1 << 19, 8 << 20)
+        other = run(1 << 20, 1 << 19)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, other)
+
+
 @pytest.mark.parametrize("solver", ["dcd", "crammer_singer"])
 def test_multiclass_block_count_changes_nothing(client, dna_stores, solver):
     """One-vs-rest (three problems) and Crammer–Singer: 5 blocks as 1."""

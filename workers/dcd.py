@@ -118,21 +118,28 @@ CACHE_ROWS = 0.1  # at most this share of the store's rows ...
 CACHE_SHARE = 0.25  # ... and of the workers' block-cache budget (split among the problems)
 
 
-def cache_rows(infos: list[BlockInfo], loss: int, cache_bytes: int, n_problems: int) -> int:
+def cache_rows(infos: list[BlockInfo], loss: int, budget: int, n_problems: int) -> int:
     """How many rows each problem's cache of informative rows may hold (:func:`_visit_cached`),
     0 for none (one block, or ``-s 7``, whose αᵢ are all > 0, or SVR, whose rows with βᵢ ≠ 0
     are not the ones α > 0 picks): ``CACHE_ROWS`` of the store's
     rows but no more than an average block's (each block visit revisits the whole cache, so a
     round then costs at most twice the rows of a round over the blocks alone), and the
-    problem's share of ``CACHE_SHARE`` of ``cache_bytes`` (the smallest worker budget) at the
-    store's average bytes a row.  The coordinator sets it once for the run, so a problem's
-    path does not depend on where, or with which others, it runs."""
+    problem's share of ``CACHE_SHARE`` of ``budget`` (the workers' smallest
+    :attr:`distsvm.cluster.WorkerPlan.budgets`, which leave out the processes' own memory) at
+    the store's average bytes a row.  The coordinator sets it once for the run, so a
+    problem's path does not depend on where, with which others, or next to how much memory
+    it runs."""
     if len(infos) <= 1 or loss == LOGISTIC or is_regression(loss):
         return 0
     n_rows = sum(i.n_rows for i in infos)
-    row_bytes = (sum(i.nnz for i in infos) * 8 + n_rows * 40) / max(1, n_rows)
     return int(min(CACHE_ROWS * n_rows, n_rows / len(infos),
-                   CACHE_SHARE * cache_bytes / n_problems / row_bytes))
+                   CACHE_SHARE * budget / n_problems / _row_bytes(infos)))
+
+
+def _row_bytes(infos: list[BlockInfo]) -> float:
+    """A cached row's bytes, on average over the store (CSR entries and per-row arrays)."""
+    n_rows = sum(i.n_rows for i in infos)
+    return (sum(i.nnz for i in infos) * 8 + n_rows * 40) / max(1, n_rows)
 
 
 def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], seed: int,
@@ -467,7 +474,7 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
               epsilon=epsilon)
     inits = list(inits) if inits is not None else [None] * len(runs)
     if informative:  # each problem keeps a cache of that many rows (_visit_cached)
-        cache_bytes = int(cache_bytes * (1 - CACHE_SHARE))  # the rest holds the caches
+        cache_bytes = max(0, int(cache_bytes - len(runs) * informative * _row_bytes(infos)))
         for run in runs:
             _rebuild_cache(url, infos, run, cache_bytes, storage_options)
 

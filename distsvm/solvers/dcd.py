@@ -273,8 +273,7 @@ class _Batched(driver.Solver):
             every=ctx.checkpoint.every if ctx.checkpoint is not None else None,
             seconds=BATCH_SECONDS, eps=eps, gap_tol=gap_tol, n_passes=inner_passes, bias=bias,
             n_features=meta.n_features, loss=code, epsilon=epsilon,
-            informative=workers.dcd.cache_rows(self.infos, code,
-                                               min(ctx.plan.cache_bytes.values()), K),
+            informative=workers.dcd.cache_rows(self.infos, code, ctx.plan.budget(), K),
             storage_options=ctx.dataset.storage_options)
         self.reload_from: dict[int, Checkpoint] = {}  # problems to load from a checkpoint
 

@@ -33,6 +33,7 @@ choices, so the same w).
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
@@ -81,7 +82,7 @@ def rotated(plan: WorkerPlan, k: int) -> WorkerPlan:
     """The plan with every block moved k workers along (problem k's plan)."""
     ws = plan.workers
     owners = tuple(ws[(ws.index(a) + k) % len(ws)] for a in plan.owners)
-    return WorkerPlan(owners, plan.cache_bytes, plan.threads)
+    return dataclasses.replace(plan, owners=owners)
 
 
 def _fit(fit, k, plan, log: Tagged, checkpoint):

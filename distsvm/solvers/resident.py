@@ -68,7 +68,7 @@ def held_by_each(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPla
         return dataset, plan
     meta = dataclasses.replace(dataset.meta, blocks=tuple(infos))
     return (Dataset(dataset.url, meta, dataset.storage_options, dataset.block_ids),
-            WorkerPlan(tuple(owners), plan.cache_bytes, plan.threads))
+            dataclasses.replace(plan, owners=tuple(owners)))
 
 
 def owners(plan: WorkerPlan) -> list[str]:
