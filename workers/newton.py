@@ -13,7 +13,8 @@ works on the kept vectors alone.
 An iteration's CG (:func:`direction`) and line search (:func:`line_search`) take the passes
 as ``each(fn, run, …)``, the replies of ``fn`` over the blocks' owners: the coordinator's
 tasks, one a pass, or, where one worker owns every block, calls in that worker's one
-:func:`iteration` task (one round trip an iteration instead of one a pass).
+:func:`iteration` task (one round trip an iteration instead of one a pass); :func:`advance`
+is the iteration either way.
 """
 
 from __future__ import annotations
@@ -202,14 +203,24 @@ def line_search(each, run, kw, w, s, g, f, reg) -> tuple[float, list]:
     return 0.0, at_one
 
 
+def advance(each, run, kw, class_cost, w, g, M, f, reg) -> tuple:
+    """One Newton iteration from ``w`` (f, ∇f = ``g``, diag(∇²f) = ``M`` there), its passes
+    by ``each``: :func:`direction`, :func:`line_search` and, for a step other than 1 (or 0),
+    :func:`evaluate` at the new w.  Returns (s, CG iterations, warning or None, α, the
+    replies at w + αs)."""
+    s, cg, warning = direction(each, run, g, M, reg)
+    alpha, reps = line_search(each, run, kw, w, s, g, f, reg)
+    if alpha not in (0.0, 1.0):
+        reps = each(evaluate, run, w + alpha * s, class_cost=class_cost, threaded=True, **kw)
+    return s, cg, warning, alpha, reps
+
+
 def iteration(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, g: np.ndarray,
               M: np.ndarray, f: float, reg: np.ndarray, *, loss: int, positive: int,
-              epsilon: float, class_cost: np.ndarray, threads: int = 1, **common) -> dict:
-    """One Newton iteration from ``w`` (f, ∇f = ``g``, diag(∇²f) = ``M`` there) on a worker
-    that owns every block: :func:`direction`, :func:`line_search` and, for a step other
-    than 1 (or 0), :func:`evaluate` at the new w, their passes called here; the iterates are
-    those of the same passes run as tasks.  Returns ``{"s", "cg", "warning", "alpha",
-    "reps"}`` (the replies at the new w) and ``"passes"``, how many it made."""
+              epsilon: float, class_cost: np.ndarray, threads: int = 1, **common) -> tuple:
+    """:func:`advance` on a worker that owns every block, its passes called here: the
+    iterates of the same passes run as tasks, in one round trip.  Returns
+    :func:`advance`'s tuple and how many passes it made."""
     count = 0
 
     def each(fn, *args, threaded=False, **kw):
@@ -219,9 +230,4 @@ def iteration(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, g: np.n
                    **({"threads": threads} if threaded else {}))]
 
     kw = dict(loss=loss, positive=positive, epsilon=epsilon)
-    s, cg, warning = direction(each, run, g, M, reg)
-    alpha, reps = line_search(each, run, kw, w, s, g, f, reg)
-    if alpha not in (0.0, 1.0):
-        reps = each(evaluate, run, w + alpha * s, class_cost=class_cost, threaded=True, **kw)
-    return {"s": s, "cg": cg, "warning": warning, "alpha": alpha, "reps": reps,
-            "passes": count}
+    return advance(each, run, kw, class_cost, w, g, M, f, reg), count

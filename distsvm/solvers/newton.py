@@ -140,19 +140,15 @@ class _Newton(driver.Solver):
                 return rows
         if self.fresh:  # a resumed or recovered run: z and D at w first
             self.f, self.g, self.M, _ = self.evaluate(self.x)
-        passes, run = self.passes, self.ctx.run
-        one = len(passes.owned()) == 1  # the iteration in one task on the owner of every block
-        if one:
-            out = passes.each(workers.newton.iteration, run, self.x, self.g, self.M, self.f,
-                              self.reg, class_cost=self.class_cost, threaded=True,
-                              **self.kw)[0]
-            passes.count += out["passes"] - 1
-            s, cg, warning, alpha, at = (out[k] for k in ("s", "cg", "warning", "alpha", "reps"))
+        passes, start = self.passes, (self.x, self.g, self.M, self.f, self.reg)
+        if len(passes.owned()) == 1:  # the iteration in one task on the owner of every block
+            out, count = passes.each(workers.newton.iteration, self.ctx.run, *start,
+                                     class_cost=self.class_cost, threaded=True, **self.kw)[0]
+            passes.count += count - 1
         else:
-            s, cg, warning = workers.newton.direction(passes.each, run, self.g, self.M,
-                                                      self.reg)
-            alpha, at = workers.newton.line_search(passes.each, run, self.kw, self.x, s,
-                                                   self.g, self.f, self.reg)
+            out = workers.newton.advance(passes.each, self.ctx.run, self.kw, self.class_cost,
+                                         *start)
+        s, cg, warning, alpha, reps = out
         if warning:
             self.ctx.progress.note(f"WARNING: {warning}")
         if alpha == 0.0:
@@ -160,8 +156,7 @@ class _Newton(driver.Solver):
             self.done[0] = True
             return rows
         f_old, x = self.f, self.x + alpha * s
-        self.f, self.g, self.M, correct = self.totals(x, at) if alpha == 1.0 or \
-            one else self.evaluate(x)
+        self.f, self.g, self.M, correct = self.totals(x, reps)
         self.x = x
         gnorm = np.sqrt(dot(self.g, self.g))
         rows.append(self.row(r, gnorm, cg, alpha, correct))
