@@ -57,13 +57,13 @@ def _visit(url, cmeta, keys, cache_bytes, storage_options, fn, bias_fn):
             fn(k, block)
 
 
-def initial(url: str, cmeta: ColumnsMeta, *, loss: int, bias: float, class_cost,
+def initial(url: str, cmeta: ColumnsMeta, run: str, *, loss: int, bias: float, class_cost,
             row_infos: list[BlockInfo] | None, positive: int, w: np.ndarray | None,
             cache_bytes: int, storage_options: dict | None = None, **_) -> dict:
-    """The state at ``w`` (None: 0): labels, costs Cⱼ (class cost × instance weight), and
-    wᵀxⱼ by one pass over the column blocks; CDN's b or newGLMNET's wᵀxⱼ, τ, D."""
-    y, weight = blocks.column_rows(url, cmeta, row_infos, storage_options)
-    cost = losses.costs(class_cost, y, weight)
+    """The state at ``w`` (None: 0): labels, costs Cⱼ (class cost × instance weight,
+    :func:`_rows`), and wᵀxⱼ by one pass over the column blocks; CDN's b or newGLMNET's
+    wᵀxⱼ, τ, D."""
+    y, cost = _rows(run, url, cmeta, class_cost, row_infos, storage_options)
     n = cmeta.n_features
     dim = n + (1 if bias >= 0 else 0)
     w = np.zeros(dim) if w is None else np.array(w, dtype=np.float64)
@@ -272,8 +272,8 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
         if r > 1 and resume is None:
             raise RuntimeError(f"l1 run {run}: round {r} on a worker that has no state of it")
         resume = resume or {}
-        state.update(initial(url, cmeta, loss=loss, class_cost=class_cost, row_infos=row_infos,
-                             w=resume.get("w"), **common))
+        state.update(initial(url, cmeta, run, loss=loss, class_cost=class_cost,
+                             row_infos=row_infos, w=resume.get("w"), **common))
         state["gmax_old"] = resume.get("gmax_old", math.inf)
         if resume.get("active") is not None:
             state["active"][:] = resume["active"]
@@ -373,7 +373,7 @@ def parallel_initial(url: str, cmeta: ColumnsMeta, run: str, *, loss: int, bias:
     """Parallel mode's first state, at ``resume`` (w, the active set, the shrinking bound,
     inner_eps, Gnorm1₀; None: w = 0 before round 1): one pass over the column blocks."""
     resume = resume or {}
-    full = initial(url, cmeta, loss=loss, bias=bias, class_cost=class_cost,
+    full = initial(url, cmeta, run, loss=loss, bias=bias, class_cost=class_cost,
                    row_infos=row_infos, positive=positive, w=resume.get("w"),
                    cache_bytes=cache_bytes, storage_options=storage_options)
     if resume.get("active") is not None:
