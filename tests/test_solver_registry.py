@@ -1,5 +1,6 @@
 """The solver registry is consistent, and the front ends read it: -s codes, CLI choices,
-default eps, the options each solver takes, the factories' calls, the parameter messages."""
+default eps, the options each solver takes, the solver modules' signature, the parameter
+messages."""
 
 from __future__ import annotations
 

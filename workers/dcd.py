@@ -115,7 +115,7 @@ def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, cost, eps, n_passe
 # a problem of the batched solver keeps when its rounds visit several blocks.
 CACHE = "informative-rows"  # its name among the run's states (blocks.run_state)
 CACHE_ROWS = 0.1  # at most this share of the store's rows ...
-CACHE_SHARE = 0.25  # ... and of the workers' block-cache budget (split among the problems)
+CACHE_SHARE = 0.25  # ... and of the plan's budget (WorkerPlan.budgets, split among the problems)
 
 
 def cache_rows(infos: list[BlockInfo], loss: int, budget: int, n_problems: int) -> int:
