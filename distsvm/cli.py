@@ -430,14 +430,14 @@ def _append(a, progress):
                 block_rows=a.block_rows, block_mb=a.block_mb, zero_based=a.zero_based,
                 n_features=a.n_features, seed=a.seed, regression=a.regression).items()
                 if v not in (None, False)}}
-    with Lock(a.store, _so(a), what=a.store, progress=progress,
-              timeout=DEFAULT_TIMEOUT if a.lock_timeout is None else a.lock_timeout):
+    timeout = DEFAULT_TIMEOUT if a.lock_timeout is None else a.lock_timeout
+    with Lock(a.store, _so(a), what=a.store, progress=progress, timeout=timeout):
         from storage.leftovers import remove_leftovers
 
         remove_leftovers(a.store, _so(a), progress)
         with (contextlib.nullcontext() if a.serial
               else client_for(a.scheduler, a.workers, progress=_announce(a, progress))) as c:
-            d, added = ingest_partitions(spec, [a.source], c, progress)
+            d, added = ingest_partitions(spec, [a.source], c, progress, timeout)
     m = d.meta
     return {"store": a.store, "appended": added, "n_rows": m.n_rows, "n_features": m.n_features,
             "nnz": m.nnz, "n_blocks": len(m.blocks), "classes": list(m.classes), "task": m.task}

@@ -100,9 +100,11 @@ def _ledger(dataset) -> dict[str, str]:
     return {r["partition"]: r["sha256"] for r in dataset.meta.source.get("appended", [])}
 
 
-def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress):
-    """Step 1: append the partitions ``paths`` not yet in the dataset; return (the dataset,
-    names appended)."""
+def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress,
+                      lock_timeout: float | None = None):
+    """Step 1: append the partitions ``paths`` not yet in the dataset, holding its lock
+    (re-entered where the caller holds it; else waiting up to ``lock_timeout`` seconds);
+    return (the dataset, names appended)."""
     from .ingest import DEFAULT_BLOCK_MB, ingest
 
     url, so = resolve(spec["dataset"]), spec.get("storage_options")
@@ -138,7 +140,7 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress):
             if dataset is None:  # the first partition makes the dataset
                 dataset = _copy_store(part, url, record, so)
             else:
-                dataset = append(url, part, record, so)
+                dataset = append(url, part, record, so, lock_timeout)
         added.append(name)
         progress.note(f"pipeline: {name} ({part.meta.n_rows} rows) appended to {url}: now "
                       f"{dataset.meta.n_rows} rows in {len(dataset.meta.blocks)} blocks")
@@ -202,7 +204,7 @@ def _run(spec, paths, progress, client, lock, lock_timeout) -> tuple[int, dict]:
     settings = dict(spec.get("solver", {}))
     with (contextlib.nullcontext(client) if client is not None
           else cluster_client(spec.get("cluster", {}), spec["source"], progress)) as c:
-        dataset, added = ingest_partitions(spec, paths, c, progress)
+        dataset, added = ingest_partitions(spec, paths, c, progress, lock_timeout)
         fp = registry.fingerprint(dataset)
         cur = registry.current_version(reg, name, so)
         done = registry.versions(reg, name, so)

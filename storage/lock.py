@@ -27,6 +27,12 @@ older than ``stale_after`` seconds (clocks in sync, as NTP keeps them), or when 
 has not changed for ``stale_after`` seconds of the waiter's own clock (no clock needed).
 A stale lock is taken over by compare-and-swap on the version judged stale, so of two
 waiters exactly one wins.  A thread holding a lock may take it again (re-entrant).
+
+A lock is keyed by the guarded thing's one identity (:func:`storage.paths.canonical`:
+absolute, symlinks resolved; the URL of a remote store), so every spelling of a store is
+one lock, and a process never waits on itself: a lock object naming this very process
+that none of its live locks holds (one never released, or a recycled pid) is taken over
+at once.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import time
 import uuid
 
 from .errors import StorageError
+from .paths import canonical
 
 DEFAULT_TIMEOUT = 60.0  # seconds a second writer waits for the lock
 HEARTBEAT = 5.0  # seconds between heartbeats
@@ -56,8 +63,10 @@ class LockLostError(StorageError):
 
 
 def lock_url(url: str, kind: str = "lock") -> str:
-    """Where the lock of a dataset or other path ``url`` lives: ``.NAME.lock`` beside it."""
-    url = str(url).rstrip("/")
+    """Where the lock of a dataset or other path ``url`` lives: ``.NAME.lock`` beside it,
+    ``url`` taken by its one identity (:func:`storage.paths.canonical`: a relative path, a
+    symlink and the absolute path of one store have one lock)."""
+    url = canonical(url)
     parent, sep, base = url.rpartition("/")
     if not sep or parent.endswith(":/") or parent.endswith(":"):  # a bucket or bare name
         if "://" in url:
@@ -291,7 +300,19 @@ def _backend(url: str, storage_options: dict | None):
 # ------------------------------------------------------------------ the lock
 
 _HELD: dict[tuple[str, int], Lock] = {}  # (lock URL, thread) -> the lock it holds
+_TOKENS: set[str] = set()  # the tokens of this process's locks, being acquired or held
 _HELD_LOCK = threading.Lock()
+
+
+def _orphan(doc: dict | None) -> bool:
+    """Whether a lock document names this very process but none of its locks' tokens: no
+    live writer of this process holds it, and no other process can."""
+    o = (doc or {}).get("owner", {})
+    if (o.get("host"), o.get("pidns"), o.get("pid")) != (socket.gethostname(), _pidns(),
+                                                         os.getpid()):
+        return False
+    with _HELD_LOCK:
+        return doc.get("token") not in _TOKENS
 
 
 def describe(doc: dict | None) -> str:
@@ -337,8 +358,8 @@ class Lock:
                  what: str | None = None, lock_at: str | None = None,
                  heartbeat: float = HEARTBEAT, stale_after: float = STALE_AFTER,
                  poll: float = 0.25, progress=None):
-        self.url = str(url)
-        self.lock_url = lock_at or lock_url(self.url)
+        self.url = canonical(url)
+        self.lock_url = canonical(lock_at) if lock_at else lock_url(self.url)
         self.storage_options = storage_options
         self.timeout, self.heartbeat, self.stale_after, self.poll = (
             float(timeout), float(heartbeat), float(stale_after), float(poll))
@@ -376,6 +397,26 @@ class Lock:
         backend = _backend(self.lock_url, self.storage_options)
         self._backend = backend
         self._token, self._acquired = uuid.uuid4().hex, _iso(_now())
+        with _HELD_LOCK:
+            _TOKENS.add(self._token)
+        try:
+            tag = self._wait(backend)
+        except BaseException:
+            with _HELD_LOCK:
+                _TOKENS.discard(self._token)
+            raise
+        self._tag, self._count, self._key = tag, 1, key
+        with _HELD_LOCK:
+            _HELD[key] = self
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._beat, name=f"lock {self.lock_url}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def _wait(self, backend):
+        """Create the lock object, or take a stale or orphaned one over, waiting up to the
+        timeout for a live holder; the new object's tag."""
         deadline = time.monotonic() + self.timeout
         seen: dict[str, float] = {}  # version tag -> when this waiter first saw it
         waited = False
@@ -392,14 +433,15 @@ class Lock:
             except ValueError:
                 doc = {}
             first = seen.setdefault(old, time.monotonic())
-            if is_stale(doc, self.stale_after) or time.monotonic() - first > self.stale_after:
+            if (is_stale(doc, self.stale_after) or _orphan(doc)
+                    or time.monotonic() - first > self.stale_after):
                 tag = backend.swap(self._document(0), old)
                 if tag is not None:
                     self.took_over = doc
                     if self.progress is not None:
                         self.progress.note(f"lock: {self.what}: took over the stale lock of "
                                            f"{describe(doc)}")
-                    break
+                    return tag
                 continue
             if time.monotonic() >= deadline:
                 raise LockHeldError(f"{self.what}: another writer holds the lock "
@@ -411,14 +453,7 @@ class Lock:
                                    f"{describe(doc)}")
             waited = True
             time.sleep(max(0.01, min(self.poll, deadline - time.monotonic())))
-        self._tag, self._count, self._key = tag, 1, key
-        with _HELD_LOCK:
-            _HELD[key] = self
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._beat, name=f"lock {self.lock_url}",
-                                        daemon=True)
-        self._thread.start()
-        return self
+        return tag
 
     def _beat(self) -> None:
         beat = 0
@@ -466,6 +501,7 @@ class Lock:
             self._thread.join()
         with _HELD_LOCK:
             _HELD.pop(self._key, None)
+            _TOKENS.discard(self._token)
         with contextlib.suppress(OSError):
             if not self.lost:
                 self._backend.delete(self._tag)

@@ -21,3 +21,17 @@ def resolve(url) -> str:
     if "://" in s:
         return s
     return os.path.abspath(os.path.expanduser(s))
+
+
+def canonical(url) -> str:
+    """The one identity of a store or file, whatever the spelling: a local path absolute,
+    ``~``-expanded, with every symlink resolved and no ``file://`` (``a.zarr``,
+    ``./x/../a.zarr``, a symlink to it and ``file:///…/a.zarr`` are one path); another URL
+    without trailing slashes.  Locks are taken on it and paths compared by it, so a process
+    never mistakes its own lock, taken under one spelling, for another writer's."""
+    s = os.fspath(url)
+    if s.startswith("file://"):
+        s = s[len("file://"):]
+    elif "://" in s:
+        return s.rstrip("/")
+    return os.path.realpath(os.path.expanduser(s))

@@ -323,3 +323,107 @@ def test_ingest_append_at_once(tmp_path):
     assert main(["ingest", str(tmp_path / "other" / "p1.svm"), store, "--append", "--serial",
                  "-q"]) == 1
     assert open_dataset(store).meta == meta and leftovers_of(store) == []
+
+
+# ------------------------------------------------------------------ one identity per store
+# Issue 30 class 1: a store spelled relative, through a symlink or absolute is one store,
+# with one lock; a process never waits on a lock it holds itself.
+
+def _finish(p: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """``p``'s output, or kill it and fail if it has not ended within ``timeout`` seconds."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail(f"still running after {timeout}s (waiting on its own lock?): {err}")
+
+
+def test_append_to_a_relative_store_path_does_not_wait_on_itself(tmp_path):
+    """``ingest --append`` with a relative store path to an existing store: the command's own
+    lock is not another writer's (it waited 60 s and exited 4, ignoring --lock-timeout)."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "p1.svm").write_text("+1 1:1 2:0.5\n-1 1:-1 3:1\n")
+    (tmp_path / "p2.svm").write_text("+1 2:1\n-1 3:-1\n")
+    assert main(["ingest", str(tmp_path / "p1.svm"), str(tmp_path / "app" / "ds.zarr"),
+                 "--append", "--serial", "-q"]) == 0
+    p = subprocess.Popen([sys.executable, "-m", "distsvm.cli", "ingest", "p2.svm", "app/ds.zarr",
+                          "--append", "--lock-timeout", "5", "--serial", "-q"], cwd=tmp_path,
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = _finish(p, 40)
+    assert p.returncode == 0, err
+    meta = open_dataset(str(tmp_path / "app" / "ds.zarr")).meta
+    assert [r["partition"] for r in meta.source["appended"]] == ["p1.svm", "p2.svm"]
+    assert meta.n_rows == 4 and leftovers_of(str(tmp_path / "app" / "ds.zarr")) == []
+
+
+def test_pipeline_with_relative_paths_does_not_wait_on_itself(tmp_path, holdout):
+    """A scheduled pipeline configured with relative paths (run from its folder) appends,
+    trains and publishes; run again, it is a no-op — never exit 4 on its own lock."""
+    spec = _pipeline(tmp_path, "data.zarr", "registry", holdout, lock_timeout=5)
+    doc = json.loads(spec.read_text())
+    doc["partitions"] = "in/*.svm"
+    spec.write_text(json.dumps(doc))
+    for _ in range(2):
+        p = subprocess.Popen([sys.executable, "-m", "distsvm.cli", "pipeline", "run",
+                              "pipeline.json", "-q"], cwd=tmp_path, env=ENV,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, err = _finish(p, 120)
+        assert p.returncode == 0, err
+    ledger = open_dataset(str(tmp_path / "data.zarr")).meta.source["appended"]
+    assert [r["partition"] for r in ledger] == ["p1.svm", "p2.svm"]
+    assert registry.versions(str(tmp_path / "registry"), "a9a") == [1]
+
+
+def test_every_spelling_of_a_store_is_one_lock(tmp_path):
+    """A real second process holds the store's lock under one spelling (a symlink to it, or
+    a relative path from its own working directory); a writer naming the store another way
+    waits for it and exits 4 after --lock-timeout, naming that process."""
+    src = tmp_path / "p1.svm"
+    src.write_text("+1 1:1 2:0.5\n-1 1:-1 3:1\n")
+    (tmp_path / "p2.svm").write_text("+1 2:1\n")
+    real = tmp_path / "data" / "ds.zarr"
+    real.parent.mkdir()
+    assert main(["ingest", str(src), str(real), "--serial", "-q"]) == 0
+    (tmp_path / "link.zarr").symlink_to(real)
+    (tmp_path / "dir-link").symlink_to(real.parent)
+    for spelling, cwd in [(str(tmp_path / "link.zarr"), tmp_path),
+                          ("ds.zarr", real.parent),
+                          (str(tmp_path / "dir-link" / "ds.zarr"), tmp_path)]:
+        holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(HOLDER), spelling,
+                                   "{}"], cwd=cwd, env=ENV, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "held", holder.stderr.read()
+            start = time.monotonic()
+            p = _cli("ingest", tmp_path / "p2.svm", real, "--append", "--lock-timeout", "1",
+                     "--serial", "-q")
+            _, err = _finish(p, 60)
+            assert p.returncode == 4, (spelling, err)
+            assert f"pid {holder.pid} " in err and err.count("\n") == 1, err
+            assert time.monotonic() - start < 30
+        finally:
+            holder.kill()
+            holder.wait()
+    assert open_dataset(str(real)).meta.n_rows == 2  # nothing appended meanwhile
+
+
+def test_a_lock_naming_this_process_that_it_does_not_hold_is_taken_over_at_once(tmp_path):
+    """A lock object naming this very process (host, PID namespace, pid) with a token none
+    of its locks has — a killed writer's whose pid this process now has (containers
+    restart with the same pids) — is not another writer's: taken over at once, not waited
+    on until its heartbeat ages (30 s)."""
+    from storage import lock as locks
+
+    url = str(tmp_path / "d.zarr")
+    now = time.time()
+    doc = {"owner": {"host": socket.gethostname(), "pid": os.getpid(),
+                     "pidns": locks._pidns(), "run": "before-restart"},
+           "guards": url, "token": "0" * 32, "acquired": locks._iso(now),
+           "heartbeat": locks._iso(now), "heartbeat_unix": now, "beat": 0, "stale_after": 30}
+    pathlib.Path(lock_url(url)).write_text(json.dumps(doc))
+    start = time.monotonic()
+    with Lock(url, timeout=2) as again:
+        assert again.took_over["owner"]["run"] == "before-restart"
+    assert time.monotonic() - start < 1.5
+    assert read_lock(lock_url(url)) is None
