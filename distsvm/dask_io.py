@@ -18,8 +18,10 @@ Layouts and options: docs/tabular.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+import uuid
 import warnings
 
 import numpy as np
@@ -396,7 +398,7 @@ def write_predictions(data, model, output: str, *, probability: bool = False, cl
               "decision": dec, "probability": prob,
               "order": liblinear_label_order(model) if probability else []}
     w = _weights_for(model, meta.n_features)
-    with client_for(scheduler, n_workers, client) as c:
+    with client_for(scheduler, n_workers, client) as c, _whole(output, storage_options) as target:
         wd = dask.delayed(w, traverse=False)
         outs = [dask.delayed(block_predictions, nout=2, pure=True)(
                     dataset.url, info, wd, fields, meta.n_features, dataset.storage_options,
@@ -406,9 +408,9 @@ def write_predictions(data, model, output: str, *, probability: bool = False, cl
         stats = [o[1] for o in outs]
         sizes = [info.n_rows for info in meta.blocks]
         if kind == "parquet":
-            write = _parquet(cols, ["label", *dec, *prob], output, storage_options)
+            write = _parquet(cols, ["label", *dec, *prob], target, storage_options)
         else:
-            write = _zarr(cols, sizes, dec, prob, output, storage_options,
+            write = _zarr(cols, sizes, dec, prob, target, storage_options,
                           {"decision": dec, "probability": prob,
                            "classes": list(model.classes)})
         with warnings.catch_warnings():  # to_parquet's expression beside delayed blocks
@@ -420,6 +422,31 @@ def write_predictions(data, model, output: str, *, probability: bool = False, cl
                 "regression_sums": total.tolist(), "output": output}
     return {"accuracy": float(total[0]) / max(1, meta.n_rows), "n_rows": meta.n_rows,
             "output": output}
+
+
+@contextlib.contextmanager
+def _whole(output: str, storage_options):
+    """Where to write the output directory ``output`` so that it appears whole or not at
+    all: a local one into a temp folder beside it, renamed into place when the block ends;
+    a remote one in place (it did not exist), removed if the block fails.  An OSError that
+    names no file (a full disk's) is raised naming ``output``."""
+    from storage.checkpoint import remove
+    from storage.paths import resolve
+
+    local = "://" not in output or output.startswith("file://")
+    final = resolve(output).removeprefix("file://") if local else output
+    target = (os.path.join(os.path.dirname(final),
+                           f".{os.path.basename(final)}.{uuid.uuid4().hex[:12]}.tmp")
+              if local else output)
+    try:
+        yield target
+        if local:
+            os.rename(target, final)
+    except BaseException as exc:
+        remove(target, storage_options)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, output) from exc
+        raise
 
 
 def _parquet(cols, names, output, storage_options):

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from storage import Dataset
 from storage import dataset as ds
 from storage import ingest as ing
-from storage.errors import InputDataError
+from storage.errors import InputDataError, StorageError
 from storage.leftovers import remove_leftovers
 from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
 from storage.lock import Lock
@@ -81,7 +81,8 @@ def staging(store: str, overwrite: bool, storage_options: dict | None, client,
     lock (:mod:`storage.lock`; waiting up to ``lock_timeout`` seconds) and having removed
     what killed writers left (:func:`storage.leftovers.remove_leftovers`); on any failure
     cancel the runner's pending tasks and remove the staging group, so that nothing a later
-    command could take for a whole store is left behind."""
+    command could take for a whole store is left behind (an OSError that names no file,
+    such as a full disk's, is raised naming the store)."""
     with Lock(store, storage_options, what=f"{store}",
               timeout=DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout,
               progress=progress):
@@ -99,6 +100,8 @@ def staging(store: str, overwrite: bool, storage_options: dict | None, client,
                     with contextlib.suppress(Exception):  # removed stage
                         settle(client, run.pending, alive(client))
             ds.abort(stage, store, storage_options)
+            if isinstance(exc, OSError) and exc.filename is None:  # a write's ENOSPC, EIO
+                raise StorageError(f"{store}: cannot write the store: {exc}") from exc
             raise
 
 

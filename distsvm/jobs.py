@@ -18,6 +18,7 @@ import numpy as np
 
 import workers.blocks
 from storage import Dataset, open_dataset
+from storage.checkpoint import atomic_file
 from workers import losses
 
 from . import cluster, params, resources
@@ -345,7 +346,7 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
                             meta.n_features, plan.cache_bytes[plan.owners[b]],
                             dataset.storage_options, workers=[plan.owners[b]], pure=False)
                    for b, info in enumerate(meta.blocks)]
-        with open(output, "w") if output else contextlib.nullcontext() as out:
+        with atomic_file(output, "w") if output else contextlib.nullcontext() as out:
             columns = liblinear_label_order(model)
             if out is not None and probability:
                 out.write("labels" + "".join(f" {classes[k]:g}" for k in columns) + "\n")

@@ -370,8 +370,11 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
 def resume(run_dir: str, progress: Progress | None = None,
            storage_options: dict | None = None, lock_timeout: float | None = None) -> dict:
     """Continue the run in ``run_dir`` from its latest checkpoint (or return its result if
-    it finished)."""
-    run_dir = str(run_dir)
+    it finished).  ``run_dir`` is taken absolute (as ``run`` makes it): the lineage of a
+    version it publishes names it so."""
+    from storage.paths import resolve
+
+    run_dir = resolve(run_dir)
     try:
         spec = files.read_json(files.join(run_dir, "job.json"), storage_options)
     except FileNotFoundError as exc:

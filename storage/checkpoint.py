@@ -10,6 +10,7 @@ of a run is read.  Readers check a bundle against the SHA-256 its writer returne
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -46,20 +47,35 @@ def write_bytes(url: str, data: bytes, storage_options: dict | None = None) -> N
 
 
 def atomic_write(path, write) -> None:
-    """Write a local file through ``write(fileobj)`` into a temp file beside ``path``,
-    fsync, then rename it into place: never a partial file at ``path``."""
+    """Write a local file through ``write(fileobj)`` whole or not at all
+    (:func:`atomic_file`)."""
+    with atomic_file(path) as f:
+        write(f)
+
+
+@contextlib.contextmanager
+def atomic_file(path, mode: str = "wb"):
+    """A file object for writing the local file ``path``: a temp file beside it, fsynced and
+    renamed into place when the block ends, removed if it fails — never a partial file at
+    ``path``, even on a full disk.  An OSError that names no file (a write's ENOSPC) is
+    raised naming ``path``."""
     path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                               prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                                   prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as exc:  # named by the temp file's name: name the file meant instead
+        raise OSError(exc.errno, exc.strerror, path) from exc
+    try:
+        with os.fdopen(fd, mode) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, path) from exc
         raise
 
 

@@ -125,12 +125,30 @@ class _Local:
             os.close(fd)  # drops the flock
 
     def _tmp(self, data: bytes) -> str:
+        """``data`` in a new temp file beside the lock; removed again if writing it fails
+        (a full disk), the error naming the lock."""
         tmp = f"{self.path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise OSError(exc.errno, exc.strerror, self.path) from exc
         return tmp
+
+    def _sweep(self) -> None:
+        """Remove temp files of this lock older than :data:`STALE_AFTER`: a writer that
+        failed between writing one and removing it (others' live ones are milliseconds
+        old).  Called by the holder."""
+        folder, prefix = os.path.split(self.path)
+        for name in os.listdir(folder):
+            if name.startswith(f"{prefix}.") and name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    if _now() - os.stat(os.path.join(folder, name)).st_mtime > STALE_AFTER:
+                        os.unlink(os.path.join(folder, name))
 
     @staticmethod
     def _tag(data: bytes) -> str:
@@ -153,6 +171,8 @@ class _Local:
                 f.write(data)
         finally:
             os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            self._sweep()
         return self._tag(data)
 
     def read(self):
@@ -401,9 +421,12 @@ class Lock:
             _TOKENS.add(self._token)
         try:
             tag = self._wait(backend)
-        except BaseException:
+        except BaseException as exc:
             with _HELD_LOCK:
                 _TOKENS.discard(self._token)
+            if isinstance(exc, OSError):  # e.g. a full disk: say whose lock it was
+                raise StorageError(f"{self.what}: cannot write its lock {self.lock_url}: "
+                                   f"{exc.strerror or exc}") from exc
             raise
         self._tag, self._count, self._key = tag, 1, key
         with _HELD_LOCK:

@@ -97,3 +97,22 @@ def test_registry_command(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["current"] is False
     assert cli.main(["registry", "promote", str(reg), "m", "9"]) == 1
     assert "no complete version v9" in capsys.readouterr().err
+
+
+def test_a_version_published_by_resume_records_the_run_directory_absolute(tmp_path,
+                                                                          monkeypatch):
+    """``distsvm resume runs/r1`` (the relative path typed) publishes a version whose
+    lineage names the run directory absolute, as ``distsvm run`` does."""
+    (tmp_path / "a.svm").write_text("+1 1:1 2:0.5\n-1 1:-1 3:1\n+1 2:1\n-1 3:-1\n")
+    assert cli.main(["ingest", str(tmp_path / "a.svm"), str(tmp_path / "a.zarr"), "--serial",
+                     "-q"]) == 0
+    (tmp_path / "job.json").write_text(json.dumps({
+        "name": "m", "data": {"train": str(tmp_path / "a.zarr")},
+        "output": {"registry": str(tmp_path / "reg")},
+        "checkpoint": {"runs": str(tmp_path / "runs")}}))
+    assert cli.main(["run", str(tmp_path / "job.json"), "--run-id", "r1", "-q"]) == 0
+    (tmp_path / "runs" / "r1" / "result.json").unlink()  # killed before it was written
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["resume", "runs/r1", "-q"]) == 0
+    runs = [registry.show(str(tmp_path / "reg"), "m", v)["lineage"]["run"] for v in (1, 2)]
+    assert runs == [str(tmp_path / "runs" / "r1")] * 2
