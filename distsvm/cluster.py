@@ -42,9 +42,14 @@ from .errors import ClusterError, MissingDependencyError
 # Share of a worker's memory limit that its process may reach with cached blocks, below Dask's
 # pause threshold (0.8): the rest is for the blocks in flight and the kernels' buffers.
 CACHE_FRACTION = 0.6
-# Largest blocks in flight: the one being solved, and the next one being read (prefetch,
-# workers.blocks.stream), which takes up to ~3x its size (compressed + decoded + derived).
+# Largest blocks in flight per thread of a worker that streams (its blocks do not all fit its
+# cache): the one being solved, evicted but still in use, and the next one being read
+# (prefetch, workers.blocks.stream), which takes up to ~3x its size (compressed + decoded +
+# derived).
 IN_FLIGHT = 4
+# ... and of a worker whose cache holds every block it reads: only a block's first read is in
+# flight (its compressed chunks and decoded arrays, before they enter the cache).
+READ = 2
 POLL_SECONDS = 2.0
 PAUSED_SECONDS = 60.0  # a pinned worker paused this long (over its memory) fails the job
 
@@ -78,6 +83,7 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
         except (OSError, TimeoutError, TypeError) as exc:
             raise ClusterError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from exc
         try:
+            _direct(c)
             _announce(c, progress, dashboard, embedded=False)
             yield c
         finally:
@@ -100,7 +106,7 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
                                    protocol="tls://" if security else None,
                                    preload=[*dask.config.get("distributed.worker.preload", []),
                                             "distsvm.worker_setup"])
-        with cluster, Client(cluster, security=security) as c:
+        with cluster, Client(cluster, security=security, direct_to_workers=True) as c:
             _prompt(c)
             _announce(c, progress, dashboard)
             yield c
@@ -274,7 +280,7 @@ def embedded_client(dashboard: bool = False) -> Client:
                                        scheduler_kwargs={"dashboard": bool(dashboard)},
                                        memory_limit="auto", silence_logs=LOG_LEVEL)
             try:
-                client = Client(cluster, set_as_default=False)
+                client = Client(cluster, set_as_default=False, direct_to_workers=True)
             except BaseException:
                 cluster.close()
                 raise
@@ -322,6 +328,25 @@ def _prompt(client: Client, cluster: LocalCluster | None = None) -> None:
     for stream in streams:
         if hasattr(stream, "interval"):
             stream.interval = STREAM_INTERVAL
+
+
+DIRECT_PROBE_SECONDS = 5.0
+
+
+def _direct(client: Client) -> None:
+    """Have ``client`` (connected to an existing scheduler) fetch results straight from the
+    workers where it reaches them, as the clusters started here do: one hop instead of two
+    through the scheduler, ~10 ms of a pass that returns a 3.2 MB vector from each worker
+    (docs/benchmarks.md, "Scale out").  Tried once on a small task; a client that cannot
+    reach a worker within ``DIRECT_PROBE_SECONDS`` goes through the scheduler, Dask's
+    default."""
+    if not workers_info(client):
+        return
+    client.direct_to_workers = True
+    try:
+        client.submit(int, 0, pure=False).result(timeout=DIRECT_PROBE_SECONDS)
+    except Exception:  # noqa: BLE001 - unreachable workers: the scheduler relays, as by default
+        client.direct_to_workers = False
 
 
 def dashboard_link(client: Client) -> str | None:
@@ -415,6 +440,12 @@ class WorkerPlan:
     cache_bytes: dict[str, int]
     threads: dict[str, int] = dataclasses.field(default_factory=dict)  # default 1
     budgets: dict[str, int] = dataclasses.field(default_factory=dict)  # default cache_bytes
+    # what each worker's cache and blocks in flight may take (CACHE_FRACTION of its limit less
+    # its process's memory), the bytes of each block in worker memory, and of the largest
+    # stored block (the unit of a read); empty: a plan given whole, whose caches stay as given
+    free: dict[str, int] = dataclasses.field(default_factory=dict)
+    sizes: tuple[int, ...] = ()
+    read_bytes: int = 0
 
     def budget(self) -> int:
         """The smallest of the workers' ``budgets`` (their ``cache_bytes`` where unset)."""
@@ -427,6 +458,14 @@ class WorkerPlan:
     def blocks_of(self, worker: str) -> list[int]:
         return [b for b, w in enumerate(self.owners) if w == worker]
 
+    def holds(self, worker: str, nbytes: int) -> bool:
+        """Whether ``worker``'s cache can hold a joined block of ``nbytes`` (and its memory
+        the block's parts beside it while it is being joined)."""
+        if not self.free:
+            return nbytes <= self.cache_bytes[worker]
+        return 2 * nbytes <= self.free[worker] and nbytes <= cache_budget(
+            self.free[worker], [nbytes], self.read_bytes, self.threads.get(worker, 1))
+
 
 _warmed = False  # on a worker: whether _warm_rss has read a block in this process
 
@@ -434,8 +473,10 @@ _warmed = False  # on a worker: whether _warm_rss has read a block in this proce
 def _warm_rss(url: str | None, block, storage_options) -> int:
     """On a worker: load the kernels and read one block without caching it (the
     libraries and the store reader's machinery are most of a worker's footprint),
-    then return the process's resident memory.  The block is read once per worker
-    process: once the machinery is loaded, reading another adds nothing that stays."""
+    then return the process's resident memory apart from its block cache (which the new
+    job's budget covers: earlier jobs' blocks are kept or evicted within it).  The block is
+    read once per worker process: once the machinery is loaded, reading another adds
+    nothing that stays."""
     global _warmed
     import workers.blocks
     import workers.dcd  # noqa: F401
@@ -443,18 +484,18 @@ def _warm_rss(url: str | None, block, storage_options) -> int:
     if url is not None and not _warmed:
         workers.blocks.load(url, block, 0, storage_options)
         _warmed = True
-    return psutil.Process().memory_info().rss
+    return psutil.Process().memory_info().rss - workers.blocks.cached_bytes()
 
 
-def _sizes(meta) -> list[int]:
+def block_sizes(meta) -> list[int]:
     """Bytes of each block in worker memory: CSR arrays, labels and row norms."""
     itemsize = np.dtype(meta.dtype).itemsize
     return [b.nnz * (itemsize + 4) + b.n_rows * 20 + 8 for b in meta.blocks]
 
 
 def block_bytes(meta) -> int:
-    """Bytes of the largest block in worker memory (:func:`_sizes`)."""
-    return max(_sizes(meta), default=0)
+    """Bytes of the largest block in worker memory (:func:`block_sizes`)."""
+    return max(block_sizes(meta), default=0)
 
 
 # The CLI's jobs on a store larger than this share of the machine's memory (decoded) run
@@ -472,7 +513,7 @@ def workers_for(meta, scheduler: str | None, n_workers: int | None,
     workers (the in-process cluster has one)."""
     if scheduler or n_workers is not None:
         return n_workers
-    small = sum(_sizes(meta)) <= IN_PROCESS_SHARE * psutil.virtual_memory().total
+    small = sum(block_sizes(meta)) <= IN_PROCESS_SHARE * psutil.virtual_memory().total
     return None if small and not parallel else default_workers()
 
 
@@ -480,11 +521,11 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
          dataset=None) -> WorkerPlan:
     """Assign blocks to workers round-robin and size each worker's block cache.
 
-    A worker's cache gets ``CACHE_FRACTION`` of its memory limit, less what the
-    process uses once the kernels are loaded and a block of ``dataset`` has been
-    read, less room for its largest block being solved and the next one in flight,
-    for each of its threads; its ``budgets`` entry is the same without the process's own
-    memory, which varies from run to run.
+    A worker's cache and blocks in flight may take ``CACHE_FRACTION`` of its memory limit,
+    less what the process uses once the kernels are loaded and a block of ``dataset`` has
+    been read (``free``); the cache gets that less the blocks in flight (:func:`assign`).
+    Its ``budgets`` entry is the streaming cache without the process's own memory, which
+    varies from run to run.
     """
     info = workers_info(client)
     if not info:
@@ -497,14 +538,44 @@ def plan(client: Client, n_blocks: int, n_workers: int | None = None,
         warm, in_flight = (None, None, None), 0
     used = client.run(_warm_rss, *warm, workers=addrs)
     total = psutil.virtual_memory().total
-    cache, budgets = {}, {}
+    free, budgets = {}, {}
     threads = {a: max(1, int(info[a].get("nthreads") or 1)) for a in addrs}
     for a in addrs:
         limit = info[a].get("memory_limit") or total // len(addrs)
         budgets[a] = max(0, int(CACHE_FRACTION * limit) - in_flight * threads[a])
-        cache[a] = max(0, budgets[a] - used[a])
-    return WorkerPlan(tuple(addrs[b % len(addrs)] for b in range(n_blocks)), cache, threads,
-                      budgets)
+        free[a] = max(0, int(CACHE_FRACTION * limit) - used[a])
+    sizes = tuple(block_sizes(dataset.meta)) if dataset is not None else ()
+    owners = tuple(addrs[b % len(addrs)] for b in range(n_blocks))
+    return assign(WorkerPlan(owners, {a: 0 for a in addrs}, threads, budgets, free, sizes,
+                             max(sizes, default=0)), owners)
+
+
+def cache_budget(free: int, held, read_bytes: int, threads: int = 1) -> int:
+    """A worker's block cache, of ``free`` bytes for the cache and the blocks in flight, that
+    reads blocks of ``held`` bytes (stored blocks of at most ``read_bytes``) on ``threads``
+    threads: where they all fit beside a first read in flight per thread (``READ``), all but
+    that, so that they stay decoded in its memory across passes and rounds; else it streams,
+    and the cache is what ``IN_FLIGHT`` blocks per thread leave."""
+    cache = free - READ * read_bytes * threads
+    if sum(held) <= cache:
+        return max(0, cache)
+    return max(0, free - IN_FLIGHT * read_bytes * threads)
+
+
+def assign(plan: WorkerPlan, owners, sizes=None, every: bool = False) -> WorkerPlan:
+    """``plan`` with block b owned by ``owners[b]`` (``sizes``: its blocks' bytes in worker
+    memory, where the blocks changed, e.g. joined), each worker's cache sized for the blocks
+    it then reads (:func:`cache_budget`): its own, or with ``every`` all of them (problems
+    side by side on rotated plans).  A plan given whole (no ``free``) keeps its caches."""
+    owners = tuple(owners)
+    if not plan.free:
+        return dataclasses.replace(plan, owners=owners)
+    sizes = plan.sizes if sizes is None else tuple(sizes)
+    cache = {a: cache_budget(plan.free[a], sizes if every else
+                             [s for s, o in zip(sizes, owners) if o == a],
+                             plan.read_bytes, plan.threads.get(a, 1))
+             for a in plan.workers}
+    return dataclasses.replace(plan, owners=owners, sizes=sizes, cache_bytes=cache)
 
 
 class WorkerLost(ClusterError):
@@ -621,5 +692,5 @@ def replan(plan: WorkerPlan, gone) -> WorkerPlan:
     lost = [b for b, a in enumerate(owners) if a not in left]
     for k, b in enumerate(lost):
         owners[b] = left[k % len(left)]
-    return dataclasses.replace(plan, owners=tuple(owners),
-                               cache_bytes={a: plan.cache_bytes[a] for a in left})
+    return assign(dataclasses.replace(plan, cache_bytes={a: plan.cache_bytes[a] for a in left}),
+                  owners)

@@ -44,14 +44,14 @@ def dna_rows(n: int):
 
 
 @contextlib.contextmanager
-def local_client(n_workers: int, threads_per_worker: int = 1):
+def local_client(n_workers: int, threads_per_worker: int = 1, **kwargs):
     """A Client of a fresh LocalCluster of ``n_workers`` worker processes (single-threaded
-    unless ``threads_per_worker``)."""
+    unless ``threads_per_worker``; ``kwargs``: LocalCluster's others, e.g. memory_limit)."""
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                      processes=True,
-                      host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as c:
+                      processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                      **kwargs) as cluster, Client(cluster) as c:
         yield c
 
 

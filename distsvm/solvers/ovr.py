@@ -33,8 +33,8 @@ choices, so the same w).
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 
+from .. import cluster
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
 from ..progress import ClassRounds, Progress, dual_line
@@ -79,10 +79,11 @@ def tagged(progress: Progress, classes, together: bool = True) -> list[Tagged]:
 
 
 def rotated(plan: WorkerPlan, k: int) -> WorkerPlan:
-    """The plan with every block moved k workers along (problem k's plan)."""
+    """The plan with every block moved k workers along (problem k's plan); each worker's
+    cache is sized for every block, which the problems side by side read between them."""
     ws = plan.workers
-    owners = tuple(ws[(ws.index(a) + k) % len(ws)] for a in plan.owners)
-    return dataclasses.replace(plan, owners=owners)
+    return cluster.assign(plan, [ws[(ws.index(a) + k) % len(ws)] for a in plan.owners],
+                          every=True)
 
 
 def _fit(fit, k, plan, log: Tagged, checkpoint):

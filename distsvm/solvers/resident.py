@@ -44,8 +44,8 @@ def held_by_one(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPlan
     (docs/solvers/dcd.md, "Blocks and the stopping rule")."""
     if len(dataset.meta.blocks) <= 1:
         return dataset, plan
-    a = max(plan.workers, key=lambda w: plan.cache_bytes[w])  # the first of the largest
-    one = dataclasses.replace(plan, owners=(a,) * len(plan.owners))
+    a = max(plan.workers, key=lambda w: plan.free.get(w, plan.cache_bytes[w]))  # the first
+    one = cluster.assign(plan, (a,) * len(plan.owners))  # of the largest
     view, joined = held_by_each(dataset, one)
     return (view, joined) if len(view.meta.blocks) == 1 else (dataset, one)
 
@@ -59,8 +59,8 @@ def held_by_each(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPla
     for a in plan.workers:
         mine = [dataset.meta.blocks[b] for b in plan.blocks_of(a)]
         joined = join_infos(mine) if len(mine) > 1 else None
-        fits = joined is not None and cluster.block_bytes(
-            dataclasses.replace(dataset.meta, blocks=(joined,))) <= plan.cache_bytes[a]
+        fits = joined is not None and plan.holds(a, cluster.block_bytes(
+            dataclasses.replace(dataset.meta, blocks=(joined,))))
         for info in [joined] if fits else mine:
             infos.append(info)
             owners.append(a)
@@ -68,7 +68,7 @@ def held_by_each(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPla
         return dataset, plan
     meta = dataclasses.replace(dataset.meta, blocks=tuple(infos))
     return (Dataset(dataset.url, meta, dataset.storage_options, dataset.block_ids),
-            dataclasses.replace(plan, owners=tuple(owners)))
+            cluster.assign(plan, owners, cluster.block_sizes(meta)))
 
 
 def owners(plan: WorkerPlan) -> list[str]:
