@@ -23,7 +23,7 @@ from storage.errors import StorageError
 from storage.lock import LockHeldError
 
 from . import __version__
-from .errors import ClusterError, MissingDependencyError
+from .errors import ClusterError, MissingDependencyError, message
 from .params import CHOICES, DEFAULTS
 from .progress import LOG_FORMATS, Progress, now_iso
 from .solvers.registry import AUTO, LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, LOSSES, SOLVERS
@@ -732,15 +732,24 @@ def _registry(a):
 
     from . import registry
 
-    if a.action == "list":
+    if a.action == "list":  # every sound model listed, then the first damaged one named
         names = [a.name] if a.name else [n for n in files.listdir(a.registry)
                                          if registry.versions(a.registry, n)]
-        out = {n: {"versions": registry.versions(a.registry, n),
-                   "current": registry.current_version(a.registry, n)} for n in names}
+        out, damaged = {}, []
+        for n in names:
+            try:
+                out[n] = {"versions": registry.versions(a.registry, n),
+                          "current": registry.current_version(a.registry, n)}
+            except registry.RegistryError as exc:
+                damaged.append(exc)
         if not a.json:
             for n, v in out.items():
                 print(f"{n}: versions {' '.join(f'v{k}' for k in v['versions'])}; current "
                       f"{'v%d' % v['current'] if v['current'] else 'none'}")
+        elif damaged:
+            print(json.dumps(out))
+        if damaged:
+            raise damaged[0]
         return out
     if not a.name:
         raise ValueError(f"distsvm registry {a.action}: a model name is required")
@@ -797,7 +806,7 @@ def _os_error(a, exc: OSError) -> str:
     command expected to find there (:data:`EXPECTED`)."""
     name = exc.filename
     if name is None or not exc.strerror:
-        return str(exc)
+        return message(exc)
     reason = exc.strerror[0].lower() + exc.strerror[1:]
     args = {k: v for k, v in vars(a).items() if isinstance(v, str)}
     arg = next((k for k in ("model", "liblinear_model", *args) if args.get(k) == str(name)),
@@ -900,7 +909,7 @@ def main(argv=None) -> int:
         print(f"ERROR: {exc}", file=sys.stderr)
         return EXIT_LOCKED
     except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
-        print(f"ERROR: {_os_error(a, exc) if isinstance(exc, OSError) else exc}",
+        print(f"ERROR: {_os_error(a, exc) if isinstance(exc, OSError) else message(exc)}",
               file=sys.stderr)
         from .spec import SpecError
 

@@ -11,3 +11,9 @@ class ClusterError(RuntimeError):
 
 class MissingDependencyError(RuntimeError):
     """An optional dependency a command needs is not installed (the message says which extra)."""
+
+
+def message(exc: BaseException) -> str:
+    """An error's message as the one line a command prints after ``ERROR:``: its text on
+    one line, never empty (else the exception's type)."""
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -182,8 +182,10 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
             step = max(1, int(chunk_mb * 2**20 / row_bytes))
             for part, r0 in enumerate(range(0, X.shape[0], step)):
                 sub = X[r0:r0 + step]
+                values = ing.cast_values(sub.data, sub.indptr, sub.indices, dtype, where,
+                                         first_row=r0 + 1)
                 run.submit(ing.write_part, stage, part, sub.indptr.astype(np.int64),
-                           sub.indices.astype(np.int32), sub.data.astype(dtype), y[r0:r0 + step],
+                           sub.indices.astype(np.int32), values, y[r0:r0 + step],
                            np.arange(r0, r0 + sub.shape[0]),
                            weights=None if weights is None else weights[r0:r0 + step], **common)
             if n_features is None:

@@ -50,7 +50,7 @@ from storage.lock import Lock, LockHeldError
 from storage.paths import resolve
 
 from . import jobs, params, registry
-from .errors import ClusterError
+from .errors import ClusterError, MissingDependencyError, message
 from .progress import Progress
 from .solvers import registry as solvers
 from .spec import (
@@ -268,19 +268,16 @@ def main(path: str, progress: Progress,
     """The CLI's ``pipeline run``: (exit code, summary or None); errors printed."""
     import sys
 
+    codes = ((LockHeldError, EXIT_LOCKED),
+             ((SpecError, InputDataError, InputFormatError, StoreNotFoundError,
+               registry.RegistryError), EXIT_BAD_INPUT),
+             ((StorageError, OSError, ClusterError, MissingDependencyError), EXIT_FAILURE),
+             (ValueError, EXIT_BAD_INPUT))  # ValueError: the solver's parameters (jobs.train)
     try:
         return run(load_pipeline(path), progress, lock_timeout=lock_timeout)
-    except LockHeldError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return EXIT_LOCKED, None
-    except (SpecError, InputDataError, InputFormatError, StoreNotFoundError,
-            registry.RegistryError) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT, None
-    except (StorageError, OSError, ClusterError) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return EXIT_FAILURE, None
-    except ValueError as exc:  # the solver's parameters (jobs.train)
-        print(f"ERROR: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT, None
-
+    except KeyboardInterrupt:
+        print("ERROR: interrupted", file=sys.stderr)
+        return 130, None
+    except (StorageError, OSError, ClusterError, MissingDependencyError, ValueError) as exc:
+        print(f"ERROR: {message(exc)}", file=sys.stderr)
+        return next(code for kind, code in codes if isinstance(exc, kind)), None

@@ -135,12 +135,25 @@ def show(registry: str, name: str, version: int | None = None,
     version = cur if version is None else version
     if version is None:
         raise RegistryError(f"{registry}/{name}: no current version (promote one first)")
+    path = files.join(str(registry), _check_name(name), f"v{version}", VERSION_FILE)
     try:
-        rec = files.read_json(files.join(str(registry), _check_name(name), f"v{version}",
-                                         VERSION_FILE), storage_options)
+        rec = _read(path, storage_options)
     except FileNotFoundError as exc:
         raise RegistryError(f"{registry}/{name}: no complete version v{version}") from exc
+    if not isinstance(rec, dict) or not {"version", "model_sha256"} <= set(rec):
+        raise RegistryError(f"{path}: damaged: not a version record")
     return {**rec, "current": version == cur}
+
+
+def _read(path: str, storage_options: dict | None):
+    """A registry document, bounded (:func:`storage.checkpoint.read_json`); a damaged one is
+    a RegistryError naming it."""
+    from storage.errors import MalformedDocumentError
+
+    try:
+        return files.read_json(path, storage_options)
+    except MalformedDocumentError as exc:
+        raise RegistryError(f"{exc} (damaged)") from exc
 
 
 def load(registry: str, name: str, version: int | None = None,
@@ -159,12 +172,18 @@ def load(registry: str, name: str, version: int | None = None,
 
 
 def current_version(registry: str, name: str, storage_options: dict | None = None) -> int | None:
-    """The current version of ``name``, or None if none was promoted."""
+    """The current version of ``name``, or None if none was promoted; a damaged pointer
+    is a RegistryError naming it."""
+    path = files.join(str(registry), _check_name(name), CURRENT_FILE)
     try:
-        return int(files.read_json(files.join(str(registry), _check_name(name), CURRENT_FILE),
-                                   storage_options)["version"])
+        doc = _read(path, storage_options)
     except FileNotFoundError:
         return None
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if type(version) is not int or version < 1:
+        raise RegistryError(f"{path}: damaged: its 'version' is {version!r}, not a version "
+                            "number")
+    return version
 
 
 def promote(registry: str, name: str, version: int, storage_options: dict | None = None,

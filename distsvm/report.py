@@ -19,6 +19,10 @@ from __future__ import annotations
 import json
 import os
 
+from storage import bounded
+from storage.checkpoint import read_json
+from storage.errors import MalformedDocumentError
+
 from .errors import MissingDependencyError
 from .progress import ROUNDS_FILE, _plain
 
@@ -51,14 +55,13 @@ def load_run(run_dir: str) -> tuple[list[dict], dict | None]:
     rows = []
     for lineno, line in enumerate(lines, 1):
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
+            rows.append(bounded.loads(line.encode(), f"{path}:{lineno}"))
+        except MalformedDocumentError:
             if lineno < len(lines):  # only the last line may be torn (a killed run)
-                raise ValueError(f"{path}:{lineno}: not a JSON line: {exc}") from None
+                raise
     summary = None
     if os.path.exists(os.path.join(run_dir, SUMMARY_FILE)):
-        with open(os.path.join(run_dir, SUMMARY_FILE)) as f:
-            summary = json.load(f)
+        summary = read_json(os.path.join(run_dir, SUMMARY_FILE))
     return rows, summary
 
 

@@ -20,6 +20,7 @@ import zipfile
 
 import numpy as np
 
+from . import bounded
 from .dataset import _is_local, _local_path
 from .errors import CorruptStoreError
 
@@ -79,13 +80,13 @@ def atomic_file(path, mode: str = "wb"):
         raise
 
 
-def read_bytes(url: str, storage_options: dict | None = None) -> bytes:
-    """The bytes at ``url``; FileNotFoundError if there are none."""
+def read_bytes(url: str, storage_options: dict | None = None, limit: int | None = None) -> bytes:
+    """The bytes at ``url`` (at most ``limit``); FileNotFoundError if there are none."""
     if _is_local(str(url)):
         with open(_local_path(str(url)), "rb") as f:
-            return f.read()
+            return f.read(-1 if limit is None else limit)
     fs, path = _fs(url, storage_options)
-    return fs.cat_file(path)
+    return fs.cat_file(path, end=limit)
 
 
 def write_json(url: str, doc, storage_options: dict | None = None) -> None:
@@ -100,8 +101,12 @@ def json_default(o):
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
 
-def read_json(url: str, storage_options: dict | None = None):
-    return json.loads(read_bytes(url, storage_options))
+def read_json(url: str, storage_options: dict | None = None,
+              max_bytes: int = bounded.MAX_DOCUMENT_BYTES):
+    """The JSON document at ``url``, read and parsed within bounds (:mod:`storage.bounded`:
+    one line naming ``url`` if it is larger, deeper or not JSON); FileNotFoundError if
+    there is none."""
+    return bounded.loads(read_bytes(url, storage_options, max_bytes + 1), str(url), max_bytes)
 
 
 def sha256(data: bytes) -> str:

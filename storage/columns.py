@@ -74,6 +74,8 @@ class ColumnInfo:
     n_rows: int | None = dataclasses.field(default=None, compare=False, repr=False)
     # a block joined in memory (:func:`joined`): its stored blocks, in order; () if stored
     parts: tuple[ColumnInfo, ...] = dataclasses.field(default=(), compare=False, repr=False)
+    # the store's dtype, which its data must have (None: float32 or float64)
+    dtype: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def n_cols(self) -> int:
@@ -99,7 +101,7 @@ class ColumnsMeta:
                 "n_rows": self.n_rows, "n_features": self.n_features, "nnz": self.nnz,
                 "y_crc32": self.y_crc32,
                 "blocks": [{k: v for k, v in dataclasses.asdict(b).items()
-                            if k not in ("n_rows", "parts")} for b in self.blocks],
+                            if k not in ("n_rows", "parts", "dtype")} for b in self.blocks],
                 "memory_bytes": self.memory_bytes, "passes": self.passes})
 
     @classmethod
@@ -109,7 +111,7 @@ class ColumnsMeta:
             out = cls(int(d["n_rows"]), int(d["n_features"]), int(d["nnz"]), int(d["y_crc32"]),
                       tuple(ColumnInfo(str(b["name"]), int(b["col_start"]), int(b["col_stop"]),
                                        int(b["nnz"]), {k: int(v) for k, v in b["crc32"].items()},
-                                       int(d["n_rows"]))
+                                       int(d["n_rows"]), dtype=meta.dtype)
                             for b in d["blocks"]),
                       int(d["memory_bytes"]), int(d["passes"]),
                       1 if meta.regression else len(meta.classes))
@@ -164,16 +166,23 @@ def read_columns_meta(dataset: ds.Dataset) -> ColumnsMeta:
     return ColumnsMeta.from_json(dataset.url, attrs[ATTRIBUTE], dataset.meta)
 
 
-def _read_checked(url, path, group, name, shape, crc, verify):
+def _read_checked(url, path, group, name, shape, crc, verify, dtype):
+    """One array of the column view, its dtype (``dtype``: one, or a tuple of the
+    allowed) and shape checked before it is read, its CRC-32 after."""
+    allowed = dtype if isinstance(dtype, tuple) else (dtype,)
     try:
-        a = ds.checked_array(url, path, group[name])[...]
+        array = group[name]
+        got = np.dtype(array.dtype).name
+        a = ds.checked_array(url, path, array, got if got in allowed else allowed[0],
+                             shape)[...]
     except CorruptStoreError:
         raise
     except Exception as exc:  # a damaged chunk fails in the codec with its own error types
         raise CorruptStoreError(f"{url}: cannot read array {path} (its chunk 0, {path}/c/0): "
                                 f"{exc!r}") from exc
-    if a.shape != shape:
-        raise CorruptStoreError(f"{url}: array {path} has shape {a.shape}, expected {shape}")
+    if a.shape != shape or a.dtype.name not in allowed:
+        raise CorruptStoreError(f"{url}: array {path} reads as {a.dtype} {a.shape}, expected "
+                                f"{' or '.join(allowed)} {shape}")
     if verify and ds._crc(a) != crc:
         raise ds.checksum_error(url, path, group[name])
     return a
@@ -190,8 +199,10 @@ def read_column_block(url: str, info: ColumnInfo, storage_options: dict | None =
     except Exception as exc:
         raise CorruptStoreError(f"{url}: cannot open cols/{info.name}: {exc!r}") from exc
     shapes = {"indptr": (info.n_cols + 1,), "indices": (info.nnz,), "data": (info.nnz,)}
+    dtypes = {"indptr": "int64", "indices": "int32",
+              "data": info.dtype if info.dtype is not None else ds.DTYPES}
     arrays = {k: _read_checked(url, f"cols/{info.name}/{k}", g, k, shapes[k], info.crc32[k],
-                               verify) for k in COL_ARRAYS}
+                               verify, dtypes[k]) for k in COL_ARRAYS}
     block = ColumnBlock(arrays["indptr"], arrays["indices"], arrays["data"], info.col_start)
     check_column_block(url, f"cols/{info.name}", block, n_rows)
     return block
@@ -209,7 +220,8 @@ def read_labels(url: str, cmeta: ColumnsMeta, storage_options: dict | None = Non
                 verify: bool = True) -> np.ndarray:
     """The class index of every row, in global row order (``cols/y``)."""
     root = zarr.open_group(url, mode="r", storage_options=storage_options)
-    y = _read_checked(url, "cols/y", root["cols"], "y", (cmeta.n_rows,), cmeta.y_crc32, verify)
+    y = _read_checked(url, "cols/y", root["cols"], "y", (cmeta.n_rows,), cmeta.y_crc32, verify,
+                      "int32")
     n_classes = cmeta.n_classes
     if n_classes is None:
         d = root.attrs["distsvm"]

@@ -41,6 +41,7 @@ import numpy as np
 import zarr
 import zarr.codecs
 
+from . import bounded
 from .errors import (
     CorruptStoreError,
     FormatVersionError,
@@ -108,8 +109,8 @@ class BlockInfo:
     crc32: dict[str, int]
     # ((stored block, sorted row indices or None for all of them), ...); empty: a stored block
     parts: tuple = dataclasses.field(default=(), compare=False, repr=False)
-    # (n_features, n_classes, regression) of the metadata this entry was read from: what
-    # check_row_block holds the block's contents to (None: read the store's metadata)
+    # (n_features, n_classes, regression, dtype) of the metadata this entry was read from:
+    # what the block's arrays and contents are held to (None: read the store's metadata)
     limits: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict:
@@ -419,31 +420,33 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
                            for part, _ in info.parts], info.parts)
     arrays = {}
     names = ROW_ARRAYS + tuple(k for k in (WEIGHT, TARGET) if k in info.crc32)
+    expected = {"indptr": info.n_rows + 1, "indices": info.nnz, "data": info.nnz,
+                "y": info.n_rows, WEIGHT: info.n_rows, TARGET: info.n_rows}
     where = f"rows/{info.name}"
     try:
         root = zarr.open_group(url, mode="r", storage_options=storage_options)
+        limits = info.limits if info.limits is not None else _limits(root.attrs["distsvm"])
+        n_features, n_classes, regression, dtype = limits
+        dtypes = row_dtypes(dtype)
         g = root["rows"][info.name]
         for k in names:
             where = f"rows/{info.name}/{k}"
-            arrays[k] = checked_array(url, where, g[k])[...]
-        limits = info.limits if info.limits is not None else _limits(root.attrs["distsvm"])
+            arrays[k] = checked_array(url, where, g[k], dtypes[k], (expected[k],))[...]
     except CorruptStoreError:
         raise
     except Exception as exc:  # a damaged chunk fails in the codec with its own error types
         chunk = f" (its chunk 0, {where}/c/0)" if where.count("/") == 2 else ""
         raise CorruptStoreError(f"{url}: cannot read array {where}{chunk}: {exc!r}") from exc
-    expected = {"indptr": info.n_rows + 1, "indices": info.nnz, "data": info.nnz,
-                "y": info.n_rows, WEIGHT: info.n_rows, TARGET: info.n_rows}
     for k in names:
         a = arrays[k]
-        if a.shape != (expected[k],):
-            raise CorruptStoreError(f"{url}: array rows/{info.name}/{k} has shape {a.shape}, "
-                                    f"expected ({expected[k]},)")
+        if a.shape != (expected[k],) or a.dtype != np.dtype(dtypes[k]):  # as the header said
+            raise CorruptStoreError(f"{url}: array rows/{info.name}/{k} reads as {a.dtype} "
+                                    f"{a.shape}, expected {dtypes[k]} ({expected[k]},)")
         if verify and _crc(a) != info.crc32[k]:
             raise checksum_error(url, f"rows/{info.name}/{k}", g[k])
     block = RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"],
                      arrays.get(WEIGHT), arrays.get(TARGET))
-    check_row_block(url, f"rows/{info.name}", block, *limits)
+    check_row_block(url, f"rows/{info.name}", block, n_features, n_classes, regression)
     return block
 
 
@@ -471,9 +474,15 @@ def check_metadata_digest(url: str, doc, what: str) -> None:
                                 "or damaged after it was written; refused")
 
 
-def _limits(d: dict) -> tuple[int, int, bool]:
-    """(n_features, n_classes, regression) of a store's metadata document ``d``."""
-    return int(d["n_features"]), len(d["classes"]), d.get("task") == "regression"
+def _limits(d: dict) -> tuple[int, int, bool, str]:
+    """(n_features, n_classes, regression, dtype) of a store's metadata document ``d``."""
+    return int(d["n_features"]), len(d["classes"]), d.get("task") == "regression", str(d["dtype"])
+
+
+def row_dtypes(dtype: str) -> dict[str, str]:
+    """The dtype of each array of a row block, for a store of values of ``dtype``."""
+    return {"indptr": "int64", "indices": "int32", "data": dtype, "y": "int32",
+            WEIGHT: "float64", TARGET: "float64"}
 
 
 def _bad(url: str, path: str, reason: str) -> CorruptStoreError:
@@ -527,10 +536,14 @@ def check_row_block(url: str, path: str, block: RowBlock, n_features: int, n_cla
         check_finite(url, f"{path}/{TARGET}", block.target, "targets")
 
 
-def checked_array(url: str, path: str, array):
-    """``array`` if it is a Zarr v3 array whose codecs are in :data:`SAFE_CODECS`, else a
-    CorruptStoreError — before any chunk is decoded: a store is a user file, and a codec
-    such as numcodecs' ``pickle`` (reachable through Zarr v2 metadata) would run code from it."""
+def checked_array(url: str, path: str, array, dtype: str | None = None,
+                  shape: tuple | None = None):
+    """``array`` if it is a Zarr v3 array whose codecs are in :data:`SAFE_CODECS` and whose
+    dtype and shape are the header's (``dtype``, ``shape``; None: not checked), else a
+    CorruptStoreError — before any chunk is decoded: a store is a user file, a codec such
+    as numcodecs' ``pickle`` (reachable through Zarr v2 metadata) would run code from it,
+    a float16 chunk (CRC resealed) would reach a kernel that has no float16, and a shape of
+    10⁹ would allocate gigabytes."""
     md = array.metadata
     if md.zarr_format != 3:
         raise CorruptStoreError(f"{url}: array {path} is a Zarr v{md.zarr_format} array; distsvm "
@@ -540,6 +553,12 @@ def checked_array(url: str, path: str, array):
     if unsafe:
         raise CorruptStoreError(f"{url}: array {path} uses codec(s) {unsafe}, not one of "
                                 f"{list(SAFE_CODECS)}; refused unread")
+    if dtype is not None and np.dtype(array.dtype) != np.dtype(dtype):
+        raise CorruptStoreError(f"{url}: array {path} has dtype {np.dtype(array.dtype).name}, "
+                                f"the header says {dtype}; refused unread")
+    if shape is not None and tuple(array.shape) != tuple(shape):
+        raise CorruptStoreError(f"{url}: array {path} has shape {tuple(array.shape)}, the "
+                                f"header says {tuple(shape)}; refused unread")
     return array
 
 
@@ -565,7 +584,7 @@ def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = 
     where = f"rows/{info.name}/y"
     try:
         root = zarr.open_group(url, mode="r", storage_options=storage_options)
-        y = checked_array(url, where, root[where])[...]
+        y = checked_array(url, where, root[where], "int32", (info.n_rows,))[...]
         limits = info.limits if info.limits is not None else _limits(root.attrs["distsvm"])
     except CorruptStoreError:
         raise
@@ -574,7 +593,7 @@ def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = 
     if y.shape != (info.n_rows,) or (verify and _crc(y) != info.crc32["y"]):
         raise CorruptStoreError(f"{url}: array {where} has the wrong shape or fails its "
                                 "CRC-32 check: the chunk is missing or damaged")
-    _, n_classes, regression = limits
+    _, n_classes, regression, _ = limits
     check_range(url, where, y, 1 if regression else n_classes, "class index")
     return y
 
@@ -582,6 +601,7 @@ def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = 
 def open_dataset(url: str, storage_options: dict | None = None) -> Dataset:
     """Open a committed dataset; raise a typed error if it is absent, partial or foreign."""
     url = resolve(url)  # the workers read it: absolute, ~ expanded
+    _check_header(url, storage_options)
     try:
         g = zarr.open_group(url, mode="r", storage_options=storage_options)
     except (FileNotFoundError, zarr.errors.GroupNotFoundError, ValueError) as exc:
@@ -592,6 +612,30 @@ def open_dataset(url: str, storage_options: dict | None = None) -> Dataset:
             f"{url}: this group has no committed distsvm metadata "
             "(an interrupted ingest or not a distsvm dataset); ingest it again")
     return Dataset(url, DatasetMeta.from_json(url, attrs["distsvm"]), storage_options)
+
+
+def _check_header(url: str, storage_options: dict | None) -> None:
+    """Refuse the store's ``zarr.json`` before Zarr parses it if it is larger or nested
+    deeper than any header (:func:`storage.bounded.check`); an absent one is Zarr's to
+    report."""
+    where = f"{url}/zarr.json"
+    limit = bounded.MAX_HEADER_BYTES
+    try:
+        if _is_local(url):
+            with open(os.path.join(_local_path(url), "zarr.json"), "rb") as f:
+                raw = f.read(limit + 1)
+        else:
+            import fsspec
+
+            fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+            raw = fs.cat_file(f"{path.rstrip('/')}/zarr.json", end=limit + 1)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return
+    except OSError as exc:  # an object store's error after its retries: say which, and why
+        cause = exc.__cause__ or exc.__context__
+        raise StorageError(f"{where}: cannot read the store's header: {exc}"
+                           + (f" ({' '.join(str(cause).split())})" if cause else "")) from exc
+    bounded.check(raw, where, limit)
 
 
 # ---------------------------------------------------------------- writing

@@ -44,3 +44,8 @@ class InputFormatError(StorageError, ValueError):
 
 class InputDataError(StorageError, ValueError):
     """Input that parses but cannot be trained on (empty, one class, bad shapes)."""
+
+
+class MalformedDocumentError(StorageError, ValueError):
+    """A JSON document (a store's header, a run's or the registry's files) that cannot be
+    parsed, or is larger or more deeply nested than any this program writes."""

@@ -105,6 +105,25 @@ def _read_slice(fs, path: str, dtype, start: int, stop: int) -> np.ndarray:
     return np.frombuffer(raw, dtype=dtype)
 
 
+def cast_values(data, indptr, indices, dtype: str, where: str, columns=None,
+                first_row: int = 1) -> np.ndarray:
+    """The CSR values ``data`` as the store's ``dtype``, refused (one InputDataError naming
+    ``where``, the row counted from ``first_row`` and the column — by its name in
+    ``columns`` if given) where a finite value is not finite once cast: 1e39 is inf in
+    float32, and a store never holds one."""
+    with np.errstate(over="ignore"):
+        out = np.asarray(data).astype(dtype)
+    bad = ~np.isfinite(out)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        row = int(np.searchsorted(indptr, k, side="right")) - 1 + first_row
+        col = int(indices[k])
+        name = repr(columns[col]) if columns is not None else f"{col} (0-based)"
+        raise InputDataError(f"{where}, row {row}: value {float(data[k]):g} in column {name} "
+                             f"is not finite as {np.dtype(dtype).name}")
+    return out
+
+
 def write_part(stage: str, part: int, indptr, indices, data, labels, positions, *,
                shuffle: bool, seed: int, weights=None, keep_order: bool = False,
                storage_options: dict | None = None, regression: bool = False) -> PartInfo:

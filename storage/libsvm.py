@@ -22,6 +22,7 @@ from __future__ import annotations
 import bz2
 import dataclasses
 import gzip
+import io
 import lzma
 import os
 import zlib
@@ -290,7 +291,7 @@ def _parse_buffer(buf: np.ndarray, chunk_offset: int, dtype, index_base: int) ->
         k = int(np.argmin(np.isfinite(values)))
         row = int(np.searchsorted(indptr[1:rows + 1], k, side="right"))
         line = int(np.count_nonzero(buf[:starts[row]] == _NL))
-        raise _LocalError(line, f"{index_base + int(indices[k])}:{data[k]!r}",
+        raise _LocalError(line, f"{index_base + int(indices[k])}:{float(data[k])!r}",
                           REASONS[NONFINITE] + f" as {np.dtype(dtype).name}")
     return ParsedChunk(indptr[:rows + 1].copy(), indices[:nnz].copy(), values,
                        labels[:rows].copy(), starts[:rows] + chunk_offset, lines, max_index)
@@ -308,7 +309,65 @@ def parse_chunk(buf, *, path, chunk_offset: int, first_line: int, dtype=np.float
 
 # ------------------------------------------------------------------ files
 
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".lzma": lzma.open}
+class TrailingBytesError(OSError):
+    """Bytes after the last compressed stream of a file that begin no other stream."""
+
+
+class _Strict(io.RawIOBase):
+    """A .xz/.lzma/.bz2 file decompressed as :func:`lzma.open` and :func:`bz2.open` read it
+    (streams one after another read as one, null padding between them skipped), except
+    that bytes after the last stream that begin no other — which those silently drop —
+    are an error: the file was damaged or appended to, and its rows would be lost."""
+
+    def __init__(self, raw, new):
+        self._raw, self._new = raw, new
+        self._d, self._fresh, self._pending = new(), False, b""  # fresh: a later stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while True:
+            if self._d.eof:  # a stream ended: another one, padding, or the end of the file
+                tail = self._d.unused_data
+                while not tail.strip(b"\0"):
+                    more = self._raw.read(1 << 16)
+                    if not more:
+                        return 0
+                    tail += more
+                self._d, self._fresh, self._pending = self._new(), True, tail.lstrip(b"\0")
+            if not self._pending and self._d.needs_input:
+                self._pending = self._raw.read(1 << 16)
+                if not self._pending:
+                    raise EOFError("Compressed file ended before the end-of-stream marker "
+                                   "was reached")
+            try:
+                out = self._d.decompress(self._pending, len(b))
+            except (lzma.LZMAError, OSError) as exc:
+                if self._fresh:  # nothing of it decoded yet: not a stream at all
+                    raise TrailingBytesError("bytes after the end of the compressed stream "
+                                             "that begin no other (the file was damaged or "
+                                             "appended to)") from exc
+                raise
+            self._pending, self._fresh = b"", False
+            if out:
+                b[:len(out)] = out
+                return len(out)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def _strict(new):
+    def opener(f, mode="rb"):
+        raw = open(f, "rb") if isinstance(f, (str, os.PathLike)) else f
+        return io.BufferedReader(_Strict(raw, new))
+    return opener
+
+
+_OPENERS = {".gz": gzip.open, ".bz2": _strict(bz2.BZ2Decompressor),
+            ".xz": _strict(lzma.LZMADecompressor), ".lzma": _strict(lzma.LZMADecompressor)}
 
 
 def is_compressed(path) -> bool:

@@ -46,6 +46,7 @@ import threading
 import time
 import uuid
 
+from . import bounded
 from .errors import StorageError
 from .paths import canonical
 
@@ -335,6 +336,15 @@ def _orphan(doc: dict | None) -> bool:
         return doc.get("token") not in _TOKENS
 
 
+def _parse(data: bytes) -> dict:
+    """A lock object's JSON document, bounded (:mod:`storage.bounded`): ValueError if it
+    is not one (a torn or foreign object, read as unknown)."""
+    doc = bounded.loads(data, "lock object", bounded.MAX_DOCUMENT_BYTES)
+    if not isinstance(doc, dict):
+        raise ValueError("lock object: not a JSON object")
+    return doc
+
+
 def describe(doc: dict | None) -> str:
     """'run R (pid P on HOST, since T, heartbeat T2)' of a lock's JSON document."""
     if not doc:
@@ -350,7 +360,7 @@ def read_lock(url: str, storage_options: dict | None = None) -> dict | None:
     if cur is None:
         return None
     try:
-        return json.loads(cur[0])
+        return _parse(cur[0])
     except ValueError:
         return {}
 
@@ -452,7 +462,7 @@ class Lock:
                 continue  # released in between: try again at once
             data, old = cur
             try:
-                doc = json.loads(data)
+                doc = _parse(data)
             except ValueError:
                 doc = {}
             first = seen.setdefault(old, time.monotonic())
@@ -489,7 +499,7 @@ class Lock:
             if tag is None:  # taken over, unless the swap failed for another reason
                 cur = self._backend.read()
                 try:
-                    ours = cur is not None and json.loads(cur[0]).get("token") == self._token
+                    ours = cur is not None and _parse(cur[0]).get("token") == self._token
                 except ValueError:
                     ours = False
                 if not ours:
@@ -505,7 +515,7 @@ class Lock:
         if not lock.lost and lock._tag is not None:
             cur = lock._backend.read()
             try:
-                lock.lost = cur is None or json.loads(cur[0]).get("token") != lock._token
+                lock.lost = cur is None or _parse(cur[0]).get("token") != lock._token
             except ValueError:
                 lock.lost = True
         if lock.lost:

@@ -22,6 +22,8 @@ missing label, negative or repeated indices, lists of different lengths.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -46,9 +48,10 @@ def _first_bad(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0]) + 1
 
 
-def chunk_to_csr(X, where: str, dtype: str):
+def chunk_to_csr(X, where: str, dtype: str, columns=None):
     """A matrix chunk (NumPy or SciPy) as CSR arrays (indptr int64, indices int32, data of
-    ``dtype``), zeros of a dense chunk dropped; NaN or infinite values raise, naming the row."""
+    ``dtype``), zeros of a dense chunk dropped; NaN or infinite values, also once cast to
+    ``dtype``, raise naming the row (and its column of ``columns``, the chunk's names)."""
     if sp.issparse(X):
         X = sp.csr_matrix(X)
         X.sum_duplicates()
@@ -67,7 +70,8 @@ def chunk_to_csr(X, where: str, dtype: str):
         if bad.any():
             raise InputDataError(f"{where}, row {_first_bad(bad)}: NaN or infinite value")
         X = sp.csr_matrix(X)
-    return X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(dtype), X.shape[1]
+    data = ing.cast_values(X.data, X.indptr, X.indices, dtype, where, columns)
+    return X.indptr.astype(np.int64), X.indices.astype(np.int32), data, X.shape[1]
 
 
 def check_labels(y, n_rows: int, where: str) -> np.ndarray:
@@ -94,6 +98,12 @@ def frame_to_csr(df, where: str, *, label: str | None, features=None, indices: s
     ``values`` list columns; n_columns is then the largest index + 1)."""
     import pandas as pd
 
+    repeated = df.columns[df.columns.duplicated()]
+    if len(repeated):
+        name = repeated[0]
+        raise InputDataError(f"{where}: column {name!r} appears "
+                             f"{int((df.columns == name).sum())} times (a table's columns "
+                             "need distinct names)")
     names = [c for c in (label, indices, values) if c is not None] + list(features or ())
     missing = [c for c in names if c not in df.columns]
     if missing:
@@ -135,7 +145,7 @@ def frame_to_csr(df, where: str, *, label: str | None, features=None, indices: s
         r, c = np.argwhere(bad)[0]
         raise InputDataError(f"{where}, row {r + 1}: missing, NaN or infinite value in column "
                              f"{cols[c]!r}")
-    ptr, ind, dat, n_cols = chunk_to_csr(X, where, dtype)
+    ptr, ind, dat, n_cols = chunk_to_csr(X, where, dtype, cols)
     return ptr, ind, dat, y, n_cols
 
 
@@ -167,7 +177,8 @@ def _lists_to_csr(idx_col, val_col, where: str, idx_name: str, val_name: str, dt
         if len(dup):
             row = int(np.searchsorted(X.indptr, dup[0], side="right"))
             raise InputDataError(f"{where}, row {row}: repeated feature index")
-    return (X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data.astype(dtype), n_cols)
+    data = ing.cast_values(X.data, X.indptr, X.indices, dtype, where)
+    return (X.indptr.astype(np.int64), X.indices.astype(np.int32), data, n_cols)
 
 
 def _check_lists(idx_col, val_col, where: str, idx_name: str, val_name: str):
@@ -270,14 +281,36 @@ def count_rows(path: str, kind: str, storage_options=None) -> list[int]:
     per piece of a CSV file (:func:`csv_pieces`; each read once, one at a time)."""
     import fsspec
 
-    if kind == "parquet":
-        import pyarrow.parquet as pq
+    with reading(path, kind):
+        if kind == "parquet":
+            import pyarrow.parquet as pq
 
-        with fsspec.open(path, "rb", **(storage_options or {})) as f:
-            meta = pq.ParquetFile(f).metadata
-            return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-    _, ranges = csv_pieces(path, storage_options)
-    return [len(read_piece(path, kind, g, None, storage_options)) for g in range(len(ranges))]
+            with fsspec.open(path, "rb", **(storage_options or {})) as f:
+                meta = pq.ParquetFile(f).metadata
+                return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+        _, ranges = csv_pieces(path, storage_options)
+        return [len(read_piece(path, kind, g, None, storage_options))
+                for g in range(len(ranges))]
+
+
+@contextlib.contextmanager
+def reading(where: str, kind: str):
+    """Whatever reading the tabular file ``where`` raises (pyarrow's, pandas', a codec's,
+    the disk's) as one :class:`InputDataError` line naming it: "not a Parquet file", "not
+    UTF-8 text", or the reader's own words."""
+    try:
+        yield
+    except InputDataError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise InputDataError(f"{where}: cannot read as {kind}: not UTF-8 text (byte "
+                             f"{exc.object[exc.start:exc.start + 1]!r} at offset {exc.start} "
+                             "of its piece; re-encode the file as UTF-8)") from exc
+    except Exception as exc:  # noqa: BLE001 - ArrowInvalid, ParserError, OSError, EOFError...
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        if kind == "parquet" and "magic bytes" in text:
+            text = f"not a Parquet file ({text})"
+        raise InputDataError(f"{where}: cannot read as {kind}: {text}") from exc
 
 
 def part_from_file(stage: str, part: int, path: str, kind: str, row_group: int | None,
@@ -290,12 +323,8 @@ def part_from_file(stage: str, part: int, path: str, kind: str, row_group: int |
         where = f"{path} (row group {row_group})"
     elif kind == "csv" and row_group:
         where = f"{path} (piece {row_group + 1})"
-    try:
+    with reading(where, kind):
         df = read_piece(path, kind, row_group, None, storage_options)
-    except (OSError, ValueError) as exc:
-        if isinstance(exc, InputDataError):
-            raise
-        raise InputDataError(f"{where}: cannot read as {kind}: {exc}") from exc
     return part_from_frame(stage, part, df, first_row, where, label=label, features=features,
                            indices=indices, values=values, dtype=dtype,
                            storage_options=storage_options, **common)
