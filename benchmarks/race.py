@@ -48,7 +48,9 @@ C = 1 and otherwise its defaults:
   the default cluster (in the process when the store fits, else one worker per core);
   `distsvm-1w` and `distsvm-2w` add `--workers 1` / `--workers 2`; `distsvm-1w2t` (-s 0/2)
   runs on one 2-thread worker of a LocalCluster this script starts (`--scheduler`, so that
-  row's command excludes the cluster start).
+  row's command excludes the cluster start); `distsvm-cluster` on a LocalCluster of 2
+  single-threaded workers of `--cluster-memory` each (default 780MB: each holds a share of
+  pypi-summaries, not all of it), the Dask user's case (benchmarks/scale.py --real).
 
 Measured per tool: the whole command's wall time (process start to exit), the training time,
 rounds/iterations where the tool says them (LIBLINEAR: its `#iter` / Newton `iter` lines,
@@ -103,10 +105,13 @@ REGRESSION_TYPES = (11, 12, 13)  # LIBLINEAR's SVR types (epsilon -p 0.1 by defa
 SVR_P = 0.1
 L1_TYPES = (5, 6)  # L1-regularized (‖w‖₁ for ½‖w‖²); they read the store's column view
 TOOLS = ["liblinear", "multicore", "sklearn", "daskml", "vw1", "vw5", "distsvm", "distsvm-1w",
-         "distsvm-2w", "distsvm-1w2t"]
+         "distsvm-2w", "distsvm-1w2t", "distsvm-cluster"]
 DEFAULT_TOOLS = ["liblinear", "multicore", "sklearn", "daskml", "vw1", "vw5", "distsvm",
                  "distsvm-1w"]
 F_STAR_EPS = 1e-5
+# tools that run on a LocalCluster this script starts: (workers, threads, memory limit; None:
+# --cluster-memory)
+CLUSTER_TOOLS = {"distsvm-1w2t": (1, 2, "auto"), "distsvm-cluster": (2, 1, None)}
 
 
 def load() -> float:
@@ -443,7 +448,7 @@ def run_tool(tool, d: Data, s, a, rep, cluster_addr=None) -> dict:
         cmd = [a.distsvm, "train", str(d.store), str(out_model), "-s", str(s), "--json"]
         if tool in ("distsvm-1w", "distsvm-2w"):
             cmd += ["--workers", tool[-2]]
-        if tool == "distsvm-1w2t":
+        if tool in CLUSTER_TOOLS:
             cmd += ["--scheduler", cluster_addr]
         wall, out, _ = run(cmd)
         j = json.loads(out.strip().splitlines()[-1])
@@ -453,7 +458,7 @@ def run_tool(tool, d: Data, s, a, rep, cluster_addr=None) -> dict:
         model = from_distsvm(out_model, d.n)
         if rep == 0:  # the user's accuracy, as `distsvm predict` reports it
             pcmd = [a.distsvm, "predict", str(d.test_store), str(out_model), "--json", "-q"]
-            if tool == "distsvm-1w2t":
+            if tool in CLUSTER_TOOLS:
                 pcmd += ["--scheduler", cluster_addr]
             pw, pout, _ = run(pcmd)
             pj = json.loads(pout.strip().splitlines()[-1])
@@ -530,7 +535,7 @@ def race(a):
     from distributed import Client, LocalCluster
 
     rows = []
-    cluster = None
+    clusters = {}  # tool: the LocalCluster it runs on (CLUSTER_TOOLS)
     for name in a.data:
         d = Data(name, a)
         solvers = [s for s in (a.s or d.solvers) if s in DATASETS[name][2] or (
@@ -546,10 +551,13 @@ def race(a):
                 flush=True)
         if any(t.startswith("vw") for t in tools) and d.binary:
             d.vw_export()
-        if "distsvm-1w2t" in tools and cluster is None:
-            cluster = LocalCluster(n_workers=1, threads_per_worker=2, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0")
-            Client(cluster)
+        for t in tools:
+            if t in CLUSTER_TOOLS and t not in clusters:
+                workers, threads, memory = CLUSTER_TOOLS[t]
+                clusters[t] = LocalCluster(n_workers=workers, threads_per_worker=threads,
+                                           host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                           memory_limit=memory or a.cluster_memory)
+                Client(clusters[t])
         for s in solvers:
             fs = f_star(d, s)
             runs = {t: [] for t in tools}
@@ -560,8 +568,8 @@ def race(a):
                     if skipped[t] or (t == "daskml" and rep >= a.daskml_repeats):
                         continue
                     try:
-                        runs[t].append(run_tool(t, d, s, a, rep,
-                                                cluster.scheduler_address if cluster else None))
+                        runs[t].append(run_tool(t, d, s, a, rep, clusters[t].scheduler_address
+                                                if t in clusters else None))
                     except Exception as exc:  # noqa: BLE001 - record and go on
                         print(f"  {t} -s {s}: FAILED: {exc}", flush=True)
                         skipped[t] = f"failed: {str(exc)[:300]}"
@@ -582,7 +590,7 @@ def race(a):
                 row["rel"] = (row["objective"] - fs) / abs(fs)
                 rows.append(row)
                 print_row(row, flush=True)
-    if cluster is not None:
+    for cluster in clusters.values():
         cluster.close()
     return rows
 
@@ -776,6 +784,8 @@ def main():
     ap.add_argument("--daskml-repeats", type=int, default=1,
                     help="repeats of dask-ml (default 1: about 80 s a run on a9a)")
     ap.add_argument("--threads", type=int, default=2, help="liblinear-multicore -m (2)")
+    ap.add_argument("--cluster-memory", default="780MB",
+                    help="memory limit of each worker of distsvm-cluster (780MB)")
     ap.add_argument("--datasets", default=str(REPO.parent / "shared" / "datasets"))
     ap.add_argument("--work", default="/tmp/race", help="decompressed files, stores, models")
     ap.add_argument("--multicore-python", default="/work/venv-mc/bin/python")

@@ -283,8 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DCD passes over a block per visit (default 1); with --parallel, "
                         "local passes per round")
     p.add_argument("--parallel", choices=[m for m in CHOICES["parallel"] if m],
-                   help="dcd across workers as CoCoA (average, gamma=1/K) or CoCoA+ (add, "
-                        "gamma=1, sigma'=K): w broadcast once per round, only dw returned")
+                   help="dcd across workers as CoCoA (average, gamma=1/K), CoCoA+ (add, "
+                        "gamma=1, sigma'=K) or with an exact line search on the combined step "
+                        "(line, sigma'=1): w broadcast once per round, only dw returned")
     p.add_argument("--no-join-blocks", dest="join_blocks", action="store_false",
                    help="sequential dcd: visit the rows block by block even where one "
                         "worker's memory holds the whole store (default: one permutation of "

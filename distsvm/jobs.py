@@ -110,12 +110,14 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
         solver, why = choose_solver(dataset, p.loss)
         progress.note(f"train: --solver auto picked {solver}: {why}")
         p = dataclasses.replace(p, solver=solver)
-    p = params.check_solver(owner, p, dataset.meta.weighted)
+    p = params.check_solver(owner, p, dataset.meta.weighted, given=kwargs)
     p, class_weight, multiclass = params.check_data(owner, p, dataset)
     meta = dataset.meta
     with client_for(scheduler, n_workers, client, progress) as c:
         resources.check_dataset(dataset, c)  # w and the blocks fit a worker, or one line
         plan = plan or cluster.plan(c, len(meta.blocks), n_workers, dataset)
+        if not multiclass:
+            p, why = primal_where_spread(p, dataset, plan, progress, why)
         progress.note(f"train: {p.solver} ({p.loss}) C={p.C:g} eps={p.eps:g} on {meta.n_rows} "
                       f"rows x {meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers"
@@ -126,6 +128,31 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
         ranks = (_fit_ranks(c, dataset, plan, results[0].w, p.bias, progress)
                  if p.objective == "ordinal" else None)
     return _model(p, dataset, class_weight, results, seconds, ranks, why)
+
+
+def primal_where_spread(p, dataset: Dataset, plan: cluster.WorkerPlan, progress: Progress,
+                        why: str | None) -> tuple:
+    """Sequential dual CD of a loss the primal Newton solver also minimizes (``-s 1``,
+    ``-s 7``, ``-s 12``) on a store spread over several workers' memory that no one worker
+    holds: the primal Newton solver instead, on every worker that holds a share.  Dual CD
+    would stream the store through one worker, the others idle, and its parallel modes take
+    several times the rounds (docs/benchmarks.md, "Scale out"); Newton's iterations do not
+    depend on the number of workers.  Its tolerance is LIBLINEAR's for its own switch from
+    these dual solvers to the primal one (0.1·eps; SVR 0.001·eps, :func:`_switch_to_primal`).
+    Only with dual CD's own options at their defaults; (p, why) unchanged otherwise."""
+    defaults = params.Params()
+    if (not registry.SOLVERS[p.solver].takes("primal_switch", p.loss) or p.parallel is not None
+            or not p.join_blocks or p.gap_tol != defaults.gap_tol
+            or p.inner_passes != defaults.inner_passes or not resident.spread(dataset, plan)):
+        return p, why
+    tighter = 1e-3 if p.loss in registry.REGRESSION_LOSSES else 0.1
+    owners = len(resident.owners(plan))
+    why = (f"the store spans {owners} workers' memory and no one worker holds it: the "
+           f"primal Newton solver (LIBLINEAR's -s {registry.liblinear_type('newton', p.loss)}, "
+           f"the same objective) on all {owners}, eps={tighter * p.eps:g}, instead of "
+           f"streaming it through one worker")
+    progress.note(f"train: {why}")
+    return dataclasses.replace(p, solver="newton", eps=tighter * p.eps, primal_switch=None), why
 
 
 def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,

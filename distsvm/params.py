@@ -24,7 +24,7 @@ from .solvers import registry
 
 # The values of the options that take one of a few (the CLI's and the job schema's choices).
 CHOICES = {"objective": ("classification", "ordinal"), "method": ("inexact", "exact"),
-           "pcd_mode": ("exact", "parallel"), "parallel": (None, "average", "add")}
+           "pcd_mode": ("exact", "parallel"), "parallel": (None, "average", "add", "line")}
 # SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
 ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
 ALM_OPTIONS = ("p", "method", "mu0", "rho", "rtol")  # the registry's option "alm"

@@ -115,7 +115,9 @@ def readme_script() -> str:
 
 def run_script(source: str, tmp_path, timeout=300):
     script = tmp_path / "script.py"
-    script.write_text(source.replace('"/tmp/', f'"{tmp_path}/').replace('"data/', f'"{DATA}/'))
+    for q in "\"'":  # the README's paths in either quotes
+        source = source.replace(f"{q}/tmp/", f"{q}{tmp_path}/").replace(f"{q}data/", f"{q}{DATA}/")
+    script.write_text(source)
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           env=ENV, timeout=timeout, cwd=tmp_path)
 

@@ -1,4 +1,5 @@
-"""Parallel DCD (CoCoA averaging, CoCoA+ adding) on 2- and 3-worker clusters: LIBLINEAR's
+"""Parallel DCD (CoCoA averaging, CoCoA+ adding, the exact line search on the combined step)
+on 2- and 3-worker clusters: LIBLINEAR's
 optimum on a9a (and ../shared datasets) through the duality-gap certificate, w = Σ αᵢyᵢxᵢ
 after combining, and determinism.  (Lost workers: tests/test_dcd_faults.py.)"""
 
@@ -41,7 +42,7 @@ def _cluster(request, n_workers):
 
 @pytest.mark.parametrize("n_workers", [2, 3])
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
-@pytest.mark.parametrize("parallel", ["average", "add"])
+@pytest.mark.parametrize("parallel", ["average", "add", "line"])
 def test_reaches_liblinear_optimum(request, a9a, a9a_blocks, parallel, loss, n_workers):
     X, y = a9a
     _, p_ref = liblinear_optimum(X, y, loss, C=C)
@@ -58,12 +59,14 @@ def test_reaches_liblinear_optimum(request, a9a, a9a_blocks, parallel, loss, n_w
     assert gaps[-1] < 0.01 * gaps[0]
 
 
-@pytest.mark.parametrize("parallel, K", [("average", 2), ("add", 2), ("add", 3)])
+@pytest.mark.parametrize("parallel, K", [("average", 2), ("add", 2), ("add", 3), ("line", 2),
+                                         ("line", 3)])
 def test_alpha_consistent_with_combined_w(a9a, a9a_blocks, parallel, K):
     """Run the workers' round function for K owners in this process, combine as the
     coordinator does, and check w = Σ αᵢyᵢxᵢ from the α each owner keeps."""
     d = a9a_blocks
-    gamma, sigma = (1.0 / K, 1.0) if parallel == "average" else (1.0, float(K))
+    gamma, sigma = {"average": (1.0 / K, 1.0), "add": (1.0, float(K)),
+                    "line": (None, 1.0)}[parallel]
     owned = [list(d.meta.blocks[k::K]) for k in range(K)]
     run = f"test-{parallel}-{K}"
     w = np.zeros(d.meta.n_features)
@@ -73,7 +76,15 @@ def test_alpha_consistent_with_combined_w(a9a, a9a_blocks, parallel, K):
                 w, d.url, infos, [r * 100 + i for i in range(len(infos))], run, gamma=gamma,
                 sigma=sigma, bias=-1.0, n_features=d.meta.n_features, loss=losses.HINGE,
                 positive=1, class_cost=np.ones(2), eps=1e-9, n_passes=2, cache_bytes=0) for infos in owned]
-            w = w + gamma * np.sum([dw for dw, _ in results], axis=0)
+            dw = np.sum([dw for dw, _ in results], axis=0)
+            if gamma is None:  # the line mode: the coordinator's t, then the owners' α
+                t = workers.dcd.line_step(w, dw, [rep for _, rep in results])
+                assert 0 < t <= min(rep["t_max"] for _, rep in results)
+                for infos in owned:
+                    workers.dcd.apply_step(infos, run, t)
+                w = w + t * dw
+            else:
+                w = w + gamma * dw
         expected = np.zeros_like(w)
         for infos in owned:
             for info in infos:
@@ -101,7 +112,7 @@ def test_same_seed_same_w_and_cli(client, a9a_blocks, tmp_path):
     np.testing.assert_array_equal(load_model(str(tmp_path / "m")).w, a.w)
 
 
-@pytest.mark.parametrize("parallel", ["average", "add"])
+@pytest.mark.parametrize("parallel", ["average", "add", "line"])
 def test_three_workers_same_seed_same_w(three, a9a_blocks, parallel):
     kw = dict(loss="hinge", C=C, eps=1e-9, max_rounds=15, seed=5, parallel=parallel,
               client=three)
@@ -125,6 +136,35 @@ def test_shared_datasets_two_and_three_workers(request, tmp_path, name):
         p = primal_objective(model.w, X, y, loss, C=C)
         assert model.summary["converged"], (name, parallel, loss)
         assert p_ref * (1 - 1e-9) <= p <= p_ref * (1 + GAP), (name, parallel, loss, p, p_ref)
+
+
+def test_line_step_minimizes_the_dual_along_the_combined_change():
+    """:func:`workers.dcd.line_step` against the dual objective ½‖Σαᵢyᵢxᵢ‖² + ½ΣDᵢᵢαᵢ² − Σαᵢ
+    computed in NumPy along α + tΔα on a grid: the same minimizer over [0, t_max], for both
+    losses, with t_max binding or not."""
+    rng = np.random.default_rng(4)
+    X = sp.random(60, 15, density=0.3, random_state=5, format="csr")
+    y = np.where(rng.random(60) < 0.5, 1.0, -1.0)
+    cost = np.full(60, 0.7)
+    for loss in (losses.HINGE, losses.SQUARED_HINGE):
+        D = 0.0 if loss == losses.HINGE else 0.5 / cost
+        upper = cost if loss == losses.HINGE else np.full(60, np.inf)
+        for scale in (0.05, 3.0):  # a step inside the box, and one the box cuts
+            alpha = rng.uniform(0, 0.6, 60)
+            delta = np.clip(alpha + scale * rng.standard_normal(60), 0, upper) - alpha
+            w, dw = X.T @ (alpha * y), X.T @ (delta * y)
+            lin, quad, t_max = workers.kernels.dcd.step_terms(alpha, delta, loss, cost)
+            t = workers.dcd.line_step(w, dw, [{"lin": lin, "quad": quad, "t_max": t_max}])
+
+            def dual(tt):
+                a = alpha + tt * delta
+                v = X.T @ (a * y)
+                return 0.5 * v @ v + 0.5 * np.sum(D * a * a) - a.sum()
+
+            grid = np.linspace(0.0, min(t_max, 50.0), 20001)
+            best = grid[np.argmin([dual(tt) for tt in grid])]
+            assert abs(t - best) <= 2 * grid[1] + 1e-12, (loss, scale, t, best)
+            assert np.all(alpha + t * delta >= -1e-12) and np.all(alpha + t * delta <= upper + 1e-12)
 
 
 def test_bad_parallel_is_refused(a9a_blocks):

@@ -4,6 +4,10 @@ pass is one task per worker, whatever the number of blocks."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
+
+import numpy as np
 import pytest
 
 import workers.blocks
@@ -11,6 +15,7 @@ from distsvm import cluster
 from distsvm.generate import generate
 from distsvm.ingest import ingest
 from distsvm.jobs import train
+from distsvm.progress import Progress
 
 from .conftest import local_client
 
@@ -101,3 +106,47 @@ def test_a_store_spread_over_workers_stays_decoded_in_their_memory(tmp_path):
         plan = cluster.plan(c, 2, None, store)
         assert all(plan.cache_bytes[a] >= max(cluster.block_sizes(store.meta))
                    for a in plan.workers)
+
+
+def _liblinear_objective(X, y, options: str, loss: str) -> float:
+    from liblinear.liblinearutil import parameter, problem
+    from liblinear.liblinearutil import train as ll_train
+
+    from .conftest import primal_objective
+
+    m = ll_train(problem(y, X.astype(np.float64)), parameter(options + " -q"))
+    w = np.array([m.w[i] for i in range(X.shape[1])])
+    return primal_objective(w if m.get_labels()[0] == np.max(y) else -w, X, y, loss)
+
+
+def test_a_store_spread_over_workers_trains_dual_twins_by_newton_on_all_of_them(client, a9a,
+                                                                                  tmp_path):
+    """-s 1 (dual CD of the squared hinge, LIBLINEAR's primal switch set, as the CLI sets it)
+    on a store each of 2 workers holds a share of but neither all of it: the primal Newton
+    solver on both (tasks on both in the scheduler's task stream), said in the log, at
+    LIBLINEAR's -s 2 objective for its switch tolerance; where one worker holds the store,
+    dual CD as before."""
+    from distributed import get_task_stream
+
+    X, y = a9a
+    store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 4 + 1)
+    plan = cluster.plan(client, 4, None, store)
+    size = max(cluster.block_sizes(store.meta))
+    # each holds its 2 blocks beside a read (4 x size), not the 4 joined beside their parts
+    spread = cluster.assign(dataclasses.replace(plan, free={a: 5 * size for a in plan.workers}),
+                            plan.owners)
+    log = io.StringIO()
+    with get_task_stream(client) as ts:
+        model = train(store, client=client, plan=spread, loss="squared_hinge",
+                      primal_switch=300, progress=Progress(stream=log))
+    assert model.solver == "newton" and model.params["eps"] == pytest.approx(0.01)
+    assert "the store spans 2 workers' memory and no one worker holds it" in log.getvalue()
+    assert {t["worker"] for t in ts.data if str(t["key"]).startswith("hess_vec")} == \
+        set(plan.workers)
+    ref = _liblinear_objective(X, y, "-s 2 -e 0.01", "squared_hinge")
+    assert model.summary["primal_objective"] == pytest.approx(ref, rel=1e-6)
+    held = cluster.assign(dataclasses.replace(plan, free={a: 20 * size for a in plan.workers}),
+                          plan.owners)
+    assert train(store, client=client, plan=held, loss="squared_hinge").solver == "dcd"
+    assert train(store, client=client, plan=spread, loss="squared_hinge", parallel="line",
+                 gap_tol=1e-3, C=0.03).solver == "dcd"  # a dual option asked for: dual CD

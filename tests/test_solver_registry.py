@@ -20,8 +20,9 @@ from distsvm.solvers import registry
 from workers import losses
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-# options a solver that does not take them ignores (every front end passes them)
-IGNORED = {"seed", "inner_passes", "join_blocks", "pcd_mode"}
+# options a solver that does not take them ignores: the seed (every front end passes it,
+# and it also draws cross-validation's folds); every other one is refused (issue 30)
+IGNORED = {"seed"}
 
 
 def test_every_liblinear_type_is_a_registered_solver_and_loss():
@@ -64,7 +65,7 @@ def test_job_schema_choices_are_filled_from_the_registry():
     keys = schema["$defs"]["solver"]["properties"]
     assert keys["solver"]["enum"] == registry.choices()
     assert keys["loss"]["enum"] == list(registry.LOSSES)
-    assert keys["parallel"]["enum"] == ["average", "add"]
+    assert keys["parallel"]["enum"] == ["average", "add", "line"]
 
 
 @pytest.mark.parametrize("solver,eps", [("dcd", 0.1), ("pcd", 0.1), ("cutting_plane", 1e-3),
@@ -114,7 +115,8 @@ def test_every_option_belongs_to_a_solver_and_is_refused_by_the_others():
              "regularize_bias": {"regularize_bias": False, "bias": 1.0},
              "warm_start": {"warm_start": np.zeros(3)}, "weights": {"class_weight": "balanced"},
              "epsilon": {"epsilon": 0.5},
-             "nu": {"nu": 0.3}}
+             "nu": {"nu": 0.3}, "inner_passes": {"inner_passes": 2},
+             "join_blocks": {"join_blocks": False}, "pcd_mode": {"pcd_mode": "parallel"}}
     assert set(given) == set(params.REFUSALS)
     for s in registry.SOLVERS.values():
         for option, kwargs in given.items():
@@ -126,6 +128,14 @@ def test_every_option_belongs_to_a_solver_and_is_refused_by_the_others():
                 else:
                     with pytest.raises(ValueError, match="train"):
                         params.check_solver("train", p)
+                    # given at its default value: refused all the same
+                    at_default = {k: getattr(params.DEFAULTS, k) for k in kwargs}
+                    if option not in ("weights", "warm_start", "c_perf", "parallel",
+                                      "primal_switch") and option != "regularize_bias":
+                        with pytest.raises(ValueError, match="train"):
+                            params.check_solver("train", Params(solver=s.name, loss=loss,
+                                                                **at_default),
+                                                given=at_default)
 
 
 @pytest.mark.parametrize("name", sorted(registry.SOLVERS))

@@ -194,8 +194,9 @@ class _Parallel(_Blocks):
         meta, plan = ctx.dataset.meta, ctx.plan
         order = workers.dcd.block_order(self.seed, r, len(meta.blocks))
         owners = resident.owners(plan)
-        K = len(owners)  # γ and σ′ for the workers left
-        gamma, sigma = (1.0 / K, 1.0) if self.parallel == "average" else (1.0, float(K))
+        K = len(owners)  # γ and σ′ for the workers left; the line mode's γ is its step t
+        gamma, sigma = {"average": (1.0 / K, 1.0), "add": (1.0, float(K)),
+                        "line": (None, 1.0)}[self.parallel]
         ctx.pending = []
         for a in owners:
             mine = [b for b in order if plan.owners[b] == a]
@@ -209,8 +210,23 @@ class _Parallel(_Blocks):
         self.done[0] = self.converged[0] = row["pg_violation"] <= self.eps or \
             workers.dcd.certified(row, self.gap_tol)
         if not self.done[0] and r < self.max_rounds:  # else the w whose objectives were measured
-            self.x = self.x + gamma * np.sum([dw for dw, _ in results], axis=0)
+            dw = np.sum([dw for dw, _ in results], axis=0)
+            if gamma is None:
+                gamma = row["step"] = self.line_step(dw, [rep for _, rep in results], owners)
+            self.x = self.x + gamma * dw
         return [(0, row)]
+
+    def line_step(self, dw, reports, owners) -> float:
+        """The line mode's step t (:func:`workers.dcd.line_step`); the owners' α then move
+        by t (:func:`workers.dcd.apply_step`)."""
+        ctx, plan = self.ctx, self.ctx.plan
+        t = workers.dcd.line_step(self.x, dw, reports)
+        ctx.pending = [ctx.client.submit(workers.dcd.apply_step,
+                                         [ctx.dataset.meta.blocks[b] for b in plan.blocks_of(a)],
+                                         ctx.run, t, workers=[a], pure=False)
+                       for a in owners]
+        cluster.gather(ctx.client, ctx.pending, owners)
+        return t
 
 
 def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, p, *, costs: list,

@@ -71,6 +71,18 @@ def held_by_each(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPla
             cluster.assign(plan, owners, cluster.block_sizes(meta)))
 
 
+def spread(dataset: Dataset, plan: WorkerPlan) -> bool:
+    """Whether the store is spread over several workers' memory, no one of which holds it
+    all: each owner's cache holds its share of ``plan``, and none can hold the joined store
+    (:func:`held_by_one`)."""
+    if len(owners(plan)) < 2 or not plan.free:
+        return False
+    sizes = cluster.block_sizes(dataset.meta)
+    if any(sum(sizes[b] for b in plan.blocks_of(a)) > plan.cache_bytes[a] for a in owners(plan)):
+        return False
+    return len(held_by_one(dataset, plan)[0].meta.blocks) > 1
+
+
 def owners(plan: WorkerPlan) -> list[str]:
     """The workers of ``plan`` that own blocks."""
     return [a for a in plan.workers if plan.blocks_of(a)]

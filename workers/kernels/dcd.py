@@ -172,3 +172,25 @@ def dual_stats(indptr, indices, data, y, positive, w, bias, n_features, alpha, l
         sum_alpha += alpha[i]
         sum_dsq += diag * alpha[i] * alpha[i]
     return total, correct, pg_max, pg_min, sum_alpha, sum_dsq
+
+
+@numba.njit(cache=True, nogil=True)
+def step_terms(alpha, delta, loss, cost):
+    """The block's terms of the dual objective along ``alpha + t·delta`` (the exact line
+    search of the parallel ``line`` mode): ``(Σ (Dᵢᵢαᵢ − 1)δᵢ, Σ Dᵢᵢδᵢ², t_max)`` with t_max
+    the largest t that keeps every 0 ≤ αᵢ + tδᵢ ≤ Uᵢ (≥ 1: α + δ is feasible)."""
+    lin, quad, t_max = 0.0, 0.0, np.inf
+    for i in range(len(alpha)):
+        d = delta[i]
+        if d == 0.0:
+            continue
+        diag = dual_diag(cost[i], loss)
+        lin += (diag * alpha[i] - 1.0) * d
+        quad += diag * d * d
+        if d < 0.0:
+            t_max = min(t_max, alpha[i] / -d)
+        else:
+            upper = dual_upper(cost[i], loss)
+            if upper < np.inf:
+                t_max = min(t_max, (upper - alpha[i]) / d)
+    return lin, quad, t_max

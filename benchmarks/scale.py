@@ -1,0 +1,243 @@
+"""Benchmark: scale out — does a job on K workers finish sooner than on one (issue 27)?
+
+Two parts, run from the repository root:
+
+(a) real, this machine's cluster: LIBLINEAR, liblinear-multicore `-m 2`, distsvm in one
+    process and distsvm on a LocalCluster of 2 single-threaded workers whose memory limits
+    let each hold a share of the store but not all of it (the Dask user's case), each tool
+    with its defaults and its own stopping rule, in one run (benchmarks/race.py's runner,
+    tool `distsvm-cluster`):
+
+        python benchmarks/scale.py --real --data pypi-summaries --s 0 1 2 3 5 \\
+            --cluster-memory 780MB --multicore-python /work/venv-mc/bin/python \\
+            --work /work/tmp-race --json-out docs/scale-real.json
+
+(b) simulated K workers: the solvers' own code — the coordinator's loop, its combination
+    and the workers' per-block tasks and kernels — run in this process on a client of K
+    simulated workers (:class:`SimClient`) that runs each task at once and measures it (its
+    thread's CPU time, the bytes of its arguments and result).  A wave is the tasks sent
+    between two waits of the coordinator; its modelled time is its slowest worker's compute
+    plus the communication of a binary tree over the K workers (the broadcast of the
+    largest argument and the reduction of the largest result, ⌈log₂K⌉ hops each, one hop for
+    K = 1, each costing --latency plus bytes / --bandwidth).  The run's modelled time is the
+    sum over its waves.  The store needs at least K blocks (block b goes to worker b mod K;
+    each worker joins its blocks where the solver does).  Per -s the distributed algorithm
+    is the one `auto` picks at K ≥ 2 (dual CD: the `line` parallel mode; -s 1 is also run as
+    the primal Newton, -s 2, which minimizes the same objective); K = 1 is the one-worker
+    path (dual CD: LIBLINEAR's sequential algorithm on the joined store).
+
+        python benchmarks/scale.py --simulate 1 2 4 8 16 32 --data STORE --s 1 2 3 \\
+            --json OUT [--png docs/img/scale.png]
+
+OUT is a JSON list of objects with s, k, algorithm, rounds, bytes_per_round,
+compute_seconds, comm_seconds, modelled_seconds and primal_objective.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+# LIBLINEAR's -s: (solver, loss)
+TYPES = {0: ("newton", "logistic"), 1: ("dcd", "squared_hinge"), 2: ("newton", "squared_hinge"),
+         3: ("dcd", "hinge")}
+
+
+class _Done:
+    """A finished task: what :class:`SimClient.submit` returns; a wait on it closes the
+    client's wave."""
+
+    def __init__(self, client, key, value):
+        self.client, self.key, self.value = client, key, value
+
+    def result(self, timeout=None):
+        self.client.close_wave()
+        return self.value
+
+    def release(self):
+        pass
+
+
+class SimClient:
+    """K simulated workers in this process: each task runs at once, on this thread, its CPU
+    time and bytes recorded in the current wave, which the coordinator's first wait on a
+    result closes (:meth:`close_wave`).  Only what the solvers call is here."""
+
+    def __init__(self, k: int, latency: float, bandwidth: float):
+        self.addresses = [f"sim://{j}" for j in range(k)]
+        self.latency, self.bandwidth = latency, bandwidth
+        self.wave: list[tuple[str, float, int, int]] = []  # (worker, seconds, in, out)
+        self.compute = self.comm = 0.0
+        self.bytes = 0
+        self.waves = 0
+        self.n = 0
+
+    def submit(self, fn, *args, workers=None, pure=False, **kwargs):
+        from dask.sizeof import sizeof
+
+        args = [a.value if isinstance(a, _Done) else a for a in args]
+        t = time.thread_time()
+        value = fn(*args, **kwargs)
+        seconds = time.thread_time() - t
+        self.wave.append(((workers or self.addresses)[0], seconds,
+                          sizeof(args) + sizeof(kwargs), sizeof(value)))
+        self.n += 1
+        return _Done(self, f"{getattr(fn, '__name__', 'task')}-{self.n}", value)
+
+    def close_wave(self) -> None:
+        """Model the open wave: its slowest worker's compute plus a tree's communication."""
+        if not self.wave:
+            return
+        per: dict[str, float] = {}
+        for a, s, _, _ in self.wave:
+            per[a] = per.get(a, 0.0) + s
+        k = len(self.addresses)
+        hops = max(1, math.ceil(math.log2(k))) if k > 1 else 1
+        largest_in = max(i for *_, i, _ in self.wave)
+        largest_out = max(o for *_, o in self.wave)
+        self.compute += max(per.values())
+        self.comm += hops * (2 * self.latency + (largest_in + largest_out) / self.bandwidth)
+        self.bytes += sum(i + o for *_, i, o in self.wave)
+        self.waves += 1
+        self.wave = []
+
+    def run(self, fn, *args, workers=None, on_error=None, **kwargs):
+        return {a: fn(*args, **kwargs) for a in (workers or self.addresses)[:1]}
+
+    def scatter(self, data, **kwargs):
+        return data
+
+    def cancel(self, futures):
+        pass
+
+    def scheduler_info(self):
+        return {"workers": {}}
+
+
+def simulate(store: str, s: int, k: int, a, algorithm: str | None = None) -> dict:
+    """Train -s ``s`` on ``k`` simulated workers (see the module docstring)."""
+    import workers.blocks
+    from distsvm import cluster
+    from distsvm.jobs import train
+    from storage import open_dataset
+
+    ds = open_dataset(store)
+    if len(ds.meta.blocks) < k:
+        raise SystemExit(f"{store} has {len(ds.meta.blocks)} blocks: K = {k} needs at least K")
+    solver, loss = TYPES[s] if algorithm is None else TYPES[{"newton": 2}[algorithm]]
+    client = SimClient(k, a.latency, a.bandwidth)
+    addrs = client.addresses
+    plan = cluster.WorkerPlan(tuple(addrs[b % k] for b in range(len(ds.meta.blocks))),
+                              {w: a.cache_gb << 30 for w in addrs}, {w: 1 for w in addrs})
+    kw = {"parallel": a.parallel, "inner_passes": a.inner_passes} if solver == "dcd" and k > 1 \
+        else {}
+    workers.blocks.clear_cache()
+    for info in ds.meta.blocks:  # the blocks in memory (the owners' caches), not timed
+        workers.blocks.load(ds.url, info, a.cache_gb << 30)
+    t = time.perf_counter()
+    model = train(ds, client=client, plan=plan, solver=solver, loss=loss, **kw)
+    client.close_wave()
+    rounds = max(1, model.summary["rounds"])
+    return {"s": s, "k": k, "algorithm": f"{solver}" + (f" --parallel {a.parallel} "
+                                                        f"--inner-passes {a.inner_passes}"
+                                                        if kw else ""),
+            "rounds": model.summary["rounds"], "waves": client.waves,
+            "bytes_per_round": client.bytes / rounds, "compute_seconds": client.compute,
+            "comm_seconds": client.comm, "modelled_seconds": client.compute + client.comm,
+            "primal_objective": model.summary["primal_objective"],
+            "converged": model.summary["converged"], "wall_seconds": time.perf_counter() - t,
+            "latency": a.latency, "bandwidth": a.bandwidth}
+
+
+def simulated(a) -> list[dict]:
+    rows = []
+    print(f"{'-s':>3s} {'algorithm':40s} {'K':>3s} {'rounds':>6s} {'waves':>6s} "
+          f"{'MB/round':>9s} {'compute s':>9s} {'comm s':>7s} {'model s':>8s} {'/ K=1':>6s} "
+          f"{'primal':>14s}  load {os.getloadavg()[0]:.2f}", flush=True)
+    for s in a.s:
+        variants = [None] + (["newton"] if s == 1 else [])
+        base = None
+        for variant in variants:
+            for k in a.simulate:
+                if variant is not None and k == 1:
+                    continue
+                r = simulate(a.data, s, k, a, variant)
+                base = base or r["modelled_seconds"]
+                rows.append(r)
+                print(f"{s:3d} {r['algorithm']:40s} {k:3d} {r['rounds']:6d} {r['waves']:6d} "
+                      f"{r['bytes_per_round'] / 1e6:9.2f} {r['compute_seconds']:9.2f} "
+                      f"{r['comm_seconds']:7.2f} {r['modelled_seconds']:8.2f} "
+                      f"{r['modelled_seconds'] / base:6.3f} {r['primal_objective']:14.6f}",
+                      flush=True)
+    return rows
+
+
+def plot(rows, png):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key in sorted({(r["s"], r["algorithm"]) for r in rows}):
+        pts = sorted((r["k"], r["modelled_seconds"]) for r in rows
+                     if (r["s"], r["algorithm"]) == key)
+        base = next((r["modelled_seconds"] for r in rows if r["s"] == key[0] and r["k"] == 1),
+                    pts[0][1])
+        ax.plot([p[0] for p in pts], [base / p[1] for p in pts], marker="o",
+                label=f"-s {key[0]}: {key[1]}")
+    ks = sorted({r["k"] for r in rows})
+    ax.plot(ks, ks, "k:", label="linear")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("K workers (simulated)")
+    ax.set_ylabel("speed-up over K = 1 (modelled time to the stopping rule)")
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--simulate", type=int, nargs="+", help="K values to simulate")
+    ap.add_argument("--real", action="store_true", help="the real 2-worker race (race.py)")
+    ap.add_argument("--data", help="--simulate: a store; --real: race.py's dataset names",
+                    nargs="+")
+    ap.add_argument("--s", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--latency", type=float, default=1e-3, help="seconds a hop (default 1 ms)")
+    ap.add_argument("--bandwidth", type=float, default=1e9,
+                    help="bytes a second a hop (default 1e9: 10 Gb/s)")
+    ap.add_argument("--cache-gb", type=int, default=8)
+    ap.add_argument("--parallel", default="line", help="dual CD's mode at K >= 2")
+    ap.add_argument("--inner-passes", type=int, default=1, help="dual CD's at K >= 2")
+    ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--png")
+    a, rest = ap.parse_known_args()
+    if a.real:
+        import race
+
+        sys.argv = [sys.argv[0], "--data", *a.data, "--s", *map(str, a.s), "--tools",
+                    "liblinear", "multicore", "distsvm", "distsvm-cluster", *rest]
+        return race.main()
+    if not a.simulate:
+        ap.error("give --simulate K... or --real")
+    a.data = a.data[0]
+    rows = simulated(a)
+    if a.json_out:
+        pathlib.Path(a.json_out).write_text(json.dumps(rows, indent=1))
+    if a.png:
+        plot(rows, a.png)
+
+
+if __name__ == "__main__":
+    main()
