@@ -578,6 +578,33 @@ def assign(plan: WorkerPlan, owners, sizes=None, every: bool = False) -> WorkerP
     return dataclasses.replace(plan, owners=owners, sizes=sizes, cache_bytes=cache)
 
 
+# Task arguments larger than this in all are scattered to the workers first rather than sent
+# inside the tasks, through the scheduler, whose client warns of a "large graph" above 10 MiB
+# on the user's terminal (Newton's one-task iteration sends w, ∇f, diag(∇²f) and the
+# regularization; ingest sends 32 MB pieces of a compressed file).
+SCATTER_BYTES = 4 << 20
+
+
+def scattered(client: Client, args: tuple, kwargs: dict, workers=None) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` of a task, their bytes and array values sent to ``workers``
+    (or to a worker Dask picks) by ``client.scatter`` where they exceed ``SCATTER_BYTES``
+    in all, so that the task's graph stays small."""
+    def big(v):
+        return isinstance(v, (bytes, bytearray, memoryview, np.ndarray))
+
+    def size(v):
+        return v.nbytes if isinstance(v, (memoryview, np.ndarray)) else len(v)
+
+    if sum(size(v) for v in (*args, *kwargs.values()) if big(v)) <= SCATTER_BYTES:
+        return args, kwargs
+
+    def send(v):
+        return client.scatter(v, workers=workers, broadcast=workers is not None,
+                              hash=False) if big(v) else v
+
+    return tuple(send(v) for v in args), {k: send(v) for k, v in kwargs.items()}
+
+
 class WorkerLost(ClusterError):
     """Workers ``gone`` left the cluster while a job's tasks on them were pending."""
 

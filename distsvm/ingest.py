@@ -51,6 +51,9 @@ class _Runner:
         if self.client is None:
             self.pending.append(fn(*args, **kwargs))
         else:
+            from .cluster import scattered
+
+            args, kwargs = scattered(self.client, args, kwargs)
             self.pending.append(self.client.submit(fn, *args, pure=False, **kwargs))
             running = [f for f in self.pending if not f.done()]
             if len(running) > self.limit:  # bound the streamed pieces held in memory
@@ -135,8 +138,11 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     ``lock_timeout``: seconds to wait for another writer of ``store`` (default 60;
     :class:`storage.lock.LockHeldError` then).
     """
-    from . import dask_io
+    from . import dask_io, params
 
+    params.check_settings("ingest", {  # block_mb has a default: block_rows takes over
+        "block_rows": block_rows, "block_mb": None if block_rows else block_mb,
+        "n_features": n_features, "seed": seed, "lock_timeout": lock_timeout})
     if dask_io.handles(source, storage_options):
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with dask or tabular input")

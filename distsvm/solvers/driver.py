@@ -310,12 +310,6 @@ def _save(solver: Solver, r: int, histories, start: float) -> bool:
     return True
 
 
-# Array arguments of a pass larger than this in all are scattered to the workers first rather
-# than sent inside the tasks, through the scheduler, whose client warns of a "large graph"
-# above 10 MiB (Newton's one-task iteration sends w, ∇f, diag(∇²f) and the regularization).
-SCATTER_BYTES = 4 << 20
-
-
 class Passes:
     """Map-reduce passes over the blocks: one task per worker that owns blocks, over its
     blocks, replies in worker order; ``count`` counts them."""
@@ -338,10 +332,7 @@ class Passes:
         shares its blocks among them (:func:`workers.blocks.each_block`)."""
         self.count += 1
         ctx, owned = self.ctx, self.owned()
-        if sum(a.nbytes for a in args if isinstance(a, np.ndarray)) > SCATTER_BYTES:
-            owners = [a for a, _ in owned]  # sent to the workers, not inside the tasks
-            args = tuple(ctx.client.scatter(a, workers=owners, broadcast=True, hash=False)
-                         if isinstance(a, np.ndarray) else a for a in args)
+        args, _ = cluster.scattered(ctx.client, args, {}, [a for a, _ in owned])
         self.ctx.pending = futures = [
             ctx.client.submit(fn, ctx.dataset.url, infos, *args,
                               *((per_worker[j],) if per_worker is not None else ()),
