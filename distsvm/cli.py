@@ -23,7 +23,7 @@ from storage.errors import StorageError
 from storage.lock import LockHeldError
 
 from . import __version__
-from .errors import ClusterError, MissingDependencyError, message
+from .errors import ClusterError, MissingDependencyError, UsageError, message
 from .params import CHOICES, DEFAULTS
 from .progress import LOG_FORMATS, Progress, now_iso
 from .solvers.registry import AUTO, LIBLINEAR_DUAL_ROUNDS, LIBLINEAR_TYPES, LOSSES, SOLVERS
@@ -571,10 +571,12 @@ def _train(a, progress):
                    join_blocks=a.join_blocks,
                    regularize_bias=not a.unregularized_bias, class_weight=a.class_weight,
                    p=a.p, method=a.method, mu0=a.mu0, rho=a.rho, rtol=a.rtol, nu=a.nu,
-                   epsilon=a.epsilon, scheduler=a.scheduler, n_workers=_workers(a, store),
-                   owner="distsvm train")
+                   epsilon=a.epsilon)
+    options = _given_options(a, options)
     if a.liblinear_type is not None and spec.takes("primal_switch", loss):
         options["primal_switch"] = LIBLINEAR_DUAL_ROUNDS  # LIBLINEAR's -s 1, 7, 12; in -v too
+    _check_training(a, solver, loss, options, store)
+    options.update(scheduler=a.scheduler, n_workers=_workers(a, store), owner="distsvm train")
     if a.find_c or a.n_folds is not None:
         return _select(a, progress, solver, loss, options, store)
     if a.model is None:
@@ -607,6 +609,40 @@ def _train(a, progress):
             **{k: (None if s[k] != s[k] else s[k]) for k in keys}, **ranking}
 
 
+def _given_options(a, options: dict) -> dict:
+    """``options`` without the solver options (those a solver may not take) that the
+    command line did not give: each one given is checked against the solver, even at its
+    default value (``-n 0.5 -s 1`` is refused, not ignored); -R is ``regularize_bias``."""
+    from .params import OPTION_OF, REFUSALS
+
+    given = a.given | ({"regularize_bias"} if "unregularized_bias" in a.given else set())
+    return {k: v for k, v in options.items()
+            if OPTION_OF.get(k, k) not in REFUSALS or k in given or
+            (k == "class_weight" and v is not None)}
+
+
+def _check_training(a, solver, loss, options, store) -> None:
+    """The training parameters checked as :func:`distsvm.jobs.train` will check them, for
+    the solver that will train (a fold's, a C search's), before a cluster starts
+    (:func:`distsvm.params.check_kwargs`); UsageError (exit 2) otherwise."""
+    from . import params
+    from .selection import SEARCH_TYPES, fold_solver
+
+    if a.find_c and a.liblinear_type in SEARCH_TYPES.values():
+        solver = LIBLINEAR_TYPES[a.liblinear_type][0]
+    if a.find_c or a.n_folds is not None:
+        solver, why = fold_solver(solver, loss, "distsvm train")
+        if why:
+            options.pop("pcd_mode", None)  # the folds' solver has no column view
+    kwargs = dict(options, solver=solver, loss=loss, **({} if a.C is None else {"C": a.C}))
+    if a.find_c:
+        kwargs.pop("C", None)  # -c with -C is the search's start
+    try:
+        params.check_kwargs("distsvm train", kwargs, store)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def _select(a, progress, solver, loss, options, store):
     """``train -v N`` (cross-validation) and ``-C`` (C search), printed in LIBLINEAR's words
     on stdout (stderr with --json); no model is written, as LIBLINEAR's train."""
@@ -620,7 +656,7 @@ def _select(a, progress, solver, loss, options, store):
         if a.liblinear_type not in SEARCH_TYPES.values():
             raise ValueError("-C (the C search) is available for -s 0 and -s 2 only "
                              "(LIBLINEAR's also searches C and p for -s 11; not here)")
-        options.pop("pcd_mode")  # the search picks a solver that trains folds
+        options.pop("pcd_mode", None)  # the search picks a solver that trains folds
         result = find_c(store, 5 if a.n_folds is None else a.n_folds, loss=loss,
                         start_C=a.C, concurrent_folds=a.concurrent_folds, progress=progress,
                         **options)
@@ -876,11 +912,62 @@ def _tls(a):
         yield
 
 
+def _given(argv: list[str]) -> set[str]:
+    """The dests of the options given on the command line ``argv`` (parsed again with every
+    default suppressed): an option given at its default value is still given."""
+    parser = build_parser()
+    sub = next(x for x in parser._actions if isinstance(x, argparse._SubParsersAction))
+    for p in (parser, *sub.choices.values()):
+        for action in p._actions:
+            action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv)))
+
+
+# The outputs a command writes ({command: ((dest, a directory), ...)}): checked first.
+OUTPUTS = {"ingest": (("store", True),), "generate": (("store", True),),
+           "train": (("model", False), ("run_dir", True)), "report": (("output", False),),
+           "export": (("liblinear_model", False),), "import": (("model", False),)}
+# The paths (local or URLs) a command names, for --storage-option.
+URLS = ("store", "source", "model", "liblinear_model", "output")
+
+
+def _check_usage(a) -> None:
+    """The command's options checked before anything is read, written or started, by the
+    checks the job and pipeline specs share (:func:`distsvm.params.check_settings`,
+    :func:`~distsvm.params.check_storage_options`, :func:`~distsvm.params.check_output`):
+    ranges, the local cluster's size, storage options on local paths only, and the
+    outputs' paths.  ValueError naming the option."""
+    from . import params
+    from .dask_io import output_kind
+
+    owner = f"distsvm {a.command}"
+    sub = next(x for x in build_parser()._actions if isinstance(x, argparse._SubParsersAction))
+    flags = {x.dest: max(x.option_strings, key=len) if x.option_strings else x.dest
+             for x in sub.choices[a.command]._actions}
+    values = {k: getattr(a, k) for k in params.SETTINGS if k in flags}
+    params.check_settings(owner, values, flags,
+                          local=not (getattr(a, "scheduler", None)
+                                     or getattr(a, "scheduler_file", None)))
+    params.check_storage_options(owner, flags.get("storage_options", "--storage-option"),
+                                 _so(a), [getattr(a, k, None) for k in URLS])
+    outputs = OUTPUTS.get(a.command, ())
+    if a.command == "predict" and a.output:
+        outputs = (("output", output_kind(a.output) is not None),)
+    for dest, directory in outputs:
+        params.check_output(owner, flags[dest], getattr(a, dest, None), directory)
+
+
 def main(argv=None) -> int:
     argv, class_weight = _class_weights(list(sys.argv[1:] if argv is None else argv))
     a = build_parser().parse_args(argv)
+    a.given = _given(argv)
     if a.command == "train":
         a.class_weight = class_weight
+    try:
+        _check_usage(a)
+    except ValueError as exc:
+        print(f"ERROR: {message(exc)}", file=sys.stderr)
+        return EXIT_USAGE
     warnings.showwarning = _show_warning
     progress = Progress(quiet=getattr(a, "quiet", False),
                         log_format=getattr(a, "log_format", "text"),
@@ -914,7 +1001,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         from .spec import SpecError
 
-        return EXIT_USAGE if isinstance(exc, SpecError) else EXIT_ERROR
+        return EXIT_USAGE if isinstance(exc, (SpecError, UsageError)) else EXIT_ERROR
     except KeyboardInterrupt:
         print("ERROR: interrupted", file=sys.stderr)
         return 130

@@ -464,7 +464,6 @@ def _parquet(cols, names, output, storage_options):
 def _zarr(cols, sizes, dec, prob, output, storage_options, attrs):
     import dask
     import dask.array as da
-    import zarr
 
     chunk = max(1, max(sizes, default=1))
     arrays = {"label": [dask.delayed(lambda c: c["label"])(c) for c in cols]}
@@ -473,8 +472,11 @@ def _zarr(cols, sizes, dec, prob, output, storage_options, attrs):
     if prob:
         arrays["probability"] = [dask.delayed(
             lambda c, p=tuple(prob): np.column_stack([c[n] for n in p]))(c) for c in cols]
-    so = {"storage_options": storage_options} if storage_options else {}
-    group = zarr.open_group(output, mode="w-", **so)
+    from storage.dataset import open_group
+
+    remote = "://" in output and not output.startswith("file://")
+    so = {"storage_options": storage_options} if storage_options and remote else {}
+    group = open_group(output, "w-", storage_options)
     group.attrs["distsvm_predictions"] = attrs
     writes = []
     for name, pieces in arrays.items():

@@ -9,6 +9,10 @@ class ClusterError(RuntimeError):
     """The Dask cluster could not be reached or lost the workers a job needs."""
 
 
+class UsageError(ValueError):
+    """A command's options or parameters refused before anything started (exit status 2)."""
+
+
 class MissingDependencyError(RuntimeError):
     """An optional dependency a command needs is not installed (the message says which extra)."""
 

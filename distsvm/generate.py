@@ -20,6 +20,7 @@ from storage import ingest as ing
 from storage.errors import InputDataError
 
 from .ingest import DEFAULT_BLOCK_MB, staging
+from .params import check_settings
 from .progress import Progress
 
 
@@ -52,6 +53,8 @@ def generate(store: str, *, rows: int, features: int, nnz_per_row: int, seed: in
     _check("noise", noise, 0 <= noise < 0.5, "a float in [0, 0.5)")
     if not block_rows and not block_mb:
         raise ValueError("Give a block size: block_rows or block_mb")
+    check_settings("generate", {"block_rows": block_rows,
+                                "block_mb": None if block_rows else block_mb})
     start = time.perf_counter()
     n_blocks = ing.n_blocks_for(rows, rows * nnz_per_row, 4, block_rows, block_mb)
     edges = [(b * rows) // n_blocks for b in range(n_blocks + 1)]

@@ -43,9 +43,9 @@ REFUSALS = {
     "primal_switch": "The 'primal_switch' parameter of {owner} belongs to solver {takers} with "
                      "the loss {losses} (the losses of the primal Newton solver). Got solver "
                      "{solver!r}, loss {loss!r}.",
-    "regularize_bias": "regularize_bias=False (LIBLINEAR's -R) of {owner} needs solver "
-                       "{takers} and a bias feature (bias >= 0). Got solver {solver!r} and "
-                       "bias {bias!r}.",
+    "regularize_bias": "The 'regularize_bias' parameter of {owner} (False: LIBLINEAR's -R) "
+                       "belongs to solver(s) {takers}, with a bias feature (bias >= 0). Got "
+                       "solver {solver!r} and bias {bias!r}.",
     "warm_start": "The 'warm_start' parameter of {owner} belongs to solver(s) {listed}. Got "
                   "solver {solver!r}.",
     "epsilon": "The 'epsilon' parameter of {owner} (LIBLINEAR's -p) is the epsilon of the "
@@ -56,7 +56,16 @@ REFUSALS = {
                "on a store {stored} instance weights.",
     "nu": "The 'nu' parameter of {owner} belongs to solver {takers} (LIBLINEAR's -n of "
           "-s 21). Got solver {solver!r}.",
+    "inner_passes": "The 'inner_passes' parameter of {owner} belongs to solver(s) {takers}. "
+                    "Got solver {solver!r}.",
+    "join_blocks": "The 'join_blocks' parameter of {owner} belongs to solver(s) {takers}. Got "
+                   "solver {solver!r}.",
+    "pcd_mode": "The 'pcd_mode' parameter of {owner} belongs to solver(s) {takers}. Got "
+                "solver {solver!r}.",
 }
+# The option of REFUSALS each Params field is (the others are the fields' own names);
+# "seed" is no option: every solver's front end passes it, and it also draws the folds.
+OPTION_OF = {"class_weight": "weights", **{f: "alm" for f in ALM_OPTIONS}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,11 +145,13 @@ def check_real(owner, name, value, low, high=np.inf, low_open=True):
                          f"Got {value!r} instead.")
 
 
-def check_int(owner, name, value, low):
-    """An int ≥ low."""
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+def check_int(owner, name, value, low, high=None):
+    """An int ≥ low (and ≤ high)."""
+    if (not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low
+            or (high is not None and value > high)):
         raise ValueError(f"The '{name}' parameter of {owner} must be an int in the range "
-                         f"[{low}, inf). Got {value!r} instead.")
+                         f"[{low}, {'inf)' if high is None else f'{high}]'}. Got {value!r} "
+                         "instead.")
 
 
 def check_choice(owner, name, value, choices):
@@ -202,24 +213,28 @@ def _refuse(owner: str, option: str, p: Params, weighted: bool = False):
         choices=list(CHOICES["objective"]), stored="with" if weighted else "without"))
 
 
-def _given(option: str, p: Params, weighted: bool) -> bool:
-    """Whether ``option`` is set to other than its default."""
-    if option == "weights":
-        return p.class_weight is not None or weighted
-    fields = ALM_OPTIONS if option == "alm" else (option,)
+def _given(option: str, p: Params, weighted: bool, given=()) -> bool:
+    """Whether ``option`` is given: named in ``given`` (the keyword arguments passed) with
+    a value, even its default (``nu=0.5`` to a solver without ν is refused, not ignored),
+    or set to other than its default; for "weights", also a store with instance weights."""
+    if option == "weights" and weighted:
+        return True
+    fields = [f for f in vars(DEFAULTS) if OPTION_OF.get(f, f) == option]
     for f in fields:
         value, default = getattr(p, f), getattr(DEFAULTS, f)
-        if (value is not None) if default is None else (value != default):
+        if (f in given and value is not None) or (
+                (value is not None) if default is None else (value != default)):
             return True
     return False
 
 
 def check_solver(owner: str, p: Params, weighted: bool = False,
-                 names: dict | None = None) -> Params:
+                 names: dict | None = None, given=()) -> Params:
     """The checks of a registered solver (not "auto"): its loss, its options (those it does
-    not take refused, :data:`REFUSALS`), SVM-ALM's parameters; ``weighted``: the store has
-    instance weights.  Returns ``p`` with ``eps`` and ``max_rounds`` (default: the solver's),
-    SVM-ALM's ``p`` and intercept (``bias`` ±1) settled."""
+    not take refused, :data:`REFUSALS`, whether set or only named in ``given``), SVM-ALM's
+    parameters; ``weighted``: the store has instance weights.  Returns ``p`` with ``eps``
+    and ``max_rounds`` (default: the solver's), SVM-ALM's ``p`` and intercept (``bias`` ±1)
+    settled."""
     spec = registry.get(p.solver, owner)
     if p.loss not in spec.losses:
         raise ValueError(f"The 'loss' parameter of {owner} must be one of {list(spec.losses)} "
@@ -228,7 +243,7 @@ def check_solver(owner: str, p: Params, weighted: bool = False,
                             max_rounds=p.max_rounds or spec.max_rounds)
     check_real(owner, _named(names, "eps"), p.eps, 0.0)
     for option in REFUSALS:
-        if _given(option, p, weighted) and not spec.takes(option, p.loss):
+        if _given(option, p, weighted, given) and not spec.takes(option, p.loss):
             _refuse(owner, option, p, weighted)
     if not p.regularize_bias and p.bias < 0:
         _refuse(owner, "regularize_bias", p)
@@ -342,3 +357,111 @@ def class_weights(owner: str, class_weight, meta) -> np.ndarray:
     for k, v in weights.items():
         check_real(owner, f"class_weight[{k:g}]", v, 0.0)
     return np.array([float(weights.get(c, 1.0)) for c in meta.classes])
+
+
+def check_kwargs(owner: str, kwargs: dict, dataset=None, regression: bool | None = None,
+                 names: dict | None = None) -> Params:
+    """Every check of :func:`distsvm.jobs.train`'s keyword arguments ``kwargs`` that can be
+    made before a cluster starts — the front ends' one pass (CLI, job and pipeline specs):
+    the values, the solver's options (an option it does not take refused even at its
+    default, since ``kwargs`` names it), and the data: against ``dataset`` where it exists,
+    else against the task ``regression`` (a pipeline's first run).  Returns the checked
+    Params (``solver`` "auto" resolved where ``dataset`` is given)."""
+    from . import jobs
+
+    p = Params(**kwargs)
+    check_params(owner, p, names)
+    if p.solver not in registry.SOLVERS and dataset is not None:  # "auto"
+        p = dataclasses.replace(p, solver=jobs.choose_solver(dataset, p.loss)[0])
+    if p.solver not in registry.SOLVERS:
+        return p
+    p = check_solver(owner, p, dataset.meta.weighted if dataset is not None else False, names,
+                     given=kwargs)
+    if dataset is not None:
+        check_data(owner, p, dataset)
+    elif regression is not None and registry.SOLVERS[p.solver].labels \
+            and (p.loss in registry.REGRESSION_LOSSES) != regression:
+        raise ValueError(f"The 'loss' parameter of {owner} must be "
+                         + ("an SVR loss" if regression else "a loss of classes")
+                         + f" ({'regression' if regression else 'classification'} store). "
+                         f"Got {p.loss!r} instead.")
+    return p
+
+
+# ---------------------------------------------------------------- settings
+# The values of commands and specs that are not training parameters — the cluster's size,
+# block sizes, waits, an ingest's seed and feature count, folds — by one name each, checked
+# by check_settings for the CLI's options and the job and pipeline specs' keys alike
+# (``names`` spells them as the front end does: "--block-mb", "ingest.block_mb").
+SETTINGS = {  # name: (int or float, lowest, lowest excluded)
+    "workers": (int, 1, False), "block_rows": (int, 1, False), "block_mb": (float, 0.0, True),
+    "lock_timeout": (float, 0.0, False), "memory_mb": (float, 0.0, True),
+    "n_features": (int, 1, False), "seed": (int, 0, False), "n_folds": (int, 2, False),
+    "concurrent_folds": (int, 1, False), "every": (int, 1, False), "keep": (int, 1, False),
+}
+LOCAL_WORKERS_PER_CORE = 4  # a cluster started on this machine: more processes only queue
+
+
+def max_local_workers() -> int:
+    """The most worker processes a cluster started on this machine may have: more than
+    :data:`LOCAL_WORKERS_PER_CORE` a core only queue for the cores, each taking a worker's
+    memory (and a million of them never start: the command hung)."""
+    import os
+
+    return LOCAL_WORKERS_PER_CORE * (os.cpu_count() or 1)
+
+
+def check_settings(owner: str, values: dict, names: dict | None = None,
+                   local: bool = True) -> None:
+    """Each of ``values`` ({name of :data:`SETTINGS`: value}; None: not given) in its range,
+    and the cross-field rules: a block size by rows or by megabytes, not both; with
+    ``local`` (a cluster started here, not an existing scheduler's), at most
+    :func:`max_local_workers` workers.  ValueError in scikit-learn's words otherwise."""
+    for key, value in values.items():
+        if value is None:
+            continue
+        kind, low, excluded = SETTINGS[key]
+        name = _named(names, key)
+        if kind is int:
+            check_int(owner, name, value, low, max_local_workers()
+                      if key == "workers" and local else None)
+        else:
+            check_real(owner, name, value, low, low_open=excluded)
+    if values.get("block_rows") is not None and values.get("block_mb") is not None:
+        raise ValueError(f"The '{_named(names, 'block_rows')}' and "
+                         f"'{_named(names, 'block_mb')}' parameters of {owner} are "
+                         "exclusive: give one block size, not both.")
+
+
+def check_storage_options(owner: str, name: str, options, urls) -> None:
+    """Storage options are for fsspec URLs (``s3://…``): given where every one of ``urls``
+    (the stores, models and files of the command or spec) is a local path, they would
+    reach the local file system, which takes none — refused, naming a path."""
+    urls = [str(u) for u in urls if u]
+    if options and urls and not any("://" in u and not u.startswith("file://") for u in urls):
+        raise ValueError(f"The '{name}' parameter of {owner} applies to fsspec URLs "
+                         f"(s3://…); {urls[0]} is a local path, which takes none.")
+
+
+def check_output(owner: str, name: str, url, directory: bool = False) -> None:
+    """The local path ``url`` that a command or spec will write (a file, or with
+    ``directory`` a folder) can be: no file where a folder is meant, on its way or at it,
+    and no folder where the file goes — refused before anything is trained or written."""
+    import os
+
+    url = str(url or "")
+    if not url or ("://" in url and not url.startswith("file://")):
+        return
+    path = os.path.abspath(os.path.expanduser(url.removeprefix("file://")))
+    what = "a directory" if directory else "a file"
+    if os.path.exists(path):
+        if directory != os.path.isdir(path):
+            raise ValueError(f"The '{name}' parameter of {owner} must be {what} to write: "
+                             f"{path} is {'a file' if directory else 'a directory'}.")
+        return
+    parent = os.path.dirname(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ValueError(f"The '{name}' parameter of {owner} must be {what} to write: "
+                         f"{parent}, on the way to {path}, is a file, not a directory.")

@@ -47,7 +47,7 @@ from storage.errors import InputDataError, InputFormatError
 from storage.leftovers import remove_leftovers
 from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
 from storage.lock import Lock, LockHeldError
-from storage.paths import resolve
+from storage.paths import canonical, resolve
 
 from . import jobs, params, registry
 from .errors import ClusterError, MissingDependencyError, message
@@ -56,6 +56,7 @@ from .solvers import registry as solvers
 from .spec import (
     SpecError,
     check_cluster,
+    check_settings,
     check_solver_section,
     check_store,
     cluster_client,
@@ -164,10 +165,24 @@ def _copy_store(part, url: str, record: dict, storage_options):
 
 
 def check(spec: dict) -> list[str]:
-    """Check the whole spec before anything is created or a cluster connected to: the
-    partitions (returned), the holdout store, the solver section's values (against the
-    dataset if it exists), the cluster's files.  SpecError naming the key otherwise."""
+    """Check the whole spec before anything is created or a cluster connected to: its
+    values (:func:`distsvm.spec.check_settings`: ingest, lock timeout, cluster, storage
+    options, the dataset and registry paths it writes), a holdout that is not the dataset
+    itself (however spelled), the partitions (returned), the holdout store, the solver
+    section's values (against the dataset if it exists), the cluster's files.  SpecError
+    naming the key otherwise."""
     where, so = spec["source"], spec.get("storage_options")
+    opts = spec.get("ingest", {})
+    check_settings(spec, where, {"ingest": {k: opts.get(k) for k in (
+                                     "block_rows", "block_mb", "n_features", "seed")},
+                                 "": {"lock_timeout": spec.get("lock_timeout")}},
+                   urls=[spec["dataset"], spec["holdout"], spec["registry"]],
+                   outputs=[("dataset", spec["dataset"], True),
+                            ("registry", spec["registry"], True)])
+    if canonical(resolve(spec["holdout"])) == canonical(resolve(spec["dataset"])):
+        raise SpecError(f"{where}: key 'holdout': {spec['holdout']} is the dataset itself "
+                        f"({spec['dataset']}): its partitions would be appended to the rows "
+                        "that judge them; give a store of other rows")
     paths = _partitions(spec)
     check_store(spec["holdout"], where, "holdout", so)
     try:

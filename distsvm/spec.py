@@ -18,7 +18,6 @@ A run lives in ``RUNS/RUN_ID/`` (``RUNS`` is ``checkpoint.runs`` or ``TRAIN_STOR
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import importlib
 import json
@@ -140,39 +139,57 @@ _OWNER = "\x00spec\x00"  # stands for the owner in params' messages, rewritten t
 def check_solver_section(spec: dict, where: str, dataset=None, key: str = "solver",
                          regression: bool | None = None) -> None:
     """Check the values of a spec's ``solver`` section as :func:`distsvm.jobs.train` will
-    (:mod:`distsvm.params`), before anything is created or a cluster is connected to:
-    against ``dataset`` where it exists, else against the task ``regression`` (a pipeline's
-    first run).  SpecError naming the spec's key (``key 'solver.C': must be ...``)."""
-    from . import jobs, params
-    from .solvers import registry
+    (:func:`distsvm.params.check_kwargs`: an option the solver does not take is refused
+    even at its default), before anything is created or a cluster is connected to: against
+    ``dataset`` where it exists, else against the task ``regression`` (a pipeline's first
+    run).  SpecError naming the spec's key (``key 'solver.C': must be ...``)."""
+    from . import params
 
     try:
-        p = params.Params(**spec.get(key, {}))
-        params.check_params(_OWNER, p)
-        if p.solver not in registry.SOLVERS and dataset is not None:  # "auto"
-            p = dataclasses.replace(p, solver=jobs.choose_solver(dataset, p.loss)[0])
-        if p.solver in registry.SOLVERS:
-            p = params.check_solver(_OWNER, p, dataset.meta.weighted if dataset else False)
-            if dataset is not None:
-                params.check_data(_OWNER, p, dataset)
-            elif regression is not None and registry.SOLVERS[p.solver].labels \
-                    and (p.loss in registry.REGRESSION_LOSSES) != regression:
-                raise ValueError(
-                    f"The 'loss' parameter of {_OWNER} must be "
-                    + ("an SVR loss" if regression else "a loss of classes")
-                    + f" ({'regression' if regression else 'classification'} store). "
-                    f"Got {p.loss!r} instead.")
+        params.check_kwargs(_OWNER, dict(spec.get(key, {})), dataset, regression)
     except ValueError as exc:
         raise SpecError(spec_message(str(exc), where, key)) from exc
 
 
+def check_settings(spec: dict, where: str, sections: dict, urls=(), outputs=()) -> None:
+    """The rest of a spec, checked as the CLI checks its options (:mod:`distsvm.params`):
+    the values of its ``sections`` ({section key, "" at the top: {name of
+    params.SETTINGS: value}}) and the cluster's ``n_workers``; its ``storage_options``
+    against its ``urls`` (the stores and paths it names); the ``outputs`` ((key, path, is
+    a directory)) it will write.  SpecError naming the key."""
+    from . import params
+
+    cluster = spec.get("cluster", {})
+    local = not any(k in cluster for k in ("scheduler", "jobqueue", "kubernetes"))
+    sections = {**sections, "cluster": {"workers": cluster.get("n_workers")}}
+    key = ""
+    try:
+        for key, values in sections.items():
+            names = {n: f"{key}.{n}" if key else n for n in values}
+            params.check_settings(_OWNER, values, {**names, "workers": "cluster.n_workers"},
+                                  local)
+        key = ""
+        so_key = "data.storage_options" if "data" in spec else "storage_options"
+        params.check_storage_options(_OWNER, so_key, storage_options(spec), urls)
+        for name, path, directory in outputs:
+            params.check_output(_OWNER, name, path, directory)
+    except ValueError as exc:
+        raise SpecError(spec_message(str(exc), where, key)) from exc
+
+
+def storage_options(spec: dict) -> dict | None:
+    """The fsspec options of a job spec (``data.storage_options``) or a pipeline spec."""
+    return spec.get("data", spec).get("storage_options")
+
+
 def spec_message(message: str, where: str, key: str) -> str:
-    """A :mod:`distsvm.params` message (owner ``_OWNER``) in a spec's words: the key named."""
+    """A :mod:`distsvm.params` message (owner ``_OWNER``) in a spec's words: the key named
+    (``key`` the section, or "" where the message names the whole key)."""
     import re
 
     m = re.match(rf"^The '([^']+)' parameter of {re.escape(_OWNER)} (.*)$", message, re.S)
-    if m:
-        return f"{where}: key '{key}.{m[1]}': {m[2]}"
+    if m:  # a setting's message names its whole key; a solver option's, its name
+        return f"{where}: key '{m[1] if '.' in m[1] or not key else f'{key}.{m[1]}'}': {m[2]}"
     return f"{where}: key '{key}': " + message.replace(f" of {_OWNER}", "").replace(
         _OWNER, f"the '{key}' section")
 
@@ -307,6 +324,13 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
         raise SpecError(f"{where}: key 'output.name' (or 'name') is required with "
                         "'output.registry'")
     # the whole spec is checked before a run directory is made or a cluster connected to
+    ckpt = spec.get("checkpoint", {})
+    check_settings(spec, where, {"checkpoint": {k: ckpt.get(k) for k in ("every", "keep")}},
+                   urls=[data["train"], data.get("test"), out.get("model"), out.get("registry"),
+                         ckpt.get("runs")],
+                   outputs=[("output.model", out.get("model"), False),
+                            ("output.registry", out.get("registry"), True),
+                            ("checkpoint.runs", ckpt.get("runs"), True)])
     dataset = check_store(data["train"], where, "data.train", so)
     if "test" in data:
         check_store(data["test"], where, "data.test", so)

@@ -29,7 +29,6 @@ from typing import Any
 
 import numba
 import numpy as np
-import zarr
 
 from . import dataset as ds
 from .errors import CorruptStoreError, IncompleteStoreError, StorageError
@@ -157,7 +156,7 @@ def read_columns_meta(dataset: ds.Dataset) -> ColumnsMeta:
     if dataset.is_subset:
         raise StorageError(f"{dataset.url}: a view of blocks {list(dataset.block_ids)} has no "
                            "column view (the store's covers every row)")
-    g = zarr.open_group(dataset.url, mode="r", storage_options=dataset.storage_options)
+    g = ds.open_group(dataset.url, mode="r", storage_options=dataset.storage_options)
     attrs = g.attrs.asdict()
     if ATTRIBUTE not in attrs:
         raise IncompleteStoreError(
@@ -192,7 +191,7 @@ def read_column_block(url: str, info: ColumnInfo, storage_options: dict | None =
                       verify: bool = True) -> ColumnBlock:
     """Read one column block: three chunk reads, checked against its table entry."""
     try:
-        root = zarr.open_group(url, mode="r", storage_options=storage_options)
+        root = ds.open_group(url, mode="r", storage_options=storage_options)
         g = root["cols"][info.name]
         n_rows = info.n_rows if info.n_rows is not None else int(
             root.attrs[ATTRIBUTE]["n_rows"])
@@ -219,7 +218,7 @@ def check_column_block(url: str, path: str, block: ColumnBlock, n_rows: int) -> 
 def read_labels(url: str, cmeta: ColumnsMeta, storage_options: dict | None = None,
                 verify: bool = True) -> np.ndarray:
     """The class index of every row, in global row order (``cols/y``)."""
-    root = zarr.open_group(url, mode="r", storage_options=storage_options)
+    root = ds.open_group(url, mode="r", storage_options=storage_options)
     y = _read_checked(url, "cols/y", root["cols"], "y", (cmeta.n_rows,), cmeta.y_crc32, verify,
                       "int32")
     n_classes = cmeta.n_classes
@@ -322,7 +321,7 @@ def build_group(url: str, row_infos: list[ds.BlockInfo], col_bounds: list[tuple[
         del block
     if not np.array_equal(fill, indptr[1:]):
         raise CorruptStoreError(f"{url}: row blocks changed during the transpose")
-    g = zarr.open_group(url, mode="r+", storage_options=storage_options)["cols"]
+    g = ds.open_group(url, mode="r+", storage_options=storage_options)["cols"]
     out = []
     for (a, b), name in zip(col_bounds, names):
         lo, hi = indptr[a - c0], indptr[b - c0]
@@ -352,7 +351,7 @@ def write_labels(url: str, row_infos: list[ds.BlockInfo], n_rows: int,
         block = ds.read_row_block(url, info, storage_options)
         y[offset:offset + block.n_rows] = block.y
         offset += block.n_rows
-    g = zarr.open_group(url, mode="r+", storage_options=storage_options)["cols"]
+    g = ds.open_group(url, mode="r+", storage_options=storage_options)["cols"]
     return _write(g, "y", y)
 
 
@@ -361,7 +360,7 @@ def begin(dataset: ds.Dataset) -> None:
     if dataset.meta.n_rows > MAX_ROWS:
         raise StorageError(f"{dataset.url}: {dataset.meta.n_rows} rows exceed the column "
                            f"view's int32 row indices ({MAX_ROWS})")
-    g = zarr.open_group(dataset.url, mode="r+", storage_options=dataset.storage_options)
+    g = ds.open_group(dataset.url, mode="r+", storage_options=dataset.storage_options)
     if ATTRIBUTE in g.attrs:
         del g.attrs[ATTRIBUTE]
     g.create_group("cols", overwrite=True)
@@ -369,6 +368,6 @@ def begin(dataset: ds.Dataset) -> None:
 
 def commit(dataset: ds.Dataset, cmeta: ColumnsMeta) -> ColumnsMeta:
     """Record the column view: the metadata entry, written after every array."""
-    g = zarr.open_group(dataset.url, mode="r+", storage_options=dataset.storage_options)
+    g = ds.open_group(dataset.url, mode="r+", storage_options=dataset.storage_options)
     g.attrs[ATTRIBUTE] = cmeta.to_json()
     return read_columns_meta(dataset)

@@ -305,6 +305,14 @@ class DatasetMeta:
             raise CorruptStoreError(f"{url}: inconsistent metadata: " + "; ".join(problems))
 
 
+def open_group(url: str, mode: str, storage_options: dict | None = None):
+    """``zarr.open_group`` with ``storage_options`` for an fsspec URL only: a local path
+    takes none (Zarr raises a TypeError), so that one set of options given for a command's
+    remote paths does not break its local ones."""
+    return zarr.open_group(url, mode=mode,
+                           storage_options=None if _is_local(url) else storage_options)
+
+
 def block_name(i: int) -> str:
     return f"{i:06d}"
 
@@ -424,7 +432,7 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
                 "y": info.n_rows, WEIGHT: info.n_rows, TARGET: info.n_rows}
     where = f"rows/{info.name}"
     try:
-        root = zarr.open_group(url, mode="r", storage_options=storage_options)
+        root = open_group(url, mode="r", storage_options=storage_options)
         limits = info.limits if info.limits is not None else _limits(root.attrs["distsvm"])
         n_features, n_classes, regression, dtype = limits
         dtypes = row_dtypes(dtype)
@@ -583,7 +591,7 @@ def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = 
             slice(None) if rows is None else rows] for part, rows in info.parts])
     where = f"rows/{info.name}/y"
     try:
-        root = zarr.open_group(url, mode="r", storage_options=storage_options)
+        root = open_group(url, mode="r", storage_options=storage_options)
         y = checked_array(url, where, root[where], "int32", (info.n_rows,))[...]
         limits = info.limits if info.limits is not None else _limits(root.attrs["distsvm"])
     except CorruptStoreError:
@@ -603,7 +611,7 @@ def open_dataset(url: str, storage_options: dict | None = None) -> Dataset:
     url = resolve(url)  # the workers read it: absolute, ~ expanded
     _check_header(url, storage_options)
     try:
-        g = zarr.open_group(url, mode="r", storage_options=storage_options)
+        g = open_group(url, mode="r", storage_options=storage_options)
     except (FileNotFoundError, zarr.errors.GroupNotFoundError, ValueError) as exc:
         raise StoreNotFoundError(f"{url}: no distsvm dataset here ({exc})") from exc
     attrs = g.attrs.asdict()
@@ -658,7 +666,7 @@ def prepare(url: str, overwrite: bool, storage_options: dict | None = None) -> s
         raise StoreExistsError(f"{url}: already exists (pass overwrite / --overwrite to "
                                "replace it)")
     stage = staging_url(url)
-    g = zarr.open_group(stage, mode="w", storage_options=storage_options)
+    g = open_group(stage, mode="w", storage_options=storage_options)
     g.create_group("rows")
     return stage
 
@@ -676,7 +684,7 @@ def write_row_block(stage: str, name: str, block: RowBlock,
                     storage_options: dict | None = None) -> BlockInfo:
     """Write one row block (one chunk per array, ``weight`` and ``target`` if it has them)
     into a staging group."""
-    g = zarr.open_group(stage, mode="r+", storage_options=storage_options)
+    g = open_group(stage, mode="r+", storage_options=storage_options)
     bg = g["rows"].create_group(name, overwrite=True)
     crcs = {}
     for k in ROW_ARRAYS + tuple(k for k in (WEIGHT, TARGET) if getattr(block, k) is not None):
@@ -694,7 +702,7 @@ def commit(stage: str, url: str, meta: DatasetMeta, overwrite: bool,
     """Write the metadata last, then move the staging group into place."""
     url = resolve(url)
     meta.check(url)
-    g = zarr.open_group(stage, mode="r+", storage_options=storage_options)
+    g = open_group(stage, mode="r+", storage_options=storage_options)
     g.attrs["distsvm"] = meta.to_json()
     if stage != url:
         final = os.path.abspath(_local_path(url))
@@ -802,6 +810,6 @@ def _append(url: str, target: Dataset, part: Dataset, record: dict,
                                nnz=m.nnz + part.meta.nnz, class_counts=tuple(counts),
                                blocks=m.blocks + tuple(infos), source=source)
     meta.check(url)
-    g = zarr.open_group(url, mode="r+", storage_options=storage_options)
+    g = open_group(url, mode="r+", storage_options=storage_options)
     g.attrs.put({"distsvm": meta.to_json()})  # replaces every attribute: drops the column view
     return open_dataset(url, storage_options)

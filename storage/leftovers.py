@@ -54,10 +54,10 @@ def _entries(directory: str, storage_options) -> list[str]:
 def _uncommitted(url: str, storage_options) -> bool:
     """A remote group an ingest started and never committed (``rows`` or ``_parts``, no
     distsvm metadata): never a foreign Zarr group or other files."""
-    import zarr
+    from .dataset import open_group
 
     try:
-        g = zarr.open_group(url, mode="r", storage_options=storage_options)
+        g = open_group(url, mode="r", storage_options=storage_options)
         return "distsvm" not in g.attrs.asdict() and any(
             k in ("rows", "_parts") for k in g.group_keys())
     except Exception:  # not a Zarr group at all

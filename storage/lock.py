@@ -393,6 +393,9 @@ class Lock:
         self.storage_options = storage_options
         self.timeout, self.heartbeat, self.stale_after, self.poll = (
             float(timeout), float(heartbeat), float(stale_after), float(poll))
+        if not 0 <= self.timeout < float("inf"):  # NaN would never time out
+            raise ValueError(f"{what or self.url}: a lock's timeout must be "
+                             f"a finite number of seconds >= 0. Got {timeout!r} instead.")
         self.what = what or self.url
         self.run = run or uuid.uuid4().hex[:12]
         self.progress = progress

@@ -188,7 +188,7 @@ def test_cli_trains_and_reports_iterations(tmp_path, a9a):
     assert "|W|" in p.stderr and "xi'" in p.stderr  # per-iteration progress
     bad = run("train", store, tmp_path / "m2", "--solver", "cutting-plane", "--loss",
               "squared-hinge", ok=False)
-    assert bad.returncode == 1 and "ERROR" in bad.stderr and "hinge" in bad.stderr
+    assert bad.returncode == 2 and "ERROR" in bad.stderr and "hinge" in bad.stderr
 
 
 # --- ranking models: R ordered ranks through jobs.train / predict and the CLI ------------------

@@ -246,7 +246,7 @@ def test_cli_train_predict_export_and_cross_validation(tmp_path, stores, abalone
     assert cv[0].startswith("Cross Validation Mean squared error = ")
     assert cv[1].startswith("Cross Validation Squared correlation coefficient = ")
     assert 4.5 < float(cv[0].split("= ")[1]) < 6.0  # abalone's in-sample MSE is 5.16
-    assert run("train", dna.url, tmp_path / "x.model", "-s", 11, *sched, code=1).err == (
+    assert run("train", dna.url, tmp_path / "x.model", "-s", 11, *sched, code=2).err == (
         f"ERROR: -s 11 needs a regression store (ingest --regression); {dna.url} has "
         "class labels [1.0, 2.0, 3.0]\n")
     err = run("predict", dna.url, model, *sched, code=1).err

@@ -11,6 +11,7 @@ import pytest
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
 from distsvm.jobs import train
+from distsvm.solvers.registry import SOLVERS
 
 from .conftest import weighted_stores
 from .test_multiclass import DATA, liblinear_model, load_xy
@@ -65,7 +66,9 @@ def _fit(store, client, solver, loss, parallel, gap_tol, max_rounds=500, **kw):
     if solver == "pcd":
         extra["eps"] = gap_tol / 1000
     else:  # eps reachable, so the shrunken rows are checked again before the end
-        extra.update(eps=1e-8, gap_tol=gap_tol, inner_passes=10)
+        extra.update(eps=1e-8, gap_tol=gap_tol)
+        if SOLVERS[solver].takes("inner_passes"):  # another solver refuses it
+            extra["inner_passes"] = 10
     return train(store, solver=solver, loss=loss, C=C, max_rounds=max_rounds, client=client,
                  **extra,
                  **kw)
