@@ -34,7 +34,10 @@ def cluster() -> SLURMCluster:
         account=os.environ.get("DISTSVM_ACCOUNT"),
         job_name="distsvm-worker",
         job_script_prologue=[f"export NUMBA_CACHE_DIR={NUMBA_CACHE_DIR}"],
-        worker_extra_args=["--nthreads", "1"],
+        # dashboards on loopback only (Dask's default is every interface of the nodes):
+        # the scheduler's in this process (ssh -L to the node it runs on to see it)
+        worker_extra_args=["--nthreads", "1", "--dashboard-address", "127.0.0.1:0"],
+        scheduler_options={"dashboard_address": "127.0.0.1:0"},
         log_directory=os.environ.get("DISTSVM_LOG_DIR", "dask-logs"),
     )
 
