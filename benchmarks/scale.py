@@ -169,8 +169,8 @@ def simulate(store: str, s: int, k: int, a, algorithm: str | None = None) -> dic
             "rounds": model.summary["rounds"], "waves": client.waves,
             "bytes_per_round": client.bytes / rounds, "compute_seconds": client.compute,
             "comm_seconds": client.comm, "modelled_seconds": client.compute + client.comm,
-            "primal_objective": model.summary["primal_objective"],
-            "converged": model.summary["converged"], "wall_seconds": time.perf_counter() - t,
+            "primal_objective": float(model.summary["primal_objective"]),
+            "converged": bool(model.summary["converged"]), "wall_seconds": time.perf_counter() - t,
             "latency": a.latency, "bandwidth": a.bandwidth}
 
 
@@ -189,6 +189,8 @@ def simulated(a) -> list[dict]:
                 r = simulate(a.data, s, k, a, variant)
                 base = base or r["modelled_seconds"]
                 rows.append(r)
+                if a.json_out:  # as it goes: a long run interrupted keeps what it measured
+                    pathlib.Path(a.json_out).write_text(json.dumps(rows, indent=1))
                 print(f"{s:3d} {r['algorithm']:40s} {k:3d} {r['rounds']:6d} {r['waves']:6d} "
                       f"{r['bytes_per_round'] / 1e6:9.2f} {r['compute_seconds']:9.2f} "
                       f"{r['comm_seconds']:7.2f} {r['modelled_seconds']:8.2f} "
@@ -249,8 +251,6 @@ def main():
         ap.error("give --simulate K... or --real")
     a.data = a.data[0]
     rows = simulated(a)
-    if a.json_out:
-        pathlib.Path(a.json_out).write_text(json.dumps(rows, indent=1))
     if a.png:
         plot(rows, a.png)
 

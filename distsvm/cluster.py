@@ -277,6 +277,7 @@ def embedded_client(dashboard: bool = False) -> Client:
             with dask.config.set({"distributed.worker.profile.enabled": False}):
                 cluster = LocalCluster(n_workers=1, threads_per_worker=default_workers(),
                                        processes=False, dashboard_address="127.0.0.1:0",
+                                       worker_dashboard_address="127.0.0.1:0",
                                        scheduler_kwargs={"dashboard": bool(dashboard)},
                                        memory_limit="auto", silence_logs=LOG_LEVEL)
             try:

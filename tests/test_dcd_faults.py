@@ -27,7 +27,7 @@ def three():
         yield c
 
 
-@pytest.mark.parametrize("parallel", [None, "add"])
+@pytest.mark.parametrize("parallel", [None, "add", "line"])
 @pytest.mark.parametrize("n_workers", [3])  # 2: tests/test_solvers.py
 def test_a_killed_worker_is_recovered(request, small, small_store, parallel, n_workers):
     """Kill one worker at a random round (seeded by the test case); the job finishes on the

@@ -215,9 +215,5 @@ def test_the_embedded_cluster_of_processes_listens_on_loopback_only():
     assert _listening("processes") == ["127.0.0.1"]
 
 
-@pytest.mark.xfail(strict=True, reason="distsvm/cluster.py's embedded_client starts its "
-                   "in-process LocalCluster without worker_dashboard_address: the worker's "
-                   "HTTP server listens on 0.0.0.0 and :: (fix: worker_dashboard_address="
-                   "'127.0.0.1:0'; cluster.py is another engineer's to change)")
 def test_the_in_process_embedded_cluster_listens_on_loopback_only():
     assert _listening("in-process") == ["127.0.0.1"]
