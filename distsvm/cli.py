@@ -919,8 +919,9 @@ def _given(argv: list[str]) -> set[str]:
     sub = next(x for x in parser._actions if isinstance(x, argparse._SubParsersAction))
     for p in (parser, *sub.choices.values()):
         for action in p._actions:
-            action.default = argparse.SUPPRESS
-    return set(vars(parser.parse_args(argv)))
+            if action.option_strings:  # a positional's default would go through its type
+                action.default = argparse.SUPPRESS
+    return {k for k, v in vars(parser.parse_args(argv)).items() if v is not argparse.SUPPRESS}
 
 
 # The outputs a command writes ({command: ((dest, a directory), ...)}): checked first.

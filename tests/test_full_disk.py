@@ -26,6 +26,16 @@ from storage.errors import StorageError
 from .conftest import DATA
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _close_the_in_process_cluster():
+    """The in-process cluster these tests' commands start in pytest's process is closed
+    after the module (it would outlive it, and later tests look at this process)."""
+    yield
+    from distsvm import cluster
+
+    cluster.close_embedded()
+
+
 @pytest.fixture
 def disk(tmp_path):
     """A 1 MiB tmpfs at ``tmp_path / "disk"``, unmounted afterwards (skipped if mounting is

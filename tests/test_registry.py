@@ -113,6 +113,11 @@ def test_a_version_published_by_resume_records_the_run_directory_absolute(tmp_pa
     assert cli.main(["run", str(tmp_path / "job.json"), "--run-id", "r1", "-q"]) == 0
     (tmp_path / "runs" / "r1" / "result.json").unlink()  # killed before it was written
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["resume", "runs/r1", "-q"]) == 0
+    try:
+        assert cli.main(["resume", "runs/r1", "-q"]) == 0
+    finally:
+        from distsvm import cluster
+
+        cluster.close_embedded()  # started in pytest's process by the two commands
     runs = [registry.show(str(tmp_path / "reg"), "m", v)["lineage"]["run"] for v in (1, 2)]
     assert runs == [str(tmp_path / "runs" / "r1")] * 2

@@ -29,6 +29,16 @@ from storage.errors import InputDataError
 from .conftest import dna_rows
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _close_the_in_process_cluster():
+    """The in-process cluster these tests' commands start in pytest's process is closed
+    after the module (it would outlive it, and later tests look at this process)."""
+    yield
+    from distsvm import cluster
+
+    cluster.close_embedded()
+
+
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     """A sound store of 600 rows (3 row blocks) with a column view, and a model of it."""

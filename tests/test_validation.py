@@ -14,6 +14,16 @@ from distsvm.ingest import ingest
 STORE_ROWS = "+1 1:1 2:0.5\n-1 1:-1 3:1\n+1 2:1\n-1 3:-1\n"
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _close_the_in_process_cluster():
+    """The in-process cluster these tests' commands start in pytest's process is closed
+    after the module (it would outlive it, and later tests look at this process)."""
+    yield
+    from distsvm import cluster
+
+    cluster.close_embedded()
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> str:
     d = tmp_path_factory.mktemp("validation")
