@@ -26,9 +26,6 @@ from .model import ONECLASS_CLASSES, Model, liblinear_label_order, probabilities
 from .progress import Progress
 from .solvers import cutting_plane, ovr, registry, resident
 
-# --solver auto takes the primal when rows outnumber features by this factor (l ≫ n).
-AUTO_PRIMAL_RATIO = 50
-
 
 def as_dataset(data) -> Dataset:
     return data if isinstance(data, Dataset) else open_dataset(os.fspath(data))
@@ -47,42 +44,6 @@ def client_for(scheduler=None, n_workers=None, client=None, progress=None):
         yield c
 
 
-def choose_solver(dataset: Dataset, loss: str) -> tuple[str, str]:
-    """``--solver auto``: the solver for this store and loss, and why.
-
-    Primal CD when the store has far more rows than features (l ≫ n: the primal
-    has fewer variables, and the dual method "may not be stable for some
-    non-document data with a small number of features" — Chang, Hsieh & Lin
-    2008, §1), dual CD otherwise (document-like data, where Hsieh et al. 2008
-    find it faster); a loss only one solver trains decides by itself.
-    """
-    from storage.columns import read_columns_meta
-    from storage.errors import IncompleteStoreError
-
-    m = dataset.meta
-    ratio = m.n_rows / max(1, m.n_features)
-    dual, primal = registry.SOLVERS["dcd"], registry.SOLVERS["pcd"]
-    if dataset.is_subset and loss in dual.losses:
-        return "dcd", "a view of some row blocks (a fold) has no column view for pcd"
-    takers = [s.name for s in registry.SOLVERS.values() if loss in s.losses]
-    if len(takers) == 1:
-        return takers[0], f"only {takers[0]} trains the {loss} loss"
-    if loss not in primal.losses:
-        return "dcd", f"only dcd trains the {loss} loss"
-    if loss not in dual.losses:
-        return "pcd", f"only pcd trains the {loss} loss"
-    if ratio < AUTO_PRIMAL_RATIO:
-        return "dcd", (f"l={m.n_rows} rows vs n={m.n_features} features (ratio {ratio:.3g} < "
-                       f"{AUTO_PRIMAL_RATIO}): the dual, with l variables, suits n ≳ l")
-    try:
-        read_columns_meta(dataset)
-    except IncompleteStoreError:
-        return "dcd", (f"l ≫ n (ratio {ratio:.3g}) favours the primal, but the store has no "
-                       "column view (run `distsvm columnize`)")
-    return "pcd", (f"l={m.n_rows} rows ≫ n={m.n_features} features (ratio {ratio:.3g} ≥ "
-                   f"{AUTO_PRIMAL_RATIO}): the primal has fewer variables")
-
-
 def train(data, *, client=None, scheduler: str | None = None, n_workers: int | None = None,
           progress: Progress | None = None, owner: str = "train", checkpoint=None,
           plan: cluster.WorkerPlan | None = None, **kwargs) -> Model:
@@ -90,8 +51,8 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
 
     ``kwargs`` are the training parameters (:class:`distsvm.params.Params`, checked by
     :mod:`distsvm.params` in the words of ``owner``); the solver runs by its entry in
-    :mod:`distsvm.solvers.registry`, "auto" by :func:`choose_solver`'s pick.  A store of
-    K > 2 classes trains K one-vs-rest problems (:mod:`distsvm.solvers.ovr`) unless the
+    :mod:`distsvm.solvers.registry`, "auto" by :func:`distsvm.params.choose_solver`'s
+    pick.  A store of K > 2 classes trains K one-vs-rest problems (:mod:`distsvm.solvers.ovr`) unless the
     solver is multi-class itself; ``objective="ordinal"`` a ranking model whose thresholds
     :func:`distsvm.solvers.cutting_plane.fit_thresholds` fits.
 
@@ -107,7 +68,7 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
     progress = progress or Progress(quiet=True)
     why = None
     if p.solver not in registry.SOLVERS:  # "auto" (check_params refused the rest)
-        solver, why = choose_solver(dataset, p.loss)
+        solver, why = params.choose_solver(dataset, p.loss)
         progress.note(f"train: --solver auto picked {solver}: {why}")
         p = dataclasses.replace(p, solver=solver)
     p = params.check_solver(owner, p, dataset.meta.weighted, given=kwargs)
@@ -130,6 +91,14 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
     return _model(p, dataset, class_weight, results, seconds, ranks, why)
 
 
+# primal_where_spread's Newton tolerance, times the dual's eps: 0.001 (LIBLINEAR's for its own
+# switch from -s 12 to -s 11), so that -s 1 ends nearer f* than LIBLINEAR's -s 1 (pypi-summaries:
+# -s 1 stops 5.0e-6 above f*, -s 2 at eps 0.01 — 0.1·eps, LIBLINEAR's -s 1 switch — 1.6e-4
+# above, at 0.001 1.3e-6, at 0.0001 3e-8); -s 7's dual stops far nearer (a9a: 10529.5635,
+# where -s 0 at eps 1e-4 ends at 10529.5637-10529.5690, at 1e-5 at 10529.5627): 0.0001.
+PRIMAL_TOLERANCE = {"logistic": 1e-4}
+
+
 def primal_where_spread(p, dataset: Dataset, plan: cluster.WorkerPlan, progress: Progress,
                         why: str | None) -> tuple:
     """Sequential dual CD of a loss the primal Newton solver also minimizes (``-s 1``,
@@ -137,17 +106,14 @@ def primal_where_spread(p, dataset: Dataset, plan: cluster.WorkerPlan, progress:
     holds: the primal Newton solver instead, on every worker that holds a share.  Dual CD
     would stream the store through one worker, the others idle, and its parallel modes take
     several times the rounds (docs/benchmarks.md, "Scale out"); Newton's iterations do not
-    depend on the number of workers.  Its tolerance is 0.01·eps (SVR: 0.001·eps, as
-    LIBLINEAR's own switch, :func:`_switch_to_primal`), so that it ends as near the optimum
-    as the dual solver: on pypi-summaries LIBLINEAR's ``-s 1`` stops 5.0e-6 above f*,
-    Newton at eps 0.01 (0.1·eps, LIBLINEAR's switch) 1.6e-4 above, at 0.001 1.3e-6.  Only
-    with dual CD's own options at their defaults; (p, why) unchanged otherwise."""
-    defaults = params.Params()
-    if (not registry.SOLVERS[p.solver].takes("primal_switch", p.loss) or p.parallel is not None
-            or not p.join_blocks or p.gap_tol != defaults.gap_tol
-            or p.inner_passes != defaults.inner_passes or not resident.spread(dataset, plan)):
+    depend on the number of workers.  Its tolerance is ``PRIMAL_TOLERANCE``·eps, so that it
+    ends at least as near the optimum as the dual solver.  Only with dual CD's own options
+    at their defaults; (p, why) unchanged otherwise."""
+    if (not params.takes(p.solver, "primal_switch", p.loss)
+            or not params.transferable(dataclasses.replace(p, primal_switch=None), "newton")
+            or not resident.spread(dataset, plan)):
         return p, why
-    tighter = 1e-3 if p.loss in registry.REGRESSION_LOSSES else 1e-2
+    tighter = PRIMAL_TOLERANCE.get(p.loss, 1e-3)
     owners = len(resident.owners(plan))
     why = (f"the store spans {owners} workers' memory and no one worker holds it: the "
            f"primal Newton solver (LIBLINEAR's -s {registry.liblinear_type('newton', p.loss)}, "
@@ -201,7 +167,7 @@ def _switch_to_primal(client, dataset, plan, dual, positive: int, cost, p, progr
     progress.note(f"{p.solver} reached {dual.rounds} rounds without converging: switching to "
                   f"the primal Newton solver (LIBLINEAR's -s "
                   f"{registry.liblinear_type('newton', p.loss)})")
-    tighter = 1e-3 if p.loss in registry.REGRESSION_LOSSES else 1e-2
+    tighter = PRIMAL_TOLERANCE.get(p.loss, 1e-3)
     primal = registry.SOLVERS["newton"].module().solve(
         client, dataset, plan, dataclasses.replace(p, eps=tighter * p.eps, warm_start=dual.w),
         positive=positive, cost=cost, progress=progress, checkpoint=None)
@@ -227,20 +193,13 @@ def _model(p, dataset, class_weight, results: list, seconds: float, ranks, why) 
     """The model of a run: its params (the settings it trained with, as saved models have
     them) and summary (:func:`_combined`)."""
     meta = dataset.meta
-    recorded = {"C": float(p.C), "eps": float(p.eps), "bias": float(p.bias),
-                "max_rounds": p.max_rounds, "seed": p.seed, "inner_passes": p.inner_passes,
-                "gap_tol": float(p.gap_tol), **results[0].options,
+    recorded = {**params.recorded(p), **results[0].options,
                 **registry.SOLVERS[p.solver].recorded(p, meta)}
-    if not p.regularize_bias:
-        recorded["regularize_bias"] = False
     if p.class_weight is not None:
         recorded["class_weight"] = {f"{c:g}": float(v)
                                     for c, v in zip(meta.classes, class_weight)}
     if meta.weighted:
         recorded["sample_weight"] = True
-    for key in ("parallel", "primal_switch"):
-        if getattr(p, key) is not None:
-            recorded[key] = getattr(p, key)
     if why:
         recorded["auto_choice"] = why
     w, summary = _combined(results, seconds)

@@ -124,7 +124,7 @@ def test_a_store_spread_over_workers_trains_dual_twins_by_newton_on_all_of_them(
     """-s 1 (dual CD of the squared hinge, LIBLINEAR's primal switch set, as the CLI sets it)
     on a store each of 2 workers holds a share of but neither all of it: the primal Newton
     solver on both (tasks on both in the scheduler's task stream), said in the log, at
-    LIBLINEAR's -s 2 objective for the same tolerance (0.01 x -s 1's); where one worker
+    LIBLINEAR's -s 2 objective for the same tolerance (0.001 x -s 1's); where one worker
     holds the store, dual CD as before."""
     from distributed import get_task_stream
 
@@ -139,14 +139,79 @@ def test_a_store_spread_over_workers_trains_dual_twins_by_newton_on_all_of_them(
     with get_task_stream(client) as ts:
         model = train(store, client=client, plan=spread, loss="squared_hinge",
                       primal_switch=300, progress=Progress(stream=log))
-    assert model.solver == "newton" and model.params["eps"] == pytest.approx(0.001)
+    assert model.solver == "newton" and model.params["eps"] == pytest.approx(1e-4)
     assert "the store spans 2 workers' memory and no one worker holds it" in log.getvalue()
     assert {t["worker"] for t in ts.data if str(t["key"]).startswith("hess_vec")} == \
         set(plan.workers)
-    ref = _liblinear_objective(X, y, "-s 2 -e 0.001", "squared_hinge")
-    assert model.summary["primal_objective"] == pytest.approx(ref, rel=1e-6)
+    ref = _liblinear_objective(X, y, "-s 2 -e 0.0001", "squared_hinge")
+    assert model.summary["primal_objective"] <= ref * (1 + 1e-6)  # no worse than LIBLINEAR's
     held = cluster.assign(dataclasses.replace(plan, free={a: 20 * size for a in plan.workers}),
                           plan.owners)
     assert train(store, client=client, plan=held, loss="squared_hinge").solver == "dcd"
     assert train(store, client=client, plan=spread, loss="squared_hinge", parallel="line",
                  gap_tol=1e-3, C=0.03).solver == "dcd"  # a dual option asked for: dual CD
+
+
+@pytest.fixture(scope="module")
+def three():
+    with local_client(3) as c:
+        yield c
+
+
+def _spread(c, store):
+    """A plan of ``c``'s workers for ``store`` in which each worker holds its share of the
+    blocks (2 of 6) beside a read, and none the joined store beside its parts."""
+    plan = cluster.plan(c, len(store.meta.blocks), None, store)
+    size = max(cluster.block_sizes(store.meta))
+    return cluster.assign(dataclasses.replace(plan, free={a: 5 * size for a in plan.workers}),
+                          plan.owners)
+
+
+# -s, data, loss of the objective; -s 13: LIBLINEAR's own -s 13 ends between 3e-3 and 2.4e-2
+# above f* on abalone depending on its permutation (its RNG state): no one "own distance" to
+# compare with; -s 4, 5, 6, 21 do not train on the row blocks' plan (Crammer-Singer and the
+# one-class SVM on one worker, L1 on the column view)
+SPREAD_TYPES = [(0, "a9a", "logistic"), (1, "a9a", "squared_hinge"),
+                (2, "a9a", "squared_hinge"), (3, "a9a", "hinge"), (7, "a9a", "logistic"),
+                (11, "abalone", "squared_epsilon_insensitive"),
+                (12, "abalone", "squared_epsilon_insensitive")]
+
+
+@pytest.mark.parametrize("s, data, loss", SPREAD_TYPES)
+def test_every_s_on_three_workers_that_each_hold_a_share(three, client, a9a, tmp_path, s, data,
+                                                         loss):
+    """Each -s on a 3-worker cluster whose workers each hold a share of the store, none all
+    of it: the objective is within LIBLINEAR's own distance to the optimum (no more than
+    LIBLINEAR's with its defaults, the worst of 5 of its random permutations: -s 3 on a9a
+    ends between 11434.7 and 11436.4), and the same seed gives the same w on 2 workers (the
+    same objective to rounding where the workers' sums are added in another order)."""
+    from distsvm.solvers import registry
+
+    from .conftest import DATA, load_xy, primal_objective, svr_objective
+
+    X, y = a9a if data == "a9a" else load_xy(DATA / "abalone_scale.xz")
+    regression = data == "abalone"
+    store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 6 + 1,
+                   regression=regression)
+    solver, name = registry.LIBLINEAR_TYPES[s]
+    kw = dict(solver=solver, loss=name, seed=3)
+    if registry.SOLVERS[solver].takes("primal_switch", name):
+        kw["primal_switch"] = registry.LIBLINEAR_DUAL_ROUNDS  # as the CLI's -s 1, 7, 12
+    ours = [train(store, client=c, plan=_spread(c, store), **kw) for c in (three, client)]
+
+    def objective(w):
+        return svr_objective(w, X, y, loss) if regression else primal_objective(w, X, y, loss)
+
+    from liblinear.liblinearutil import parameter, problem
+    from liblinear.liblinearutil import train as ll_train
+
+    prob, own = problem(y, X.astype(np.float64)), []
+    for _ in range(5):  # its random permutations differ from call to call
+        m = ll_train(prob, parameter(f"-s {s} -q"))
+        w = np.array([m.w[i] for i in range(X.shape[1])])
+        own.append(objective(w if regression or m.get_labels()[0] == np.max(y) else -w))
+    assert objective(ours[0].w) <= max(own) * (1 + 1e-7), (s, ours[0].solver, own)
+    if ours[0].solver == "dcd":  # one worker computes, whatever the cluster: to the bit
+        np.testing.assert_array_equal(ours[0].w, ours[1].w)
+    else:  # the same iterates to rounding (a CG or line-search test may then go either way)
+        assert objective(ours[1].w) == pytest.approx(objective(ours[0].w), rel=1e-6)
