@@ -21,11 +21,14 @@ Two parts, run from the repository root:
     the largest argument and the reduction of the largest result, each ⌈log₂K⌉ hops (one for
     K = 1) of --latency, and 2·bytes / --bandwidth (every link carries the vector once each
     way, as a tree or ring all-reduce of large vectors).  The run's modelled time is the sum
-    over its waves.  The store needs at least K blocks (block b goes to worker b mod K;
-    each worker joins its blocks where the solver does).  Per -s the distributed algorithm
-    is the one `auto` picks at K ≥ 2 (dual CD: the `line` parallel mode; -s 1 is also run as
-    the primal Newton, -s 2, which minimizes the same objective); K = 1 is the one-worker
-    path (dual CD: LIBLINEAR's sequential algorithm on the joined store).
+    over its waves.  The store needs at least K blocks (block b goes to worker b mod K).
+    Each simulated worker's memory holds its share of the store and, for K ≥ 2, not all of
+    it (the plan's ``free``), so that each -s runs what distsvm runs on such a cluster (the
+    `auto` row): Newton for -s 0 and -s 2; for -s 1 (and -s 7, -s 12) the primal Newton
+    solver at the tolerance of jobs.primal_where_spread; for -s 3 dual CD streamed through
+    one worker.  K = 1 is one worker that holds the store: dual CD is LIBLINEAR's
+    sequential algorithm on the joined store.  `--parallel MODE` adds, for the dual types,
+    a row of dual CD's parallel mode MODE at each K ≥ 2 (each worker joins its blocks).
 
         python benchmarks/scale.py --simulate 1 2 4 8 16 32 --data STORE --s 1 2 3 \\
             --json OUT [--png docs/img/scale.png]
@@ -47,11 +50,6 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
-
-# LIBLINEAR's -s: (solver, loss)
-TYPES = {0: ("newton", "logistic"), 1: ("dcd", "squared_hinge"), 2: ("newton", "squared_hinge"),
-         3: ("dcd", "hinge")}
-
 
 class _Done:
     """A finished task: what :class:`SimClient.submit` returns; a wait on it closes the
@@ -139,33 +137,42 @@ class SimClient:
         return {"workers": {}}
 
 
-def simulate(store: str, s: int, k: int, a, algorithm: str | None = None) -> dict:
-    """Train -s ``s`` on ``k`` simulated workers (see the module docstring)."""
+def simulate(store: str, s: int, k: int, a, parallel: str | None = None) -> dict:
+    """Train -s ``s`` on ``k`` simulated workers (see the module docstring), dual CD in the
+    parallel mode ``parallel`` if given."""
     import workers.blocks
     from distsvm import cluster
     from distsvm.jobs import train
+    from distsvm.solvers import registry
     from storage import open_dataset
 
     ds = open_dataset(store)
     if len(ds.meta.blocks) < k:
         raise SystemExit(f"{store} has {len(ds.meta.blocks)} blocks: K = {k} needs at least K")
-    solver, loss = TYPES[s] if algorithm is None else TYPES[{"newton": 2}[algorithm]]
+    solver, loss = registry.LIBLINEAR_TYPES[s]
     client = SimClient(k, a.latency, a.bandwidth)
     addrs = client.addresses
-    plan = cluster.WorkerPlan(tuple(addrs[b % k] for b in range(len(ds.meta.blocks))),
-                              {w: a.cache_gb << 30 for w in addrs}, {w: 1 for w in addrs})
-    kw = {"parallel": a.parallel, "inner_passes": a.inner_passes} if solver == "dcd" and k > 1 \
-        else {}
+    owners = tuple(addrs[b % k] for b in range(len(ds.meta.blocks)))
+    sizes = cluster.block_sizes(ds.meta)
+    held = {w: sum(z for z, o in zip(sizes, owners) if o == w) for w in addrs}
+    # each holds its share beside a read; for K >= 2 not the store joined beside its parts
+    free = {w: held[w] + cluster.READ * max(sizes) + (sum(sizes) if k == 1 else 0)
+            for w in addrs}
+    plan = cluster.assign(cluster.WorkerPlan(owners, {w: 0 for w in addrs},
+                                             {w: 1 for w in addrs}, {}, free, tuple(sizes),
+                                             max(sizes)), owners)
+    kw = {"parallel": parallel, "inner_passes": a.inner_passes} if parallel else {}
+    if registry.SOLVERS[solver].takes("primal_switch", loss):
+        kw["primal_switch"] = registry.LIBLINEAR_DUAL_ROUNDS  # the CLI's -s 1, 7, 12
     workers.blocks.clear_cache()
     for info in ds.meta.blocks:  # the blocks in memory (the owners' caches), not timed
-        workers.blocks.load(ds.url, info, a.cache_gb << 30)
+        workers.blocks.load(ds.url, info, 2 * sum(sizes))
     t = time.perf_counter()
     model = train(ds, client=client, plan=plan, solver=solver, loss=loss, **kw)
     client.close_wave()
     rounds = max(1, model.summary["rounds"])
-    return {"s": s, "k": k, "algorithm": f"{solver}" + (f" --parallel {a.parallel} "
-                                                        f"--inner-passes {a.inner_passes}"
-                                                        if kw else ""),
+    return {"s": s, "k": k, "algorithm": f"{model.solver} eps={model.params['eps']:g}"
+            + (f" --parallel {parallel} --inner-passes {a.inner_passes}" if parallel else ""),
             "rounds": model.summary["rounds"], "waves": client.waves,
             "bytes_per_round": client.bytes / rounds, "compute_seconds": client.compute,
             "comm_seconds": client.comm, "modelled_seconds": client.compute + client.comm,
@@ -175,23 +182,26 @@ def simulate(store: str, s: int, k: int, a, algorithm: str | None = None) -> dic
 
 
 def simulated(a) -> list[dict]:
+    from distsvm.solvers import registry
+
     rows = []
-    print(f"{'-s':>3s} {'algorithm':40s} {'K':>3s} {'rounds':>6s} {'waves':>6s} "
+    print(f"{'-s':>3s} {'algorithm':44s} {'K':>3s} {'rounds':>6s} {'waves':>6s} "
           f"{'MB/round':>9s} {'compute s':>9s} {'comm s':>7s} {'model s':>8s} {'/ K=1':>6s} "
           f"{'primal':>14s}  load {os.getloadavg()[0]:.2f}", flush=True)
     for s in a.s:
-        variants = [None] + (["newton"] if s == 1 else [])
+        dual = registry.LIBLINEAR_TYPES[s][0] == "dcd"
         base = None
-        for variant in variants:
+        for parallel in [None] + ([a.parallel] if a.parallel and dual else []):
             for k in a.simulate:
-                if variant is not None and k == 1:
+                if parallel and k == 1:
                     continue
-                r = simulate(a.data, s, k, a, variant)
+                r = simulate(a.data, s, k, a, parallel)
                 base = base or r["modelled_seconds"]
+                r["speedup"] = base / r["modelled_seconds"]
                 rows.append(r)
                 if a.json_out:  # as it goes: a long run interrupted keeps what it measured
                     pathlib.Path(a.json_out).write_text(json.dumps(rows, indent=1))
-                print(f"{s:3d} {r['algorithm']:40s} {k:3d} {r['rounds']:6d} {r['waves']:6d} "
+                print(f"{s:3d} {r['algorithm']:44s} {k:3d} {r['rounds']:6d} {r['waves']:6d} "
                       f"{r['bytes_per_round'] / 1e6:9.2f} {r['compute_seconds']:9.2f} "
                       f"{r['comm_seconds']:7.2f} {r['modelled_seconds']:8.2f} "
                       f"{r['modelled_seconds'] / base:6.3f} {r['primal_objective']:14.6f}",
@@ -235,8 +245,7 @@ def main():
     ap.add_argument("--latency", type=float, default=1e-3, help="seconds a hop (default 1 ms)")
     ap.add_argument("--bandwidth", type=float, default=1e9,
                     help="bytes a second a hop (default 1e9: 10 Gb/s)")
-    ap.add_argument("--cache-gb", type=int, default=8)
-    ap.add_argument("--parallel", default="line", help="dual CD's mode at K >= 2")
+    ap.add_argument("--parallel", help="also dual CD's parallel mode MODE at K >= 2")
     ap.add_argument("--inner-passes", type=int, default=1, help="dual CD's at K >= 2")
     ap.add_argument("--json", dest="json_out")
     ap.add_argument("--png")
