@@ -32,6 +32,7 @@ Two parts, run from the repository root:
 
         python benchmarks/scale.py --simulate 1 2 4 8 16 32 --data STORE --s 1 2 3 \\
             --json OUT [--png docs/img/scale.png]
+        python benchmarks/scale.py --plot "TITLE=OUT" ... --png docs/img/scale.png
 
 OUT is a JSON list of objects with s, k, algorithm, rounds, bytes_per_round,
 compute_seconds, comm_seconds, modelled_seconds and primal_objective.
@@ -209,28 +210,31 @@ def simulated(a) -> list[dict]:
     return rows
 
 
-def plot(rows, png):
+def plot(panels: dict, png):
+    """Speed-up over K = 1 of the modelled time against K, one panel per data set
+    (``panels``: {title: rows})."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key in sorted({(r["s"], r["algorithm"]) for r in rows}):
-        pts = sorted((r["k"], r["modelled_seconds"]) for r in rows
-                     if (r["s"], r["algorithm"]) == key)
-        base = next((r["modelled_seconds"] for r in rows if r["s"] == key[0] and r["k"] == 1),
-                    pts[0][1])
-        ax.plot([p[0] for p in pts], [base / p[1] for p in pts], marker="o",
-                label=f"-s {key[0]}: {key[1]}")
-    ks = sorted({r["k"] for r in rows})
-    ax.plot(ks, ks, "k:", label="linear")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.set_xlabel("K workers (simulated)")
-    ax.set_ylabel("speed-up over K = 1 (modelled time to the stopping rule)")
-    ax.legend(fontsize=8)
-    ax.grid(True, alpha=0.3)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.5), squeeze=False)
+    for ax, (title, rows) in zip(axes[0], panels.items()):
+        for key in sorted({(r["s"], r["algorithm"]) for r in rows}):
+            pts = sorted((r["k"], r["modelled_seconds"]) for r in rows
+                         if (r["s"], r["algorithm"]) == key)
+            base = next(r["modelled_seconds"] for r in rows if r["s"] == key[0] and r["k"] == 1)
+            ax.plot([p[0] for p in pts], [base / p[1] for p in pts], marker="o",
+                    label=f"-s {key[0]}: {key[1]}")
+        ks = sorted({r["k"] for r in rows})
+        ax.plot(ks, ks, "k:", label="linear")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("K workers (simulated)")
+        ax.set_ylabel("speed-up over K = 1 (modelled time to the stop)")
+        ax.legend(fontsize=7)
+        ax.grid(True, alpha=0.3)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
 
@@ -249,7 +253,12 @@ def main():
     ap.add_argument("--inner-passes", type=int, default=1, help="dual CD's at K >= 2")
     ap.add_argument("--json", dest="json_out")
     ap.add_argument("--png")
+    ap.add_argument("--plot", nargs="+", metavar="TITLE=JSON",
+                    help="only draw --png from earlier --json outputs")
     a, rest = ap.parse_known_args()
+    if a.plot:
+        return plot({t: json.loads(pathlib.Path(f).read_text())
+                     for t, f in (item.split("=", 1) for item in a.plot)}, a.png)
     if a.real:
         import race
 
@@ -261,7 +270,7 @@ def main():
     a.data = a.data[0]
     rows = simulated(a)
     if a.png:
-        plot(rows, a.png)
+        plot({a.data: rows}, a.png)
 
 
 if __name__ == "__main__":
