@@ -43,6 +43,22 @@ from .solvers import registry
 SKLEARN_NAMES = {"eps": "tol", "max_rounds": "max_iter", "seed": "random_state"}
 
 
+def _constraints(*trained, **own) -> dict:
+    """scikit-learn's ``_parameter_constraints`` of an estimator: the constraints of its
+    parameters ``trained`` come from :class:`distsvm.params.Params`' table (``C``, ``tol``
+    for ``eps``, ``random_state`` for ``seed``, or None), ``own`` are its own
+    ("no_validation": none)."""
+    table = {SKLEARN_NAMES.get(name, name): o.check for name, o in params.OPTIONS.items()}
+    table["random_state"] = (None, *table["random_state"])
+    return {**{k: table[k] for k in trained}, **own, **dict.fromkeys(
+        ("scheduler", "n_workers", "verbose"), "no_validation")}
+
+
+BOOL = params.Satisfies(lambda v: isinstance(v, (bool, np.bool_)), "a bool")
+DUAL = (BOOL, params.OneOf(("auto",)))
+PENALTY = (params.OneOf(("l1", "l2"), "a str among {'l1', 'l2'}"),)
+
+
 class _Params:
     """get_params/set_params from the constructor's signature, as scikit-learn's BaseEstimator."""
 
@@ -65,6 +81,30 @@ class _Params:
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
+
+    def _validate_params(self) -> None:
+        """Each parameter against ``_parameter_constraints`` (scikit-learn's method, with
+        :func:`distsvm.params.validate`'s messages)."""
+        for name, rules in self._parameter_constraints.items():
+            if rules != "no_validation":
+                params.validate(type(self).__name__, name, getattr(self, name), rules)
+
+    def _training(self, code: int) -> dict:
+        """:func:`distsvm.jobs.train`'s keyword arguments for LIBLINEAR's ``-s code``
+        (:func:`~distsvm.solvers.registry.type_params`) and the estimator's parameters,
+        checked (in scikit-learn's names): its training parameters that the type's solver
+        takes, as :class:`distsvm.params.Params` names them."""
+        owner = type(self).__name__
+        training = {**registry.type_params(code), "eps": self.tol, "max_rounds": self.max_iter,
+                    "seed": 0 if self.random_state is None else self.random_state}
+        solver, loss = training["solver"], training["loss"]
+        for name in self._param_names():
+            if (name in params.OPTIONS and name not in training
+                    and params.takes(solver, name, loss)):
+                training[name] = getattr(self, name)
+        params.check_kwargs(owner, training, names=SKLEARN_NAMES)
+        return dict(training, scheduler=self.scheduler, n_workers=self.n_workers,
+                    progress=Progress(quiet=not self.verbose), owner=owner)
 
     def _check_fitted(self):
         if not hasattr(self, "model_"):
@@ -245,10 +285,13 @@ def _check_sample_weight(sample_weight, codes: np.ndarray, n_classes: int) -> np
 class _LinearClassifier(_Params):
     """fit / predict / decision_function / score over :func:`distsvm.jobs.train`.
 
-    A subclass defines ``_liblinear_type(shape)``, the LIBLINEAR ``-s`` code of its
-    parameters for data of that (rows, features) shape; the rest (bias, weights,
-    tolerance, labels, stores) is shared.
+    A subclass says its loss and penalty (``_loss_penalty``); the LIBLINEAR ``-s`` code of
+    its parameters for data of a (rows, features) shape is the registry's
+    (:func:`_liblinear_type`); the rest (bias, weights, tolerance, labels, stores) is
+    shared.
     """
+
+    _loss_name = None  # the loss as scikit-learn's messages name it, if not as distsvm's
 
     _estimator_type = "classifier"
 
@@ -258,36 +301,29 @@ class _LinearClassifier(_Params):
             if k != "self":
                 setattr(self, k, v)
 
-    def _liblinear_type(self, shape: tuple[int, int]) -> int:
-        raise NotImplementedError
+    def _loss_penalty(self) -> tuple[str, str]:
+        return self.loss, "l2"
 
-    def _solver_loss(self, shape: tuple[int, int]) -> tuple[str, str]:
-        s = self._liblinear_type(shape)
-        if s not in registry.LIBLINEAR_TYPES:
-            raise ValueError(f"{type(self).__name__}: LIBLINEAR solver type -s {s} is not "
-                             "available in this version")
-        return registry.LIBLINEAR_TYPES[s]
+    def _liblinear_type(self, shape: tuple[int, int]) -> int:
+        """LIBLINEAR's ``-s`` of the parameters for data of ``shape`` (rows, features):
+        :func:`~distsvm.solvers.registry.type_of`, ``dual="auto"`` as scikit-learn's (the
+        dual where features outnumber rows, if the type has one; else the other)."""
+        loss, penalty = self._loss_penalty()
+        dual = self.dual
+        if dual == "auto":
+            dual = shape[0] < shape[1]
+            try:
+                return registry.type_of(loss, penalty, dual, self._loss_name)
+            except ValueError:
+                dual = not dual
+        return registry.type_of(loss, penalty, dual, self._loss_name)
 
     def _train_kwargs(self, shape: tuple[int, int]):
         """:func:`distsvm.jobs.train`'s keyword arguments, checked (in scikit-learn's names)."""
-        owner = type(self).__name__
-        if self.fit_intercept:
-            params.check_real(owner, "intercept_scaling", self.intercept_scaling, 0.0)
-        solver, loss = self._solver_loss(shape)
-        training = dict(solver=solver, loss=loss, C=self.C, eps=self.tol,
-                        bias=float(self.intercept_scaling) if self.fit_intercept else -1.0,
-                        max_rounds=self.max_iter,
-                        seed=0 if self.random_state is None else self.random_state,
-                        class_weight=getattr(self, "class_weight", None),
-                        **self._solver_kwargs(solver))
-        checked = params.Params(**training)
-        params.check_params(owner, checked, SKLEARN_NAMES)
-        params.check_solver(owner, checked, names=SKLEARN_NAMES)
-        return dict(training, scheduler=self.scheduler, n_workers=self.n_workers,
-                    progress=Progress(quiet=not self.verbose), owner=owner)
-
-    def _solver_kwargs(self, solver: str) -> dict:
-        return {}
+        self._validate_params()
+        training = self._training(self._liblinear_type(shape))
+        training["bias"] = float(self.intercept_scaling) if self.fit_intercept else -1.0
+        return training
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit on ``(X, y)`` in memory, or on a dataset store given as ``X`` with ``y=None``
@@ -362,27 +398,6 @@ class _LinearClassifier(_Params):
                     input_tags=InputTags(sparse=True))
 
 
-def _l1_penalty(est, loss: str) -> bool:
-    """Whether ``est.penalty`` is "l1" (LIBLINEAR -s 5 / -s 6, primal only), in
-    scikit-learn's words for what it refuses (its ``_get_liblinear_solver_type``)."""
-    name = type(est).__name__
-    if est.penalty not in ("l1", "l2"):
-        raise ValueError(f"The 'penalty' parameter of {name} must be a str among "
-                         f"{{'l1', 'l2'}}. Got {est.penalty!r} instead.")
-    if est.penalty == "l2":
-        return False
-    given = getattr(est, "loss", loss)
-    if given == "hinge":
-        raise ValueError("Unsupported set of arguments: The combination of penalty='l1' and "
-                         "loss='hinge' is not supported, Parameters: penalty='l1', "
-                         f"loss='hinge', dual={est.dual!r}")
-    if est.dual is True:
-        raise ValueError(f"Unsupported set of arguments: The combination of penalty='l1' and "
-                         f"loss='{loss}' are not supported when dual=True, Parameters: "
-                         f"penalty='l1', loss='{loss}', dual=True")
-    return True
-
-
 class LinearSVC(_LinearClassifier):
     """Linear SVM (L1- or L2-loss), scikit-learn's ``LinearSVC`` on the distributed solvers.
 
@@ -395,31 +410,19 @@ class LinearSVC(_LinearClassifier):
     (docs/solvers/l1.md).
     """
 
+    _parameter_constraints = _constraints(
+        "C", "tol", "max_iter", "random_state", "class_weight", "inner_passes",
+        loss=(params.OneOf(("hinge", "squared_hinge")),), dual=DUAL, penalty=PENALTY,
+        fit_intercept="no_validation", intercept_scaling=(params.Real(0.0),))
+
     def __init__(self, C=1.0, loss="squared_hinge", dual="auto", tol=1e-4, max_iter=1000,
                  fit_intercept=True, intercept_scaling=1.0, class_weight=None,
                  random_state=None, inner_passes=1, scheduler=None, n_workers=None, verbose=0,
                  penalty="l2"):
         self._keep(locals())
 
-    def _liblinear_type(self, shape: tuple[int, int]) -> int:
-        if self.loss not in ("hinge", "squared_hinge"):
-            raise ValueError(f"The 'loss' parameter of LinearSVC must be one of ['hinge', "
-                             f"'squared_hinge']. Got {self.loss!r} instead.")
-        if not (isinstance(self.dual, bool) or self.dual == "auto"):
-            raise ValueError(f"The 'dual' parameter of LinearSVC must be a bool or 'auto'. "
-                             f"Got {self.dual!r} instead.")
-        if _l1_penalty(self, "squared_hinge"):
-            return 5  # L1-regularized L2-loss SVC (the primal: "auto" picks it)
-        if self.dual is False and self.loss == "hinge":
-            raise ValueError("Unsupported set of arguments: The combination of penalty='l2' "
-                             "and loss='hinge' are not supported when dual=False")
-        dual = self.dual if isinstance(self.dual, bool) else \
-            self.loss == "hinge" or shape[0] < shape[1]  # scikit-learn's "auto"
-        return (3 if self.loss == "hinge" else 1) if dual else 2
-
-    def _solver_kwargs(self, solver: str) -> dict:
-        return ({"inner_passes": self.inner_passes}
-                if registry.SOLVERS[solver].takes("inner_passes") else {})
+    def _loss_penalty(self) -> tuple[str, str]:
+        return self.loss, self.penalty
 
 
 class LogisticRegression(_LinearClassifier):
@@ -427,18 +430,18 @@ class LogisticRegression(_LinearClassifier):
     LIBLINEAR ``-s 0`` (primal, ``dual=False``) or ``-s 7`` (dual, ``dual=True``);
     ``penalty="l1"``: ``‖w‖₁ + C Σᵢ log(1 + e^{−yᵢwᵀxᵢ})``, LIBLINEAR ``-s 6``."""
 
+    _parameter_constraints = _constraints(
+        "C", "tol", "max_iter", "random_state", "class_weight", dual=(BOOL,), penalty=PENALTY,
+        fit_intercept="no_validation", intercept_scaling=(params.Real(0.0),))
+    _loss_name = "logistic_regression"
+
     def __init__(self, C=1.0, dual=False, tol=1e-4, max_iter=1000, fit_intercept=True,
                  intercept_scaling=1.0, class_weight=None, random_state=None, scheduler=None,
                  n_workers=None, verbose=0, penalty="l2"):
         self._keep(locals())
 
-    def _liblinear_type(self, shape: tuple[int, int]) -> int:
-        if self.dual not in (True, False):
-            raise ValueError(f"The 'dual' parameter of LogisticRegression must be a bool. Got "
-                             f"{self.dual!r} instead.")
-        if _l1_penalty(self, "logistic_regression"):
-            return 6  # L1-regularized logistic regression
-        return 7 if self.dual else 0
+    def _loss_penalty(self) -> tuple[str, str]:
+        return "logistic", self.penalty
 
     def predict_proba(self, X):
         """Class probabilities (n, n_classes), LIBLINEAR's: σ(wᵀx + b) for two classes;
@@ -466,29 +469,15 @@ class LinearSVR(_LinearClassifier):
     _estimator_type = "regressor"
     _stored = "targets"
 
+    _parameter_constraints = _constraints(
+        "C", "tol", "max_iter", "random_state", "epsilon",
+        loss=(params.OneOf(registry.REGRESSION_LOSSES),), dual=DUAL,
+        fit_intercept="no_validation", intercept_scaling=(params.Real(0.0),))
+
     def __init__(self, epsilon=0.0, tol=1e-4, C=1.0, loss="epsilon_insensitive",
                  fit_intercept=True, intercept_scaling=1.0, dual="auto", verbose=0,
                  random_state=None, max_iter=1000, scheduler=None, n_workers=None):
         self._keep(locals())
-
-    def _liblinear_type(self, shape: tuple[int, int]) -> int:
-        losses = list(registry.REGRESSION_LOSSES)
-        if self.loss not in losses:
-            raise ValueError(f"The 'loss' parameter of LinearSVR must be one of {losses}. "
-                             f"Got {self.loss!r} instead.")
-        if not (isinstance(self.dual, bool) or self.dual == "auto"):
-            raise ValueError(f"The 'dual' parameter of LinearSVR must be a bool or 'auto'. "
-                             f"Got {self.dual!r} instead.")
-        l1 = self.loss == "epsilon_insensitive"
-        if self.dual is False and l1:
-            raise ValueError("Unsupported set of arguments: The combination of penalty='l2' "
-                             "and loss='epsilon_insensitive' are not supported when "
-                             "dual=False")
-        dual = self.dual if isinstance(self.dual, bool) else l1 or shape[0] < shape[1]
-        return (13 if l1 else 12) if dual else 11
-
-    def _solver_kwargs(self, solver: str) -> dict:
-        return {"epsilon": self.epsilon}
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit on ``(X, y)`` in memory (y real), or on a regression store given as ``X`` with
@@ -569,21 +558,16 @@ class LinearOneClassSVM(_Params):
 
     _estimator_type = "outlier_detector"
 
+    _parameter_constraints = _constraints("nu", "tol", "max_iter", "random_state")
+
     def __init__(self, nu=0.5, tol=0.01, max_iter=1000, random_state=None, verbose=False,
                  scheduler=None, n_workers=None):
         self.nu, self.tol, self.max_iter, self.random_state = nu, tol, max_iter, random_state
         self.verbose, self.scheduler, self.n_workers = verbose, scheduler, n_workers
 
     def _train_kwargs(self) -> dict:
-        owner = type(self).__name__
-        training = dict(solver="oneclass", loss="oneclass", nu=self.nu, eps=self.tol,
-                        max_rounds=self.max_iter,
-                        seed=0 if self.random_state is None else self.random_state)
-        checked = params.Params(**training)
-        params.check_params(owner, checked, SKLEARN_NAMES)
-        params.check_solver(owner, checked, names=SKLEARN_NAMES)
-        return dict(training, scheduler=self.scheduler, n_workers=self.n_workers,
-                    progress=Progress(quiet=not self.verbose), owner=owner)
+        self._validate_params()
+        return self._training(21)  # LIBLINEAR's -s 21
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit on an in-memory matrix or a dataset store; ``y`` is ignored."""

@@ -26,9 +26,6 @@ from .model import ONECLASS_CLASSES, Model, liblinear_label_order, probabilities
 from .progress import Progress
 from .solvers import cutting_plane, ovr, registry, resident
 
-# --solver auto takes the primal when rows outnumber features by this factor (l ≫ n).
-AUTO_PRIMAL_RATIO = 50
-
 
 def as_dataset(data) -> Dataset:
     return data if isinstance(data, Dataset) else open_dataset(os.fspath(data))
@@ -47,42 +44,6 @@ def client_for(scheduler=None, n_workers=None, client=None, progress=None):
         yield c
 
 
-def choose_solver(dataset: Dataset, loss: str) -> tuple[str, str]:
-    """``--solver auto``: the solver for this store and loss, and why.
-
-    Primal CD when the store has far more rows than features (l ≫ n: the primal
-    has fewer variables, and the dual method "may not be stable for some
-    non-document data with a small number of features" — Chang, Hsieh & Lin
-    2008, §1), dual CD otherwise (document-like data, where Hsieh et al. 2008
-    find it faster); a loss only one solver trains decides by itself.
-    """
-    from storage.columns import read_columns_meta
-    from storage.errors import IncompleteStoreError
-
-    m = dataset.meta
-    ratio = m.n_rows / max(1, m.n_features)
-    dual, primal = registry.SOLVERS["dcd"], registry.SOLVERS["pcd"]
-    if dataset.is_subset and loss in dual.losses:
-        return "dcd", "a view of some row blocks (a fold) has no column view for pcd"
-    takers = [s.name for s in registry.SOLVERS.values() if loss in s.losses]
-    if len(takers) == 1:
-        return takers[0], f"only {takers[0]} trains the {loss} loss"
-    if loss not in primal.losses:
-        return "dcd", f"only dcd trains the {loss} loss"
-    if loss not in dual.losses:
-        return "pcd", f"only pcd trains the {loss} loss"
-    if ratio < AUTO_PRIMAL_RATIO:
-        return "dcd", (f"l={m.n_rows} rows vs n={m.n_features} features (ratio {ratio:.3g} < "
-                       f"{AUTO_PRIMAL_RATIO}): the dual, with l variables, suits n ≳ l")
-    try:
-        read_columns_meta(dataset)
-    except IncompleteStoreError:
-        return "dcd", (f"l ≫ n (ratio {ratio:.3g}) favours the primal, but the store has no "
-                       "column view (run `distsvm columnize`)")
-    return "pcd", (f"l={m.n_rows} rows ≫ n={m.n_features} features (ratio {ratio:.3g} ≥ "
-                   f"{AUTO_PRIMAL_RATIO}): the primal has fewer variables")
-
-
 def train(data, *, client=None, scheduler: str | None = None, n_workers: int | None = None,
           progress: Progress | None = None, owner: str = "train", checkpoint=None,
           plan: cluster.WorkerPlan | None = None, **kwargs) -> Model:
@@ -90,8 +51,8 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
 
     ``kwargs`` are the training parameters (:class:`distsvm.params.Params`, checked by
     :mod:`distsvm.params` in the words of ``owner``); the solver runs by its entry in
-    :mod:`distsvm.solvers.registry`, "auto" by :func:`choose_solver`'s pick.  A store of
-    K > 2 classes trains K one-vs-rest problems (:mod:`distsvm.solvers.ovr`) unless the
+    :mod:`distsvm.solvers.registry`, "auto" by :func:`distsvm.params.choose_solver`'s
+    pick.  A store of K > 2 classes trains K one-vs-rest problems (:mod:`distsvm.solvers.ovr`) unless the
     solver is multi-class itself; ``objective="ordinal"`` a ranking model whose thresholds
     :func:`distsvm.solvers.cutting_plane.fit_thresholds` fits.
 
@@ -107,7 +68,7 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
     progress = progress or Progress(quiet=True)
     why = None
     if p.solver not in registry.SOLVERS:  # "auto" (check_params refused the rest)
-        solver, why = choose_solver(dataset, p.loss)
+        solver, why = params.choose_solver(dataset, p.loss)
         progress.note(f"train: --solver auto picked {solver}: {why}")
         p = dataclasses.replace(p, solver=solver)
     p = params.check_solver(owner, p, dataset.meta.weighted, given=kwargs)
@@ -148,10 +109,9 @@ def primal_where_spread(p, dataset: Dataset, plan: cluster.WorkerPlan, progress:
     depend on the number of workers.  Its tolerance is ``PRIMAL_TOLERANCE``·eps, so that it
     ends at least as near the optimum as the dual solver.  Only with dual CD's own options
     at their defaults; (p, why) unchanged otherwise."""
-    defaults = params.Params()
-    if (not registry.SOLVERS[p.solver].takes("primal_switch", p.loss) or p.parallel is not None
-            or not p.join_blocks or p.gap_tol != defaults.gap_tol
-            or p.inner_passes != defaults.inner_passes or not resident.spread(dataset, plan)):
+    if (not params.takes(p.solver, "primal_switch", p.loss)
+            or not params.transferable(dataclasses.replace(p, primal_switch=None), "newton")
+            or not resident.spread(dataset, plan)):
         return p, why
     tighter = PRIMAL_TOLERANCE.get(p.loss, 1e-3)
     owners = len(resident.owners(plan))
@@ -233,20 +193,13 @@ def _model(p, dataset, class_weight, results: list, seconds: float, ranks, why) 
     """The model of a run: its params (the settings it trained with, as saved models have
     them) and summary (:func:`_combined`)."""
     meta = dataset.meta
-    recorded = {"C": float(p.C), "eps": float(p.eps), "bias": float(p.bias),
-                "max_rounds": p.max_rounds, "seed": p.seed, "inner_passes": p.inner_passes,
-                "gap_tol": float(p.gap_tol), **results[0].options,
+    recorded = {**params.recorded(p), **results[0].options,
                 **registry.SOLVERS[p.solver].recorded(p, meta)}
-    if not p.regularize_bias:
-        recorded["regularize_bias"] = False
     if p.class_weight is not None:
         recorded["class_weight"] = {f"{c:g}": float(v)
                                     for c, v in zip(meta.classes, class_weight)}
     if meta.weighted:
         recorded["sample_weight"] = True
-    for key in ("parallel", "primal_switch"):
-        if getattr(p, key) is not None:
-            recorded[key] = getattr(p, key)
     if why:
         recorded["auto_choice"] = why
     w, summary = _combined(results, seconds)

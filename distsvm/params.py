@@ -1,197 +1,482 @@
-"""Training parameters: their defaults, their checks, the class weights — once for every front end.
+"""Training parameters: the one declaration of every option, its checks, the class weights.
 
 The CLI, the estimators, job specs, the pipeline and model selection all train through
-:func:`distsvm.jobs.train`, whose parameters are :class:`Params`; they are checked here, in
-scikit-learn's wording ("The 'C' parameter of LinearSVC must be a float in the range (0,
-inf). Got -1 instead."), so a parameter means the same thing, and fails the same way,
-everywhere.  Which solver takes which option is the registry's
-(:mod:`distsvm.solvers.registry`).  One name per concept: the stopping tolerance is
-``eps`` (LIBLINEAR's), the round limit ``max_rounds``, the seed ``seed``; only the
-scikit-learn estimators say ``tol``, ``max_iter`` and ``random_state``, and pass ``names``
-so that their messages do too.  Objective scaling is LIBLINEAR's everywhere,
-``½‖w‖² + Σᵢ Cᵢ · loss``, row i's cost Cᵢ being C · its class weight · its instance weight
-(the class weights here, :func:`class_weights`; the costs in :mod:`workers.losses`).
+:func:`distsvm.jobs.train`, whose parameters are :class:`Params`.  Each field of it carries,
+in its :class:`Option`, everything a front end needs: its flags on the command line, help,
+default, the values it takes (:class:`Real`, :class:`Int`, :class:`OneOf`, scikit-learn's
+``Interval`` and ``StrOptions``), which solvers take it and how one that does not refuses
+it.  From that one table come the ``train`` command's options and help
+(:mod:`distsvm.arguments`), the job spec's ``solver`` section (:func:`spec_schema`),
+:data:`REFUSALS`, the checks here and the estimators' ``_parameter_constraints``
+(:mod:`distsvm.api`): a new training option is one field (and its use in the solver).
+:class:`Folds` declares model selection's options (``-v``, ``-C``) the same way.
+
+The checks speak scikit-learn's words ("The 'C' parameter of LinearSVC must be a float in
+the range (0, inf). Got -1 instead."), so a parameter means the same thing, and fails the
+same way, everywhere.  One name per concept: the stopping tolerance is ``eps``
+(LIBLINEAR's), the round limit ``max_rounds``, the seed ``seed``; only the scikit-learn
+estimators say ``tol``, ``max_iter`` and ``random_state``, and pass ``names`` so that their
+messages do too.  Objective scaling is LIBLINEAR's everywhere, ``½‖w‖² + Σᵢ Cᵢ · loss``,
+row i's cost Cᵢ being C · its class weight · its instance weight (the class weights here,
+:func:`class_weights`; the costs in :mod:`workers.losses`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import numbers
+from collections.abc import Callable, Hashable, Mapping
 
 import numpy as np
 
 from .solvers import registry
 
-# The values of the options that take one of a few (the CLI's and the job schema's choices).
-CHOICES = {"objective": ("classification", "ordinal"), "method": ("inexact", "exact"),
-           "pcd_mode": ("exact", "parallel"), "parallel": (None, "average", "add", "line")}
+# ---------------------------------------------------------------- constraints
+# The values a parameter takes, as scikit-learn's _param_validation declares them
+# (Interval, StrOptions; None in a list of constraints: None is taken too), with this
+# project's messages: validate() says "must be <text of each constraint, joined by 'or'>".
+
+@dataclasses.dataclass(frozen=True)
+class Real:
+    """A finite real in (low, high] (``low_open``) or [low, high]."""
+
+    low: float
+    high: float = np.inf
+    low_open: bool = True
+
+    def accepts(self, value) -> bool:
+        if not (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                and np.isfinite(value)):
+            return False
+        return (value > self.low if self.low_open else value >= self.low) and value <= self.high
+
+    @property
+    def text(self) -> str:
+        hi = "inf)" if self.high == np.inf else f"{self.high:g}]"
+        return f"a float in the range {'(' if self.low_open else '['}{self.low:g}, {hi}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Int:
+    """An int ≥ low (and ≤ high)."""
+
+    low: int
+    high: int | None = None
+
+    def accepts(self, value) -> bool:
+        return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+                and value >= self.low and (self.high is None or value <= self.high))
+
+    @property
+    def text(self) -> str:
+        return f"an int in the range [{self.low}, {'inf)' if self.high is None else f'{self.high}]'}"
+
+
+@dataclasses.dataclass(frozen=True)
+class OneOf:
+    """One of ``values`` (``words``: how a message says so, if not "one of [...]")."""
+
+    values: tuple
+    words: str | None = None
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, Hashable) and value in self.values
+
+    @property
+    def text(self) -> str:
+        if self.words:
+            return self.words
+        return repr(self.values[0]) if len(self.values) == 1 else f"one of {list(self.values)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Satisfies:
+    """A value ``test`` accepts, said as ``text``."""
+
+    test: Callable
+    text: str
+
+    def accepts(self, value) -> bool:
+        return bool(self.test(value))
+
+
+def validate(owner: str, name: str, value, constraints) -> None:
+    """``value`` meets one of ``constraints`` (None among them: None is taken); a
+    ValueError in scikit-learn's words otherwise."""
+    if value is None and None in constraints:
+        return
+    rules = [c for c in constraints if c is not None]
+    if not any(c.accepts(value) for c in rules):
+        raise ValueError(f"The '{name}' parameter of {owner} must be "
+                         f"{' or '.join(c.text for c in rules)}. Got {value!r} instead.")
+
+
+def check_real(owner, name, value, low, high=np.inf, low_open=True):
+    """A finite real in (low, high] (``low_open``) or [low, high]."""
+    validate(owner, name, value, [Real(low, high, low_open)])
+
+
+def check_int(owner, name, value, low, high=None):
+    """An int ≥ low (and ≤ high)."""
+    validate(owner, name, value, [Int(low, high)])
+
+
+# ---------------------------------------------------------------- the declaration
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """What a front end needs of one parameter.  ``flags``: the ``train`` command's (none:
+    not on the command line), ``store`` the value a flag without a value stores
+    (``--no-join-blocks``: False); ``help`` (``{default}`` is the default), ``metavar``,
+    ``hyphens`` (the command line spells the values' underscores as hyphens),
+    ``exclusive`` (flags of one group of that name exclude each other) and ``section``
+    (its group in the help; default: its first taker's); ``kind``: int, float, str or bool
+    (the command line's type, the spec schema's); ``check``: the constraints its value
+    meets; ``takers``: the solvers that take it ({name: the losses, None: every one}; None:
+    every solver) and ``refusal``, the message (:func:`check_solver`) for one that does not;
+    ``record``: a model keeps it in its params "always", where its solver "taken" it, or
+    where it is "set" away from its default (:func:`recorded`); ``spec``: a job spec's
+    ``solver`` section takes it (:func:`spec_schema`)."""
+
+    flags: tuple[str, ...] = ()
+    help: str = ""
+    kind: type = float
+    check: tuple = ()
+    takers: Mapping[str, tuple[str, ...] | None] | None = None
+    refusal: str | None = None
+    section: str | None = None
+    metavar: str | None = None
+    store: object = None
+    exclusive: str | None = None
+    hyphens: bool = False
+    record: str | None = None
+    spec: bool = True
+    schema: dict | None = None  # the spec schema's, where ``kind`` does not say it
+
+
+def option(default, *flags: str, **kw):
+    """A :class:`Params` field: its default and its :class:`Option`."""
+    return dataclasses.field(default=default, metadata={"option": Option(flags, **kw)})
+
+
+def _cli(names) -> list[str]:
+    """Solver and loss names as the command line spells them (hyphens)."""
+    return [n.replace("_", "-") for n in names]
+
+
+def _solver_help() -> str:
+    return ("; ".join(f"{s.cli_name} = {s.help} ({', '.join(_cli(s.losses))})"
+                      for s in registry.SOLVERS.values())
+            + "; auto = primal when rows far outnumber features (default {default})")
+
+
+def _loss_help() -> str:
+    return (", ".join(f"{_cli([k])[0]} = {v} "
+                      f"({', '.join(_cli(s.name for s in registry.SOLVERS.values() if k in s.losses))})"
+                      for k, v in registry.LOSSES.items())
+            + "; default: squared-hinge where the solver trains it, else its first loss")
+
+
+def _eps_help() -> str:
+    return "stopping tolerance: " + "; ".join(
+        f"{s.cli_name}, {s.eps_help} (default {s.eps:g})" for s in registry.SOLVERS.values())
+
+
+LIBLINEAR = "liblinear"  # the section of LIBLINEAR's own options in the help, listed first
+TRAINING = "training"  # the section of the options every solver takes
 # SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
 ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
-ALM_OPTIONS = ("p", "method", "mu0", "rho", "rtol")  # the registry's option "alm"
-# Why an option (a key of Solver.options) given to a solver that does not take it is refused.
-REFUSALS = {
-    "gap_tol": "The 'gap_tol' parameter of {owner} applies to solvers {takers} only (their "
-               "duality gaps are the certificates). Got solver {solver!r}.",
-    "objective": "The 'objective' parameter of {owner} must be one of {choices} ('ordinal' "
-                 "with the {bare} solver only). Got {value!r} with solver {solver!r} instead.",
-    "c_perf": "The 'c_perf' parameter of {owner} (SVMperf's C) applies to the {bare} solver "
-              "only; use C with solver {solver!r}",
-    "parallel": "The 'parallel' parameter of {owner} belongs to solver {takers} with the "
-                "{losses} loss.",
-    "alm": "The parameters p, method, mu0, rho and rtol of {owner} belong to solver {takers}; "
-           "solver {solver!r} does not take them.",
-    "primal_switch": "The 'primal_switch' parameter of {owner} belongs to solver {takers} with "
-                     "the loss {losses} (the losses of the primal Newton solver). Got solver "
-                     "{solver!r}, loss {loss!r}.",
-    "regularize_bias": "The 'regularize_bias' parameter of {owner} (False: LIBLINEAR's -R) "
-                       "belongs to solver(s) {takers}, with a bias feature (bias >= 0). Got "
-                       "solver {solver!r} and bias {bias!r}.",
-    "warm_start": "The 'warm_start' parameter of {owner} belongs to solver(s) {listed}. Got "
-                  "solver {solver!r}.",
-    "epsilon": "The 'epsilon' parameter of {owner} (LIBLINEAR's -p) is the epsilon of the "
-               "epsilon-insensitive losses of SVR ({losses}; solver {takers}). Got solver "
-               "{solver!r}, loss {loss!r}.",
-    "weights": "Class and instance weights of {owner} are not taken by solver {solver!r} "
-               "(LIBLINEAR has no such solver; {takers} take them). Got class_weight={value!r} "
-               "on a store {stored} instance weights.",
-    "nu": "The 'nu' parameter of {owner} belongs to solver {takers} (LIBLINEAR's -n of "
-          "-s 21). Got solver {solver!r}.",
-    "inner_passes": "The 'inner_passes' parameter of {owner} belongs to solver(s) {takers}. "
-                    "Got solver {solver!r}.",
-    "join_blocks": "The 'join_blocks' parameter of {owner} belongs to solver(s) {takers}. Got "
-                   "solver {solver!r}.",
-    "pcd_mode": "The 'pcd_mode' parameter of {owner} belongs to solver(s) {takers}. Got "
-                "solver {solver!r}.",
-}
-# The option of REFUSALS each Params field is (the others are the fields' own names);
-# "seed" is no option: every solver's front end passes it, and it also draws the folds.
-OPTION_OF = {"class_weight": "weights", **{f: "alm" for f in ALM_OPTIONS}}
+ALM = {"alm": None}
+ALM_REFUSAL = ("The parameters p, method, mu0, rho and rtol of {owner} belong to solver "
+               "{takers}; solver {solver!r} does not take them.")
+BELONGS = "The '{name}' parameter of {owner} belongs to solver(s) {takers}. Got solver {solver!r}."
+DUAL_CD = ("dcd", "crammer_singer")  # the dual CD solvers with a duality-gap certificate
+WEIGHTED = {s: None for s in ("dcd", "pcd", "newton", "crammer_singer", "l1")}
+SVR = {s.name: tuple(loss for loss in s.losses if loss in registry.REGRESSION_LOSSES)
+       for s in registry.SOLVERS.values()
+       if set(s.losses) & set(registry.REGRESSION_LOSSES)}  # the SVR losses, by solver
+SWITCH = {"dcd": tuple(t.loss for t in registry.TYPES.values() if t.switch)}
 
 
 @dataclasses.dataclass(frozen=True)
 class Params:
-    """The training parameters of :func:`distsvm.jobs.train` (a job spec's ``solver``).
+    """The training parameters of :func:`distsvm.jobs.train` (a job spec's ``solver``),
+    each declared with its :class:`Option`.
 
     ``solver`` a name of :data:`distsvm.solvers.registry.SOLVERS` or "auto"; ``loss`` one
     it trains; ``eps`` the stopping tolerance (None: the solver's default); ``bias`` a bias
     feature of that value (< 0: none; SVM-ALM: an unregularized intercept if ≥ 0);
     ``gap_tol`` > 0 also stops once the duality gap certifies the primal to that relative
-    accuracy.  The other options belong to some solvers (the registry's ``options``):
+    accuracy.  The other options belong to some solvers (their ``takers``):
 
     * ``class_weight``: None, ``{label: weight}`` (missing labels weigh 1) or "balanced"
       (n_rows / (n_classes · rows of the class), as scikit-learn); row i costs
       Cᵢ = C · class_weight[yᵢ] · its instance weight if the store has them (LIBLINEAR's
       ``-wi`` and ``-W``); in one-vs-rest, problem k's rows of class k cost their weighted C
       and the others C (:func:`workers.losses.class_costs`).
-    * ``parallel`` "average" or "add": DCD as CoCoA / CoCoA+ across the workers;
-      ``inner_passes`` DCD's passes over a block per visit; ``join_blocks`` (sequential dual
-      CD): one permutation of all rows per round where one worker's cache holds the store.
+    * ``parallel`` "average", "add" or "line": DCD across the workers (CoCoA, CoCoA+, an
+      exact line search); ``inner_passes`` DCD's passes over a block per visit;
+      ``join_blocks`` (sequential dual CD): one permutation of all rows per round where
+      one worker's cache holds the store.
     * ``primal_switch`` (dcd, the losses of newton): LIBLINEAR's fallback for ``-s 1``,
-      ``-s 7`` and ``-s 12`` (:data:`~distsvm.solvers.registry.LIBLINEAR_DUAL_ROUNDS`) — a
-      problem whose dual CD has not converged after that many rounds continues with the
-      primal Newton solver of the same loss from the dual's w, at 0.1·eps (SVR: 0.001·eps)
-      and ``max_rounds`` iterations.
-    * ``regularize_bias=False`` (newton, ``bias >= 0``): LIBLINEAR's ``-R``;
+      ``-s 7`` and ``-s 12`` (:func:`~distsvm.solvers.registry.type_params`) — a problem
+      whose dual CD has not converged after that many rounds continues with the primal
+      Newton solver of the same loss from the dual's w (:mod:`distsvm.jobs`).
+    * ``regularize_bias=False`` (newton, l1, ``bias >= 0``): LIBLINEAR's ``-R``;
       ``warm_start`` (newton): the initial w, n_features (+1 with a bias) values.
     * ``objective`` ("ordinal": a ranking model) and ``c_perf`` (SVMperf's C, replacing C):
-      the cutting plane's; ``pcd_mode``: primal CD's and l1's; ``p``, ``method``, ``mu0``, ``rho``,
-      ``rtol``: SVM-ALM's (:mod:`distsvm.solvers.alm`).
+      the cutting plane's; ``pcd_mode``: primal CD's and l1's; ``p``, ``method``, ``mu0``,
+      ``rho``, ``rtol``: SVM-ALM's (:mod:`distsvm.solvers.alm`).
     * ``epsilon`` (the SVR losses, :data:`~distsvm.solvers.registry.REGRESSION_LOSSES`): the
       half-width of the ε-insensitive tube, LIBLINEAR's ``-p`` (default 0.1).
     * ``nu`` (oneclass, LIBLINEAR's ``-n`` of ``-s 21``): the one-class SVM's ν in (0, 1]
       (:mod:`distsvm.solvers.oneclass`).
     """
 
-    solver: str = "dcd"
-    loss: str = "squared_hinge"
-    C: float = 1.0
-    eps: float | None = None
-    bias: float = -1.0
-    max_rounds: int | None = None  # None: the solver's (registry)
-    seed: int = 0
-    inner_passes: int = 1
-    gap_tol: float = 0.0
-    objective: str = "classification"
-    c_perf: float | None = None
-    p: float | None = None
-    method: str = "inexact"
-    mu0: float = 0.01
-    rho: float = 1.02
-    rtol: float = 1e-6
-    pcd_mode: str = "exact"
-    parallel: str | None = None
-    join_blocks: bool = True
-    regularize_bias: bool = True
-    warm_start: object = None
-    class_weight: object = None
-    primal_switch: int | None = None
-    epsilon: float = 0.1  # the ε of the SVR losses (LIBLINEAR's -p, scikit-learn's epsilon)
-    nu: float = 0.5  # one-class SVM's ν (LIBLINEAR's -n): 0 < ν ≤ 1
+    solver: str = option(
+        "dcd", "--solver", kind=str, check=(OneOf(tuple(registry.choices())),),
+        hyphens=True, help=_solver_help(), section=TRAINING)
+    loss: str = option(
+        "squared_hinge", "--loss", kind=str, check=(OneOf(tuple(registry.LOSSES)),),
+        hyphens=True, help=_loss_help(), section=TRAINING)
+    C: float = option(
+        1.0, "-c", check=(Real(0.0),), exclusive="cost", section=LIBLINEAR, record="always",
+        help="cost C on the sum of losses, LIBLINEAR's (default {default:g})")
+    epsilon: float = option(  # the ε of the SVR losses (LIBLINEAR's -p, scikit-learn's epsilon)
+        0.1, "-p", check=(Real(0.0, low_open=False),), takers=SVR, section=LIBLINEAR,
+        help="epsilon of the epsilon-insensitive loss of SVR (-s 11, 12, 13; default "
+             "{default:g}), LIBLINEAR's -p",
+        refusal="The 'epsilon' parameter of {owner} (LIBLINEAR's -p) is the epsilon of the "
+                "epsilon-insensitive losses of SVR ({losses}; solver {takers}). Got solver "
+                "{solver!r}, loss {loss!r}.")
+    nu: float = option(  # one-class SVM's ν (LIBLINEAR's -n): 0 < ν ≤ 1
+        0.5, "-n", check=(Real(0.0, 1.0),), takers={"oneclass": None}, section=LIBLINEAR,
+        record="taken",
+        help="one-class SVM (-s 21): nu, 0 < nu <= 1 (default {default:g}), LIBLINEAR's",
+        refusal="The 'nu' parameter of {owner} belongs to solver {takers} (LIBLINEAR's -n of "
+                "-s 21). Got solver {solver!r}.")
+    eps: float | None = option(
+        None, "-e", check=(None, Real(0.0)), section=LIBLINEAR, record="always",
+        help=_eps_help())
+    bias: float = option(
+        -1.0, "-B", section=LIBLINEAR, record="always",
+        check=(Satisfies(lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool)
+                         and np.isfinite(v), "a finite float (< 0 for no bias feature)"),),
+        help="bias feature value; < 0 means none (default {default:g})")
+    regularize_bias: bool = option(
+        True, "-R", kind=bool, store=False, takers={"newton": None, "l1": None},
+        section=LIBLINEAR, record="set",
+        help="newton: leave the bias feature's weight out of the regularization (LIBLINEAR's "
+             "-R; needs -B >= 0)",
+        refusal="The 'regularize_bias' parameter of {owner} (False: LIBLINEAR's -R) belongs "
+                "to solver(s) {takers}, with a bias feature (bias >= 0). Got solver "
+                "{solver!r} and bias {bias!r}.")
+    class_weight: object = option(  # the command line's -wi: distsvm.arguments.class_weights
+        None, "-wi", kind=dict, metavar="W", takers=WEIGHTED, section=LIBLINEAR,
+        check=(None, Satisfies(lambda v: isinstance(v, dict) or (isinstance(v, str)
+                                                                 and v == "balanced"),
+                               "None, a dict or 'balanced'")),
+        schema={"anyOf": [{"type": "object", "additionalProperties": {"type": "number"}},
+                          {"const": "balanced"}]},
+        help="weight W on the cost C of class label i (LIBLINEAR's -wi, repeatable: "
+             "-w1 2 -w-1 0.5); default 1",
+        refusal="Class and instance weights of {owner} are not taken by solver {solver!r} "
+                "(LIBLINEAR has no such solver; {takers} take them). Got class_weight="
+                "{value!r} on a store {stored} instance weights.")
+    max_rounds: int | None = option(  # None: the solver's (registry)
+        None, "--max-rounds", kind=int, check=(None, Int(1)), section=TRAINING,
+        record="always",
+        help="round limit; reaching it warns (default 1000; crammer-singer, -s 4: 100000, "
+             "LIBLINEAR's)")
+    seed: int = option(
+        0, "--seed", kind=int, check=(Int(0),), section=TRAINING, record="always",
+        help="solver seed, and the draw of the blocks into folds (default {default})")
+    inner_passes: int = option(
+        1, "--inner-passes", kind=int, check=(Int(1),), takers={"dcd": None},
+        record="always", refusal=BELONGS,
+        help="DCD passes over a block per visit (default {default}); with --parallel, local "
+             "passes per round")
+    gap_tol: float = option(
+        0.0, "--gap-tol", check=(Real(0.0, low_open=False),), metavar="TOL",
+        takers=dict.fromkeys(DUAL_CD), record="always",
+        help="also stop when the duality gap is <= TOL x the primal objective (a certified "
+             "relative accuracy; default 0: off)",
+        refusal="The 'gap_tol' parameter of {owner} applies to solvers {takers} only (their "
+                "duality gaps are the certificates). Got solver {solver!r}.")
+    parallel: str | None = option(
+        None, "--parallel", kind=str, check=(OneOf((None, "average", "add", "line")),),
+        takers={"dcd": ("hinge", "squared_hinge")}, record="set",
+        help="dcd across workers as CoCoA (average, gamma=1/K), CoCoA+ (add, gamma=1, "
+             "sigma'=K) or with an exact line search on the combined step (line, sigma'=1): "
+             "w broadcast once per round, only dw returned",
+        refusal="The 'parallel' parameter of {owner} belongs to solver {takers} with the "
+                "{losses} loss.")
+    join_blocks: bool = option(
+        True, "--no-join-blocks", kind=bool, store=False,
+        takers=dict.fromkeys((*DUAL_CD, "oneclass")), refusal=BELONGS,
+        help="sequential dcd: visit the rows block by block even where one worker's memory "
+             "holds the whole store (default: one permutation of all rows per round there, as "
+             "LIBLINEAR)")
+    primal_switch: int | None = option(
+        None, kind=int, check=(None, Int(1)), takers=SWITCH, record="set",
+        help="LIBLINEAR's -s 1, 7 and 12: dual CD not converged after this many rounds "
+             "continues with the primal Newton solver",
+        refusal="The 'primal_switch' parameter of {owner} belongs to solver {takers} with the "
+                "loss {losses} (the losses of the primal Newton solver). Got solver "
+                "{solver!r}, loss {loss!r}.")
+    pcd_mode: str = option(
+        "exact", "--pcd-mode", kind=str, check=(OneOf(("exact", "parallel")),),
+        takers={"pcd": None, "l1": None}, record="taken", refusal=BELONGS,
+        help="pcd and l1: one worker per round (exact), or all workers on their column "
+             "blocks with a global line search (parallel)")
+    objective: str = option(
+        "classification", "--objective", kind=str,
+        check=(OneOf(("classification", "ordinal")),), takers={"cutting_plane": None},
+        record="taken",
+        help="cutting-plane only: ordinal = a ranking model of the labels' order (R >= 2 "
+             "ordered ranks; ROC area for two labels)",
+        refusal="The 'objective' parameter of {owner} must be one of {choices} ('ordinal' "
+                "with the {bare} solver only). Got {value!r} with solver {solver!r} instead.")
+    c_perf: float | None = option(
+        None, "--c-perf", check=(None, Real(0.0)), metavar="C_PERF", exclusive="cost",
+        takers={"cutting_plane": None},
+        help="cutting-plane only: SVMperf's C instead, C = 100*C_PERF/l (l = rows, or ranked "
+             "pairs for --objective ordinal)",
+        refusal="The 'c_perf' parameter of {owner} (SVMperf's C) applies to the {bare} solver "
+                "only; use C with solver {solver!r}")
+    p: float | None = option(  # checked with the loss: check_alm
+        None, "--p", takers=ALM, refusal=ALM_REFUSAL, help="loss exponent p >= 1 of --loss lp")
+    method: str = option(
+        "inexact", "--method", kind=str, check=(OneOf(("inexact", "exact")),), takers=ALM,
+        refusal=ALM_REFUSAL,
+        help="inexact = Algorithm 2, one gradient step per iteration (default); exact = "
+             "Algorithm 1, LSQR per iteration")
+    mu0: float = option(0.01, "--mu0", check=(Real(0.0),), takers=ALM, refusal=ALM_REFUSAL,
+                        help="first penalty mu = mu0*C ({default:g})")
+    rho: float = option(1.02, "--rho", check=(Real(1.0, low_open=False),), takers=ALM,
+                        refusal=ALM_REFUSAL,
+                        help="penalty growth per iteration, capped at 1e5 ({default:g})")
+    rtol: float = option(1e-6, "--rtol", check=(Real(0.0, low_open=False),), takers=ALM,
+                         refusal=ALM_REFUSAL,
+                         help="stop when the objective changed by <= rtol (relative) over 10 "
+                              "iterations (1e-6)")
+    warm_start: object = option(  # checked against the data: check_data
+        None, kind=list, takers={"newton": None}, spec=False,
+        help="the initial w: n_features (+1 with a bias) weights",
+        refusal="The 'warm_start' parameter of {owner} belongs to solver(s) {listed}. Got "
+                "solver {solver!r}.")
 
 
+@dataclasses.dataclass(frozen=True)
+class Folds:
+    """Model selection's parameters (:mod:`distsvm.selection`; the ``train`` command's
+    ``-v`` and ``-C``), declared as :class:`Params`' are."""
+
+    n_folds: int | None = option(
+        None, "-v", kind=int, check=(None, Int(2)), metavar="N", section=LIBLINEAR,
+        help="N-fold cross-validation (folds are rows, as LIBLINEAR's; no model is written): "
+             "prints LIBLINEAR's 'Cross Validation Accuracy'")
+    find_c: bool = option(
+        False, "-C", kind=bool, store=True, section=LIBLINEAR,
+        help="search C by warm-started cross-validation (-s 0 or -s 2; 5 folds unless -v; -c "
+             "sets the start C): prints 'Best C = ...'")
+    concurrent_folds: int = option(
+        1, "--concurrent-folds", kind=int, check=(Int(1),), metavar="K", section=TRAINING,
+        help="-v/-C: train K folds at a time (default {default})")
+
+
+def options(table=Params) -> dict[str, Option]:
+    """{field name: its :class:`Option`} of ``table`` (:class:`Params`, :class:`Folds`), in
+    the declaration's order."""
+    return {f.name: f.metadata["option"] for f in dataclasses.fields(table)}
+
+
+OPTIONS = options(Params)
 DEFAULTS = Params()
+REFUSALS = {name: o.refusal for name, o in OPTIONS.items() if o.refusal}
 
 
-def check_real(owner, name, value, low, high=np.inf, low_open=True):
-    """A finite real in (low, high] (``low_open``) or [low, high]."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
-    if ok:
-        ok = (value > low if low_open else value >= low) and value <= high
-    if not ok:
-        bracket = "(" if low_open else "["
-        hi = "inf" if high == np.inf else f"{high:g}"
-        raise ValueError(f"The '{name}' parameter of {owner} must be a float in the range "
-                         f"{bracket}{low:g}, {hi}{')' if high == np.inf else ']'}. "
-                         f"Got {value!r} instead.")
+def takes(solver: str, name: str, loss: str | None = None) -> bool:
+    """Whether ``solver`` takes the parameter ``name`` (with ``loss``, if given)."""
+    takers = OPTIONS[name].takers
+    if takers is None:
+        return True
+    if solver not in takers:
+        return False
+    return takers[solver] is None or loss is None or loss in takers[solver]
 
 
-def check_int(owner, name, value, low, high=None):
-    """An int ≥ low (and ≤ high)."""
-    if (not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low
-            or (high is not None and value > high)):
-        raise ValueError(f"The '{name}' parameter of {owner} must be an int in the range "
-                         f"[{low}, {'inf)' if high is None else f'{high}]'}. Got {value!r} "
-                         "instead.")
+def transferable(p: Params, solver: str) -> bool:
+    """Whether every solver option of ``p`` set away from its default is one ``solver``
+    takes too (with ``p.loss``): training ``p`` by ``solver`` instead drops none."""
+    return all(takes(solver, name, p.loss) for name in REFUSALS
+               if _differs(name, getattr(p, name)))
 
 
-def check_choice(owner, name, value, choices):
-    """One of ``choices``."""
-    if value not in choices:
-        raise ValueError(f"The '{name}' parameter of {owner} must be one of {list(choices)}. "
-                         f"Got {value!r} instead.")
+def _differs(name: str, value) -> bool:
+    default = getattr(DEFAULTS, name)
+    return (value is not None) if default is None else bool(np.any(value != default))
+
+
+def recorded(p: Params) -> dict:
+    """The parameters a model of ``p`` keeps in its params (each field's ``record``)."""
+    out = {}
+    for name, o in OPTIONS.items():
+        value = getattr(p, name)
+        if (o.record == "always" or (o.record == "taken" and takes(p.solver, name, p.loss))
+                or (o.record == "set" and _differs(name, value))):
+            out[name] = o.kind(value) if o.kind in (int, float, bool) else value
+    return out
+
+
+def spec_schema() -> dict:
+    """The JSON schema of a job spec's ``solver`` section (``$defs/solver`` of
+    ``schemas/job.schema.json``; :func:`distsvm.spec.schema`): every :class:`Params` field a
+    spec takes, its type, its choices and its help; ``type`` LIBLINEAR's ``-s``."""
+    kinds = {float: "number", int: "integer", str: "string", bool: "boolean"}
+    keys = {"type": {"enum": list(registry.TYPES),
+                     "description": "LIBLINEAR's -s: its solver, loss (and switch to the "
+                                    "primal solver), as the command line's -s"}}
+    for name, o in OPTIONS.items():
+        if not o.spec:
+            continue
+        key = dict(o.schema or {"type": kinds[o.kind]})
+        choices = [v for c in o.check if isinstance(c, OneOf) for v in c.values if v is not None]
+        if choices:
+            key = {"enum": choices}
+        keys[name] = {**key, "description": o.help.format(default=getattr(DEFAULTS, name))}
+    return {"type": "object", "additionalProperties": False,
+            "description": "the parameters of distsvm.jobs.train (distsvm.params.Params)",
+            "properties": keys}
+
+
+def with_type(kwargs: dict, code: int | None, names: dict | None = None, spell=str) -> dict:
+    """``kwargs`` with LIBLINEAR's ``-s code`` (None: none) turned into its training
+    parameters (:func:`~distsvm.solvers.registry.type_params`); a solver or loss that
+    ``kwargs`` also gives must be the type's (ValueError otherwise, naming each as
+    ``names`` spell them, and their values by ``spell``)."""
+    if code is None:
+        return dict(kwargs)
+    typed = registry.type_params(code)
+    for key in ("solver", "loss"):
+        if kwargs.get(key, typed[key]) != typed[key]:
+            raise ValueError(f"{_named(names, 'type')} {code} means {_named(names, key)} "
+                             f"{spell(typed[key])}, which contradicts {_named(names, key)} "
+                             f"{spell(kwargs[key])}")
+    return {**kwargs, **typed}
 
 
 def check_params(owner: str, p: Params, names: dict | None = None) -> None:
-    """The checks that need neither the solver's entry nor the data; ``names`` renames
-    parameters in the messages (the estimators' ``tol`` for ``eps``)."""
-    check_choice(owner, "solver", p.solver, registry.choices())
-    check_choice(owner, "loss", p.loss, registry.LOSSES)
-    check_real(owner, "C", p.C, 0.0)
-    check_real(owner, "gap_tol", p.gap_tol, 0.0, low_open=False)
-    if not isinstance(p.bias, numbers.Real) or isinstance(p.bias, bool) \
-            or not np.isfinite(p.bias):
-        raise ValueError(f"The 'bias' parameter of {owner} must be a finite float "
-                         f"(< 0 for no bias feature). Got {p.bias!r} instead.")
-    if p.max_rounds is not None:
-        check_int(owner, _named(names, "max_rounds"), p.max_rounds, 1)
-    check_int(owner, _named(names, "seed"), p.seed, 0)
-    check_int(owner, "inner_passes", p.inner_passes, 1)
-    for option, choices in CHOICES.items():
-        check_choice(owner, option, getattr(p, option), choices)
-    if p.primal_switch is not None:
-        check_int(owner, "primal_switch", p.primal_switch, 1)
-    if p.c_perf is not None:
-        check_real(owner, "c_perf", p.c_perf, 0.0)
-    check_real(owner, "epsilon", p.epsilon, 0.0, low_open=False)
-    check_real(owner, "nu", p.nu, 0.0, 1.0)
+    """The checks of every value (each field's ``check``) that need neither the solver's
+    entry nor the data; ``names`` renames parameters in the messages (the estimators'
+    ``tol`` for ``eps``)."""
+    for name, o in OPTIONS.items():
+        if o.check:
+            validate(owner, _named(names, name), getattr(p, name), o.check)
 
 
 def _named(names: dict | None, key: str) -> str:
     return (names or {}).get(key, key)
-
-
-def _takers(option: str) -> list[registry.Solver]:
-    return [s for s in registry.SOLVERS.values() if option in s.options]
 
 
 def _phrase(words: list[str]) -> str:
@@ -201,31 +486,28 @@ def _phrase(words: list[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
-def _refuse(owner: str, option: str, p: Params, weighted: bool = False):
-    """Raise the refusal of ``option`` (:data:`REFUSALS`)."""
-    takers = _takers(option)
-    losses = dict.fromkeys(loss for s in takers for loss in (s.options[option] or s.losses))
-    raise ValueError(REFUSALS[option].format(
-        owner=owner, solver=p.solver, loss=p.loss, bias=p.bias,
-        value=p.class_weight if option == "weights" else getattr(p, option, None),
-        takers=_phrase([repr(s.name) for s in takers]), bare=_phrase([s.name for s in takers]),
-        listed=[s.name for s in takers], losses=" or ".join(losses),
-        choices=list(CHOICES["objective"]), stored="with" if weighted else "without"))
+def _refuse(owner: str, name: str, p: Params, weighted: bool = False):
+    """Raise the refusal of parameter ``name`` (:data:`REFUSALS`)."""
+    takers_of = OPTIONS[name].takers
+    takers = [s for s in registry.SOLVERS.values() if s.name in takers_of]
+    losses = dict.fromkeys(loss for s in takers for loss in (takers_of[s.name] or s.losses))
+    choices = [v for c in OPTIONS["objective"].check for v in c.values]
+    raise ValueError(REFUSALS[name].format(
+        owner=owner, name=name, solver=p.solver, loss=p.loss, bias=p.bias,
+        value=getattr(p, name), takers=_phrase([repr(s.name) for s in takers]),
+        bare=_phrase([s.name for s in takers]), listed=[s.name for s in takers],
+        losses=" or ".join(losses), choices=choices,
+        stored="with" if weighted else "without"))
 
 
-def _given(option: str, p: Params, weighted: bool, given=()) -> bool:
-    """Whether ``option`` is given: named in ``given`` (the keyword arguments passed) with
-    a value, even its default (``nu=0.5`` to a solver without ν is refused, not ignored),
-    or set to other than its default; for "weights", also a store with instance weights."""
-    if option == "weights" and weighted:
-        return True
-    fields = [f for f in vars(DEFAULTS) if OPTION_OF.get(f, f) == option]
-    for f in fields:
-        value, default = getattr(p, f), getattr(DEFAULTS, f)
-        if (f in given and value is not None) or (
-                (value is not None) if default is None else (value != default)):
-            return True
-    return False
+def _given(name: str, p: Params, weighted: bool, given=()) -> bool:
+    """Whether parameter ``name`` is given: named in ``given`` (the keyword arguments
+    passed) with a value, even its default (``nu=0.5`` to a solver without ν is refused,
+    not ignored), or set to other than its default; class weights also where the store has
+    instance weights (``weighted``)."""
+    value = getattr(p, name)
+    return ((name == "class_weight" and weighted) or (name in given and value is not None)
+            or _differs(name, value))
 
 
 def check_solver(owner: str, p: Params, weighted: bool = False,
@@ -242,23 +524,22 @@ def check_solver(owner: str, p: Params, weighted: bool = False,
     p = dataclasses.replace(p, eps=spec.default_eps(p.loss) if p.eps is None else p.eps,
                             max_rounds=p.max_rounds or spec.max_rounds)
     check_real(owner, _named(names, "eps"), p.eps, 0.0)
-    for option in REFUSALS:
-        if _given(option, p, weighted, given) and not spec.takes(option, p.loss):
-            _refuse(owner, option, p, weighted)
+    for name in REFUSALS:
+        if _given(name, p, weighted, given) and not takes(p.solver, name, p.loss):
+            _refuse(owner, name, p, weighted)
     if not p.regularize_bias and p.bias < 0:
         _refuse(owner, "regularize_bias", p)
     if p.bias >= 0 and not spec.bias_feature:  # LIBLINEAR's check_parameter for -s 21
         raise ValueError(f"The 'bias' parameter of {owner} must be < 0 (no bias feature) "
                          f"with solver {p.solver!r}, as LIBLINEAR's -s 21. Got {p.bias!r} "
                          "instead.")
-    if spec.takes("alm"):
-        p = dataclasses.replace(p, p=check_alm(owner, p),
-                                bias=1.0 if p.bias >= 0 else -1.0)  # an intercept, or none
+    if spec.intercept:  # SVM-ALM: its exponent p, and an intercept or none
+        p = dataclasses.replace(p, p=check_alm(owner, p), bias=1.0 if p.bias >= 0 else -1.0)
     return p
 
 
 def check_alm(owner: str, p: Params) -> float:
-    """Check SVM-ALM's parameters; return the loss exponent p."""
+    """SVM-ALM's loss exponent p, checked against the loss: returned."""
     if p.loss == "lp":
         if p.p is None:
             raise ValueError(f"The 'p' parameter of {owner} is required with loss 'lp'.")
@@ -266,10 +547,47 @@ def check_alm(owner: str, p: Params) -> float:
     elif p.p is not None and float(p.p) != ALM_P[p.loss]:
         raise ValueError(f"The 'p' parameter of {owner} must be {ALM_P[p.loss]:g} (or None) "
                          f"with loss {p.loss!r}. Got {p.p!r} instead.")
-    check_real(owner, "mu0", p.mu0, 0.0)
-    check_real(owner, "rho", p.rho, 1.0, low_open=False)
-    check_real(owner, "rtol", p.rtol, 0.0, low_open=False)
     return float(p.p) if p.loss == "lp" else ALM_P[p.loss]
+
+
+# --solver auto takes the primal when rows outnumber features by this factor (l ≫ n).
+AUTO_PRIMAL_RATIO = 50
+
+
+def choose_solver(dataset, loss: str) -> tuple[str, str]:
+    """``--solver auto``: the solver for this store and loss, and why.
+
+    Primal CD when the store has far more rows than features (l ≫ n: the primal
+    has fewer variables, and the dual method "may not be stable for some
+    non-document data with a small number of features" — Chang, Hsieh & Lin
+    2008, §1), dual CD otherwise (document-like data, where Hsieh et al. 2008
+    find it faster); a loss only one solver trains decides by itself.
+    """
+    from storage.columns import read_columns_meta
+    from storage.errors import IncompleteStoreError
+
+    m = dataset.meta
+    ratio = m.n_rows / max(1, m.n_features)
+    dual, primal = registry.SOLVERS["dcd"], registry.SOLVERS["pcd"]
+    if dataset.is_subset and loss in dual.losses:
+        return "dcd", "a view of some row blocks (a fold) has no column view for pcd"
+    takers = [s.name for s in registry.SOLVERS.values() if loss in s.losses]
+    if len(takers) == 1:
+        return takers[0], f"only {takers[0]} trains the {loss} loss"
+    if loss not in primal.losses:
+        return "dcd", f"only dcd trains the {loss} loss"
+    if loss not in dual.losses:
+        return "pcd", f"only pcd trains the {loss} loss"
+    if ratio < AUTO_PRIMAL_RATIO:
+        return "dcd", (f"l={m.n_rows} rows vs n={m.n_features} features (ratio {ratio:.3g} < "
+                       f"{AUTO_PRIMAL_RATIO}): the dual, with l variables, suits n ≳ l")
+    try:
+        read_columns_meta(dataset)
+    except IncompleteStoreError:
+        return "dcd", (f"l ≫ n (ratio {ratio:.3g}) favours the primal, but the store has no "
+                       "column view (run `distsvm columnize`)")
+    return "pcd", (f"l={m.n_rows} rows ≫ n={m.n_features} features (ratio {ratio:.3g} ≥ "
+                   f"{AUTO_PRIMAL_RATIO}): the primal has fewer variables")
 
 
 def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool]:
@@ -346,9 +664,6 @@ def class_weights(owner: str, class_weight, meta) -> np.ndarray:
         return np.ones(len(n))
     if isinstance(class_weight, str) and class_weight == "balanced":
         return n.sum() / (len(n) * np.maximum(n, 1))
-    if not isinstance(class_weight, dict):
-        raise ValueError(f"The 'class_weight' parameter of {owner} must be None, a dict or "
-                         f"'balanced'. Got {class_weight!r} instead.")
     unknown = [k for k in class_weight if float(k) not in meta.classes]
     if unknown:
         raise ValueError(f"The 'class_weight' parameter of {owner} names labels {unknown} "
@@ -367,12 +682,10 @@ def check_kwargs(owner: str, kwargs: dict, dataset=None, regression: bool | None
     default, since ``kwargs`` names it), and the data: against ``dataset`` where it exists,
     else against the task ``regression`` (a pipeline's first run).  Returns the checked
     Params (``solver`` "auto" resolved where ``dataset`` is given)."""
-    from . import jobs
-
     p = Params(**kwargs)
     check_params(owner, p, names)
     if p.solver not in registry.SOLVERS and dataset is not None:  # "auto"
-        p = dataclasses.replace(p, solver=jobs.choose_solver(dataset, p.loss)[0])
+        p = dataclasses.replace(p, solver=choose_solver(dataset, p.loss)[0])
     if p.solver not in registry.SOLVERS:
         return p
     p = check_solver(owner, p, dataset.meta.weighted if dataset is not None else False, names,
@@ -390,15 +703,17 @@ def check_kwargs(owner: str, kwargs: dict, dataset=None, regression: bool | None
 
 # ---------------------------------------------------------------- settings
 # The values of commands and specs that are not training parameters — the cluster's size,
-# block sizes, waits, an ingest's seed and feature count, folds — by one name each, checked
-# by check_settings for the CLI's options and the job and pipeline specs' keys alike
-# (``names`` spells them as the front end does: "--block-mb", "ingest.block_mb").
-SETTINGS = {  # name: (int or float, lowest, lowest excluded)
-    "workers": (int, 1, False), "block_rows": (int, 1, False), "block_mb": (float, 0.0, True),
-    "lock_timeout": (float, 0.0, False), "memory_mb": (float, 0.0, True),
-    "n_features": (int, 1, False), "seed": (int, 0, False), "n_folds": (int, 2, False),
-    "concurrent_folds": (int, 1, False), "every": (int, 1, False), "keep": (int, 1, False),
+# block sizes, waits, an ingest's seed and feature count, folds (:class:`Folds`), a
+# checkpoint's policy — by one name each, checked by check_settings for the CLI's options
+# and the job and pipeline specs' keys alike (``names`` spells them as the front end does:
+# "--block-mb", "ingest.block_mb").
+SETTINGS = {
+    "workers": Int(1), "block_rows": Int(1), "block_mb": Real(0.0),
+    "lock_timeout": Real(0.0, low_open=False), "memory_mb": Real(0.0), "n_features": Int(1),
+    "seed": Int(0), "every": Int(1), "keep": Int(1),
+    **{name: c for name, o in options(Folds).items() for c in o.check if c is not None},
 }
+
 LOCAL_WORKERS_PER_CORE = 4  # a cluster started on this machine: more processes only queue
 
 
@@ -420,13 +735,10 @@ def check_settings(owner: str, values: dict, names: dict | None = None,
     for key, value in values.items():
         if value is None:
             continue
-        kind, low, excluded = SETTINGS[key]
-        name = _named(names, key)
-        if kind is int:
-            check_int(owner, name, value, low, max_local_workers()
-                      if key == "workers" and local else None)
-        else:
-            check_real(owner, name, value, low, low_open=excluded)
+        rule = SETTINGS[key]
+        if key == "workers" and local:
+            rule = Int(rule.low, max_local_workers())
+        validate(owner, _named(names, key), value, [rule])
     if values.get("block_rows") is not None and values.get("block_mb") is not None:
         raise ValueError(f"The '{_named(names, 'block_rows')}' and "
                          f"'{_named(names, 'block_mb')}' parameters of {owner} are "

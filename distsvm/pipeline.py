@@ -61,6 +61,7 @@ from .spec import (
     check_store,
     cluster_client,
     read_document,
+    train_params,
     validate,
 )
 
@@ -216,7 +217,8 @@ def run(spec: dict, progress: Progress | None = None, client=None,
 
 def _run(spec, paths, progress, client, lock, lock_timeout) -> tuple[int, dict]:
     reg, name, so = spec["registry"], spec["name"], spec.get("storage_options")
-    settings = dict(spec.get("solver", {}))
+    settings = dict(spec.get("solver", {}))  # as written: the lineage's
+    kwargs = train_params(spec)
     with (contextlib.nullcontext(client) if client is not None
           else cluster_client(spec.get("cluster", {}), spec["source"], progress)) as c:
         dataset, added = ingest_partitions(spec, paths, c, progress, lock_timeout)
@@ -232,14 +234,14 @@ def _run(spec, paths, progress, client, lock, lock_timeout) -> tuple[int, dict]:
         current = registry.load(reg, name, storage_options=so) if cur is not None else None
         warm = {}
         if current is not None:
-            solver = settings.get("solver", params.DEFAULTS.solver)
-            if solver in solvers.SOLVERS and solvers.SOLVERS[solver].takes("warm_start"):
+            solver = kwargs.get("solver", params.DEFAULTS.solver)
+            if solver in solvers.SOLVERS and params.takes(solver, "warm_start"):
                 warm["warm_start"] = jobs._weights_for(current, dataset.meta.n_features)
                 progress.note(f"pipeline: warm start from {name} v{cur}")
             else:
                 progress.note(f"pipeline: solver {solver} takes no warm start; cold start")
         model = jobs.train(dataset, client=c, progress=progress,
-                           owner=f"{spec['source']}: solver", **settings, **warm)
+                           owner=f"{spec['source']}: solver", **kwargs, **warm)
         # a regression model is compared by its holdout mean squared error (lower is better)
         what = "mean_squared_error" if model.is_regression else "accuracy"
         acc = jobs.predict(holdout, model, client=c)[what]

@@ -159,14 +159,13 @@ def cross_validate(data, n_folds: int = 5, *, seed: int = 0, concurrent_folds: i
     """
     progress = progress or Progress(quiet=True)
     dataset = jobs.as_dataset(data)
-    solver, why = fold_solver(train_kwargs.pop("solver", params.DEFAULTS.solver),
-                              train_kwargs.get("loss", params.DEFAULTS.loss), "cross_validate")
+    train_kwargs, why = for_folds(train_kwargs, "cross_validate")
     if why:
         progress.note(why)
     with jobs.client_for(scheduler, n_workers, client) as c:
         folds = _Folds(c, dataset, n_folds, seed, n_workers, concurrent_folds, progress)
-        _, rows = _run_folds(c, folds, dict(train_kwargs, solver=solver, seed=seed),
-                             concurrent_folds, progress=progress)
+        _, rows = _run_folds(c, folds, dict(train_kwargs, seed=seed), concurrent_folds,
+                             progress=progress)
     n = dataset.meta.n_rows
     if dataset.meta.regression:  # LIBLINEAR's train.c: the sums over all held-out rows
         sums = np.sum([r["regression_sums"] for r in rows], axis=0)
@@ -203,6 +202,18 @@ def fold_solver(solver: str, loss: str, owner: str) -> tuple[str, str | None]:
                      "row blocks")
 
 
+def for_folds(kwargs: dict, owner: str) -> tuple[dict, str | None]:
+    """The training parameters ``kwargs`` of :func:`distsvm.jobs.train` for the folds: the
+    solver :func:`fold_solver` picks (``kwargs`` then without the column view's mode,
+    which the substitute does not take), and why, if it differs."""
+    solver, why = fold_solver(kwargs.get("solver", params.DEFAULTS.solver),
+                              kwargs.get("loss", params.DEFAULTS.loss), owner)
+    out = {**kwargs, "solver": solver}
+    if why:
+        out.pop("pcd_mode", None)
+    return out, why
+
+
 def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str | None = None,
            start_C: float | None = None, max_C: float = MAX_C, seed: int = 0,
            concurrent_folds: int = 1, scheduler: str | None = None,
@@ -210,7 +221,7 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
            progress: Progress | None = None, **train_kwargs) -> dict:
     """LIBLINEAR's ``-C``: the C of the best ``n_folds``-fold CV accuracy (see the module
     docstring) for ``loss`` "logistic" (``-s 0``) or "squared_hinge" (``-s 2``), trained
-    by ``solver`` (default: LIBLINEAR's type's, from :data:`~.registry.LIBLINEAR_TYPES`,
+    by ``solver`` (default: LIBLINEAR's type's, from :data:`~.registry.TYPES`,
     or :func:`fold_solver`'s substitute).
 
     ``start_C`` (LIBLINEAR's ``-c`` with ``-C``) replaces :func:`start_c`; ``max_C`` is
@@ -223,18 +234,18 @@ def find_c(data, n_folds: int = 5, *, loss: str = "squared_hinge", solver: str |
         raise ValueError(f"The 'loss' parameter of find_c must be one of "
                          f"{list(SEARCH_TYPES)} (LIBLINEAR's -C searches -s 0 and -s 2). "
                          f"Got {loss!r} instead.")
-    solver, why = fold_solver(solver or registry.LIBLINEAR_TYPES[SEARCH_TYPES[loss]][0], loss,
-                              "find_c")
+    kwargs, why = for_folds(dict(train_kwargs, loss=loss, seed=seed, solver=solver or
+                                 registry.TYPES[SEARCH_TYPES[loss]].solver), "find_c")
     if why:
         progress.note(why)
+    solver = kwargs["solver"]
     if start_C is not None:
         params.check_real("find_c", "start_C", start_C, 0.0)
     params.check_real("find_c", "max_C", max_C, 0.0)
     # warm start where the solver takes it (LIBLINEAR's own -s 0/-s 2 solver), as LIBLINEAR
-    warm_start = solver in registry.SOLVERS and registry.SOLVERS[solver].takes("warm_start")
+    warm_start = solver in registry.SOLVERS and params.takes(solver, "warm_start")
     dataset = jobs.as_dataset(data)
     bias = float(train_kwargs.get("bias", -1.0))
-    kwargs = dict(train_kwargs, solver=solver, loss=loss, seed=seed)
     history = []
     with jobs.client_for(scheduler, n_workers, client) as c:
         folds = _Folds(c, dataset, n_folds, seed, n_workers, concurrent_folds, progress)

@@ -5,10 +5,12 @@ A spec names the training store (and a test store), the solver and its parameter
 a dask-jobqueue / dask-kubernetes cluster, with optional TLS), where the model goes
 (a file, a model registry) and the checkpoint policy.  It is validated against the
 JSON schema ``distsvm/schemas/job.schema.json`` (unknown keys rejected); every error
-names the file and the key.  YAML is read with a SafeLoader only (:mod:`distsvm.documents`:
-no aliases, bounded depth and size, no repeated keys).  The
-parameters' values are then checked by :func:`distsvm.jobs.train` itself, with the
-file named as the owner.  The format is documented in ``docs/jobs.md``.
+names the file and the key.  The ``solver`` section's schema is not in that file: it is
+generated from the training parameters' declaration (:func:`distsvm.params.spec_schema`),
+and its ``type`` is LIBLINEAR's ``-s`` (:func:`train_params`).  YAML is read with a
+SafeLoader only (:mod:`distsvm.documents`: no aliases, bounded depth and size, no repeated
+keys).  The parameters' values are then checked as :func:`distsvm.jobs.train` checks them,
+with the file named as the owner.  The format is documented in ``docs/jobs.md``.
 
 A run lives in ``RUNS/RUN_ID/`` (``RUNS`` is ``checkpoint.runs`` or ``TRAIN_STORE/runs``):
 ``job.json`` (the spec as validated, to resume it), ``checkpoints/`` and, once done,
@@ -81,18 +83,29 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
+def schema(name: str) -> dict:
+    """The JSON schema ``schemas/<name>.schema.json``; the job schema with its ``solver``
+    section (``$defs/solver``) generated from :class:`distsvm.params.Params`."""
+    from . import params
+
+    doc = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+    if name == "job":
+        doc["$defs"] = {"solver": params.spec_schema(), **doc["$defs"]}
+    return doc
+
+
 def validate(doc, schema_name: str, where: str) -> dict:
-    """Check ``doc`` against ``schemas/<schema_name>.schema.json``; SpecError naming the
-    key of the first problem (an unknown key by its full path)."""
+    """Check ``doc`` against :func:`schema` ``(schema_name)``; SpecError naming the key of
+    the first problem (an unknown key by its full path)."""
     import jsonschema
     import referencing
 
-    schemas = [_with_choices(json.loads(p.read_text()))
+    schemas = [schema(p.name.removesuffix(".schema.json"))
                for p in sorted(SCHEMAS.glob("*.schema.json"))]
     registry = referencing.Registry().with_resources(
         (s["$id"], referencing.Resource.from_contents(s)) for s in schemas)
-    schema = next(s for s in schemas if s["$id"].endswith(f"/{schema_name}.schema.json"))
-    validator = jsonschema.Draft202012Validator(schema, registry=registry)
+    target = next(s for s in schemas if s["$id"].endswith(f"/{schema_name}.schema.json"))
+    validator = jsonschema.Draft202012Validator(target, registry=registry)
     errors = sorted(validator.iter_errors(doc), key=lambda e: (list(e.absolute_path), e.message))
     if not errors:
         return doc
@@ -108,21 +121,6 @@ def validate(doc, schema_name: str, where: str) -> dict:
                         "jobqueue and kubernetes")
     key = ".".join(path) or "(top level)"
     raise SpecError(f"{where}: key '{key}': {e.message}")
-
-
-def _with_choices(schema: dict) -> dict:
-    """The schema with the choices of the ``solver`` section's keys filled in from the
-    solver registry and :data:`distsvm.params.CHOICES` (the file leaves them open)."""
-    from . import params
-    from .solvers import registry
-
-    keys = schema.get("$defs", {}).get("solver", {}).get("properties")
-    if keys is not None:
-        choices = {"solver": registry.choices(), "loss": list(registry.LOSSES),
-                   **{k: [v for v in vs if v is not None] for k, vs in params.CHOICES.items()}}
-        for key, values in choices.items():
-            keys[key] = {**keys[key], "enum": values}
-    return schema
 
 
 def load_spec(path) -> dict:
@@ -146,7 +144,7 @@ def check_solver_section(spec: dict, where: str, dataset=None, key: str = "solve
     from . import params
 
     try:
-        params.check_kwargs(_OWNER, dict(spec.get(key, {})), dataset, regression)
+        params.check_kwargs(_OWNER, train_params(spec, key), dataset, regression)
     except ValueError as exc:
         raise SpecError(spec_message(str(exc), where, key)) from exc
 
@@ -300,9 +298,14 @@ def run_dir_for(spec: dict, run_id: str) -> str:
     return files.join(runs, run_id)
 
 
-def train_params(spec: dict) -> dict:
-    """The keyword arguments of :func:`distsvm.jobs.train` of a spec."""
-    return dict(spec.get("solver", {}))
+def train_params(spec: dict, key: str = "solver") -> dict:
+    """The keyword arguments of :func:`distsvm.jobs.train` of a spec's section ``key``: its
+    parameters, its ``type`` (LIBLINEAR's ``-s``) as its solver, loss and switch to the
+    primal solver (:func:`distsvm.params.with_type`; ValueError where it contradicts them)."""
+    from . import params
+
+    section = dict(spec.get(key, {}))
+    return params.with_type(section, section.pop("type", None))
 
 
 def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,

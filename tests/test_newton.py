@@ -352,12 +352,12 @@ def test_class_weights_match_liblinear_wi(client, a9a, a9a_store, loss):
 
 
 def test_cli_class_weight_letters():
-    from distsvm.cli import _class_weights
+    from distsvm.arguments import class_weights
 
-    rest, cw = _class_weights(["train", "s.zarr", "m", "-s", "0", "-w1", "2", "-w-1", "0.5",
+    rest, cw = class_weights(["train", "s.zarr", "m", "-s", "0", "-w1", "2", "-w-1", "0.5",
                                "-c", "4"])
     assert rest == ["train", "s.zarr", "m", "-s", "0", "-c", "4"] and cw == {1.0: 2.0, -1.0: 0.5}
-    assert _class_weights(["predict", "-w1", "2"]) == (["predict", "-w1", "2"], None)
+    assert class_weights(["predict", "-w1", "2"]) == (["predict", "-w1", "2"], None)
 
 
 def test_cli_ingest_weights_and_train_s0_R_wi(client, weighted, tmp_path, capsys):

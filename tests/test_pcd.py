@@ -9,7 +9,8 @@ import pytest
 from distsvm.columns import columnize
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
-from distsvm.jobs import choose_solver, train
+from distsvm.jobs import train
+from distsvm.params import choose_solver
 from storage import IncompleteStoreError
 from workers import losses
 from workers.kernels import pcd as kernel

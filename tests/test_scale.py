@@ -193,10 +193,7 @@ def test_every_s_on_three_workers_that_each_hold_a_share(three, client, a9a, tmp
     regression = data == "abalone"
     store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 6 + 1,
                    regression=regression)
-    solver, name = registry.LIBLINEAR_TYPES[s]
-    kw = dict(solver=solver, loss=name, seed=3)
-    if registry.SOLVERS[solver].takes("primal_switch", name):
-        kw["primal_switch"] = registry.LIBLINEAR_DUAL_ROUNDS  # as the CLI's -s 1, 7, 12
+    kw = dict(registry.type_params(s), seed=3)  # as the CLI's -s (1, 7, 12: the switch)
     ours = [train(store, client=c, plan=_spread(c, store), **kw) for c in (three, client)]
 
     def objective(w):

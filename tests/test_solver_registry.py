@@ -1,6 +1,6 @@
-"""The solver registry is consistent, and the front ends read it: -s codes, CLI choices,
-default eps, the options each solver takes, the solver modules' signature, the parameter
-messages."""
+"""The solver registry is consistent, and the front ends read it and the one declaration of
+the training options (distsvm.params): -s codes, CLI choices, default eps, the options each
+solver takes, the solver modules' signature, the parameter messages."""
 
 from __future__ import annotations
 
@@ -13,16 +13,17 @@ import sys
 import numpy as np
 import pytest
 
-from distsvm import params
-from distsvm.cli import build_parser
+from distsvm import arguments, params
+from distsvm.arguments import build_parser
 from distsvm.params import Params
 from distsvm.solvers import registry
 from workers import losses
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-# options a solver that does not take them ignores: the seed (every front end passes it,
-# and it also draws cross-validation's folds); every other one is refused (issue 30)
-IGNORED = {"seed"}
+# parameters every solver takes: the common ones, and the seed (every front end passes it,
+# and it also draws cross-validation's folds); every other one is refused by a solver that
+# does not take it (issue 30)
+COMMON = {"solver", "loss", "C", "eps", "bias", "max_rounds", "seed"}
 
 
 def test_every_liblinear_type_is_a_registered_solver_and_loss():
@@ -48,24 +49,92 @@ def test_cli_choices_are_the_registry_s():
     assert list(actions["loss"].choices) == [n.replace("_", "-") for n in registry.LOSSES]
     assert list(actions["liblinear_type"].choices) == list(registry.LIBLINEAR_TYPES)
     for dest in ("objective", "method", "pcd_mode", "parallel"):
-        assert [c for c in params.CHOICES[dest] if c is not None] == \
+        assert [c for c in params.OPTIONS[dest].check[0].values if c is not None] == \
             list(actions[dest].choices), dest
     for s in registry.SOLVERS.values():
         assert f"{s.cli_name} = {s.help}" in actions["solver"].help
         assert f"{s.cli_name}, {s.eps_help} (default {s.eps:g})" in actions["eps"].help
-    for dest in ("max_rounds", "seed", "inner_passes", "gap_tol", "bias", "mu0", "rho", "rtol"):
-        assert actions[dest].default == getattr(params.DEFAULTS, dest), dest
 
 
-def test_job_schema_choices_are_filled_from_the_registry():
+def test_the_command_line_options_are_the_table_s():
+    """Every field of Params and Folds with flags is a train option of that name, with no
+    default of its own (absent unless given: the table's default applies), its help the
+    field's; the train command given nothing gives nothing."""
+    import argparse
+
+    actions = _train_actions()
+    defaults = {**vars(params.DEFAULTS), **vars(params.Folds())}
+    for name, o in {**params.OPTIONS, **params.options(params.Folds)}.items():
+        if not o.flags or name == "class_weight":  # -wi: arguments.class_weights
+            assert name not in actions or name == "class_weight", name
+            continue
+        assert actions[name].option_strings == list(o.flags), name
+        assert actions[name].default is argparse.SUPPRESS, name
+        assert actions[name].help == o.help.format(default=defaults[name]), name
+    a = arguments.parse(["train", "s.zarr", "m"])
+    assert arguments.given(a) == {} and arguments.given(a, params.Folds) == {}
+    a = arguments.parse(["train", "s.zarr", "m", "--no-join-blocks", "-R", "--inner-passes",
+                         "1", "--solver", "cutting-plane", "-w1", "2"])
+    assert arguments.given(a) == {"solver": "cutting_plane", "regularize_bias": False,
+                                  "class_weight": {1.0: 2.0}, "inner_passes": 1,
+                                  "join_blocks": False}
+
+
+def test_job_schema_solver_section_is_generated_from_the_table():
+    """The job schema file has no solver section: it is :func:`distsvm.params.spec_schema`,
+    every field a spec takes, with the registry's choices and LIBLINEAR's -s as ``type``."""
+    import json
+
     from distsvm import spec
 
-    schema = spec._with_choices({"$defs": {"solver": {"properties": {
-        k: {} for k in ("solver", "loss", *params.CHOICES)}}}})
-    keys = schema["$defs"]["solver"]["properties"]
+    assert "solver" not in json.loads((REPO / "distsvm" / "schemas" / "job.schema.json")
+                                      .read_text())["$defs"]
+    keys = spec.schema("job")["$defs"]["solver"]["properties"]
+    assert keys == params.spec_schema()["properties"]
+    assert list(keys) == ["type", *(n for n, o in params.OPTIONS.items() if o.spec)]
+    assert keys["type"]["enum"] == list(registry.TYPES)
     assert keys["solver"]["enum"] == registry.choices()
     assert keys["loss"]["enum"] == list(registry.LOSSES)
     assert keys["parallel"]["enum"] == ["average", "add", "line"]
+
+
+def test_the_s_table():
+    """LIBLINEAR's -s codes: each a registered solver and loss; -s 1, 7, 12 switch to the
+    primal Newton solver of their loss; (penalty, loss, dual) to a code as scikit-learn's
+    _get_liblinear_solver_type, with its messages."""
+    assert registry.type_params(2) == {"solver": "newton", "loss": "squared_hinge"}
+    switching = {c for c in registry.TYPES if "primal_switch" in registry.type_params(c)}
+    assert switching == {1, 7, 12}
+    for code in switching:
+        assert registry.type_params(code)["primal_switch"] == registry.LIBLINEAR_DUAL_ROUNDS
+        assert registry.TYPES[code].loss in registry.SOLVERS["newton"].losses
+    for code, t in registry.TYPES.items():
+        assert registry.type_of(t.loss, t.penalty, t.dual) == code
+    assert registry.type_of("squared_hinge", "l1", False) == 5
+    with pytest.raises(ValueError, match="penalty='l1' and loss='hinge' is not supported"):
+        registry.type_of("hinge", "l1", False)
+    with pytest.raises(ValueError, match="loss='x' are not supported when dual=True"):
+        registry.type_of("logistic", "l1", True, loss_name="x")
+    with pytest.raises(ValueError, match="-s 2 means --solver newton, which contradicts "
+                                         "--solver dcd"):
+        params.with_type({"solver": "dcd"}, 2, {"type": "-s", "solver": "--solver"})
+    assert params.with_type({"C": 2.0}, 7) == {"C": 2.0, "solver": "dcd", "loss": "logistic",
+                                               "primal_switch": 300}
+
+
+FIVE = ("inner_passes", "gap_tol", "pcd_mode", "join_blocks", "concurrent_folds")
+
+
+def test_no_front_end_spells_an_option_of_a_solver():
+    """The options declared once (distsvm.params) are spelled by no front end: not the
+    command line's, not jobs, the specs, the registry nor the job schema file."""
+    fronts = ["cli.py", "arguments.py", "jobs.py", "spec.py", "pipeline.py",
+              "solvers/registry.py", "schemas/job.schema.json"]
+    for name in fronts:
+        text = (REPO / "distsvm" / name).read_text()
+        for option in FIVE:
+            for spelling in (option, option.replace("_", "-")):
+                assert spelling not in text, (name, spelling)
 
 
 @pytest.mark.parametrize("solver,eps", [("dcd", 0.1), ("pcd", 0.1), ("cutting_plane", 1e-3),
@@ -107,35 +176,36 @@ def test_names_differ_only_at_the_scikit_learn_boundary():
 
 
 def test_every_option_belongs_to_a_solver_and_is_refused_by_the_others():
-    taken = {o for s in registry.SOLVERS.values() for o in s.options}
-    assert taken == set(params.REFUSALS) | IGNORED
-    given = {"gap_tol": {"gap_tol": 1e-3}, "objective": {"objective": "ordinal"},
-             "c_perf": {"c_perf": 1.0}, "parallel": {"parallel": "add"},
-             "alm": {"rho": 1.5}, "primal_switch": {"primal_switch": 5},
-             "regularize_bias": {"regularize_bias": False, "bias": 1.0},
-             "warm_start": {"warm_start": np.zeros(3)}, "weights": {"class_weight": "balanced"},
-             "epsilon": {"epsilon": 0.5},
-             "nu": {"nu": 0.3}, "inner_passes": {"inner_passes": 2},
-             "join_blocks": {"join_blocks": False}, "pcd_mode": {"pcd_mode": "parallel"}}
+    """Each field has takers (the solvers that take it) and a refusal, or every solver
+    takes it; each solver takes its options and refuses the others, even given at their
+    default value."""
+    assert {n for n, o in params.OPTIONS.items() if o.takers is None} == COMMON
+    assert set(params.REFUSALS) == set(params.OPTIONS) - COMMON
+    given = {"gap_tol": 1e-3, "objective": "ordinal", "c_perf": 1.0, "parallel": "add",
+             "p": 2.0, "method": "exact", "mu0": 0.5, "rho": 1.5, "rtol": 1e-3,
+             "primal_switch": 5, "regularize_bias": False, "warm_start": np.zeros(3),
+             "class_weight": "balanced", "epsilon": 0.5, "nu": 0.3, "inner_passes": 2,
+             "join_blocks": False, "pcd_mode": "parallel"}
     assert set(given) == set(params.REFUSALS)
     for s in registry.SOLVERS.values():
-        for option, kwargs in given.items():
+        for option, value in given.items():
             for loss in s.losses:
+                kwargs = {option: value, **({"bias": 1.0} if option == "regularize_bias"
+                                            else {})}
+                if s.name == "alm":  # its exponent p as the loss has it
+                    kwargs["p"] = params.ALM_P.get(loss, 2.0)
                 p = Params(solver=s.name, loss=loss, **kwargs)
-                if s.takes(option, loss):
-                    if option != "alm" or loss != "lp":
-                        params.check_solver("train", p)
-                else:
+                if params.takes(s.name, option, loss):
+                    params.check_solver("train", p)
+                    continue
+                with pytest.raises(ValueError, match="train"):
+                    params.check_solver("train", p)
+                # given at its default value: refused all the same
+                at_default = {option: getattr(params.DEFAULTS, option)}
+                if at_default[option] is not None:
                     with pytest.raises(ValueError, match="train"):
-                        params.check_solver("train", p)
-                    # given at its default value: refused all the same
-                    at_default = {k: getattr(params.DEFAULTS, k) for k in kwargs}
-                    if option not in ("weights", "warm_start", "c_perf", "parallel",
-                                      "primal_switch") and option != "regularize_bias":
-                        with pytest.raises(ValueError, match="train"):
-                            params.check_solver("train", Params(solver=s.name, loss=loss,
-                                                                **at_default),
-                                                given=at_default)
+                        params.check_solver("train", Params(solver=s.name, loss=loss,
+                                                            **at_default), given=at_default)
 
 
 @pytest.mark.parametrize("name", sorted(registry.SOLVERS))

@@ -51,6 +51,21 @@ def test_invalid_specs_name_the_file_and_key(tmp_path, text, message):
     assert str(e.value).startswith(f"{path}: ") and message in str(e.value)
 
 
+def test_a_spec_s_type_is_liblinear_s(tmp_path):
+    """``solver.type`` is LIBLINEAR's -s, read from the registry's table as the command
+    line's: its solver, loss and (-s 1, 7, 12) switch to the primal solver; a solver that
+    contradicts it is refused, naming the key."""
+    path = _write(tmp_path, "job.yaml", "data: {train: s}\nsolver: {type: 7, C: 0.5}\n")
+    assert spec.train_params(spec.load_spec(path)) == {
+        "C": 0.5, "solver": "dcd", "loss": "logistic", "primal_switch": 300}
+    path = _write(tmp_path, "bad.yaml", "data: {train: s}\nsolver: {type: 2, solver: dcd}\n")
+    with pytest.raises(spec.SpecError, match=r"bad.yaml: key 'solver': type 2 means solver "
+                                              r"newton, which contradicts solver dcd"):
+        spec.check_solver_section(spec.load_spec(path), str(path))
+    with pytest.raises(spec.SpecError, match="key 'solver.type': 8 is not one of"):
+        spec.load_spec(_write(tmp_path, "no.yaml", "data: {train: s}\nsolver: {type: 8}\n"))
+
+
 def test_yaml_toml_and_json_specs_are_the_same_job(tmp_path):
     doc = {"name": "j", "data": {"train": "s"}, "solver": {"C": 0.5, "loss": "hinge"},
            "cluster": {"n_workers": 2}, "checkpoint": {"every": 5}}

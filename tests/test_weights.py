@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from distsvm import params
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
 from distsvm.jobs import train
-from distsvm.solvers.registry import SOLVERS
 
 from .conftest import weighted_stores
 from .test_multiclass import DATA, liblinear_model, load_xy
@@ -67,7 +67,7 @@ def _fit(store, client, solver, loss, parallel, gap_tol, max_rounds=500, **kw):
         extra["eps"] = gap_tol / 1000
     else:  # eps reachable, so the shrunken rows are checked again before the end
         extra.update(eps=1e-8, gap_tol=gap_tol)
-        if SOLVERS[solver].takes("inner_passes"):  # another solver refuses it
+        if params.takes(solver, "inner_passes"):  # another solver refuses it
             extra["inner_passes"] = 10
     return train(store, solver=solver, loss=loss, C=C, max_rounds=max_rounds, client=client,
                  **extra,

@@ -32,16 +32,14 @@ REGRESSION_LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
 AUTO = "auto"  # train's solver="auto": jobs.choose_solver picks one per store
 # LIBLINEAR 2.40+'s -s 1, -s 7 and -s 12 (train_one in linear.cpp): a problem whose dual CD
 # has not converged after this many iterations continues with the primal Newton solver of
-# the same loss (-s 2, -s 0, -s 11) from the dual's w; train's ``primal_switch`` (the CLI's
-# -s 1, -s 7, -s 12)
+# the same loss (-s 2, -s 0, -s 11) from the dual's w; train's ``primal_switch``, which
+# :func:`type_params` sets for the types that switch
 LIBLINEAR_DUAL_ROUNDS = 300
 
 
 @dataclasses.dataclass(frozen=True)
 class Solver:
-    """A solver's entry.  ``options`` maps each option it takes to the losses it takes it
-    with (None: every loss); "weights" stands for class and instance weights, "alm" for
-    SVM-ALM's p, method, mu0, rho and rtol.  Its module (:meth:`module`) has
+    """A solver's entry.  Its module (:meth:`module`) has
     ``solve(client, dataset, plan, p, *, positive, cost, progress, checkpoint)``, which runs
     one problem: rows of class index ``positive`` are +1, ``cost`` is C per class index
     (:func:`workers.losses.class_costs`).  ``joins``: every problem trains on the rows and
@@ -57,8 +55,6 @@ class Solver:
     eps: float
     eps_help: str
     max_rounds: int = 1000  # the default round limit, LIBLINEAR's max_iter
-    types: Mapping[int, str] = dataclasses.field(default_factory=dict)
-    options: Mapping[str, tuple[str, ...] | None] = dataclasses.field(default_factory=dict)
     reads: str = "rows"  # "columns": the store's column view, which a fold (a view) lacks
     multiclass: bool = False  # trains K classes as one problem (no one-vs-rest)
     intercept: bool = False  # bias >= 0 is an unregularized intercept, not a bias feature
@@ -87,20 +83,12 @@ class Solver:
         """The CLI's loss when none is given: the L2-loss SVM if it trains it."""
         return "squared_hinge" if "squared_hinge" in self.losses else self.losses[0]
 
-    def takes(self, option: str, loss: str | None = None) -> bool:
-        """Whether this solver takes ``option`` (with ``loss``, if given)."""
-        if option not in self.options:
-            return False
-        losses = self.options[option]
-        return losses is None or loss is None or loss in losses
-
 
 def _cutting_plane_recorded(p, meta) -> dict:
-    """The objective, and SVMperf's C of the C trained (:func:`~.cutting_plane.n_loss_terms`)."""
+    """SVMperf's C of the C trained (:func:`~.cutting_plane.n_loss_terms`)."""
     from . import cutting_plane
 
-    return {"objective": p.objective,
-            "c_perf": cutting_plane.n_loss_terms(meta.class_counts, p.objective) * p.C / 100}
+    return {"c_perf": cutting_plane.n_loss_terms(meta.class_counts, p.objective) * p.C / 100}
 
 
 # In the CLI's order; "auto" (AUTO) follows them.  Default eps: LIBLINEAR's for dcd, pcd,
@@ -112,50 +100,96 @@ SOLVERS = {s.name: s for s in (
                                                 "epsilon_insensitive",
                                                 "squared_epsilon_insensitive"),
            0.1, "the projected-gradient violation (SVR: the summed violation relative to "
-           "round 1's)",
-           types={1: "squared_hinge", 3: "hinge", 7: "logistic",
-                  12: "squared_epsilon_insensitive", 13: "epsilon_insensitive"},
-           options={"weights": None, "seed": None, "inner_passes": None, "gap_tol": None,
-                    "join_blocks": None, "parallel": ("hinge", "squared_hinge"),
-                    "primal_switch": ("squared_hinge", "logistic", "squared_epsilon_insensitive"),
-                    "epsilon": ("epsilon_insensitive", "squared_epsilon_insensitive")},
-           joins=True, batches_ovr=True),
+           "round 1's)", joins=True, batches_ovr=True),
     Solver("pcd", "primal CD over column blocks", ("squared_hinge", "logistic"), 0.1,
-           "max |D'(0)| relative to the gradient at w = 0",
-           options={"weights": None, "seed": None, "pcd_mode": None}, reads="columns",
-           recorded=lambda p, meta: {"pcd_mode": p.pcd_mode}),
+           "max |D'(0)| relative to the gradient at w = 0", reads="columns"),
     Solver("cutting_plane", "Joachims 2006", ("hinge",), 1e-3,
-           "the precision of the average loss",
-           options={"objective": None, "c_perf": None}, recorded=_cutting_plane_recorded),
+           "the precision of the average loss", recorded=_cutting_plane_recorded),
     Solver("alm", "SVM-ALM primal solver", ("hinge", "squared_hinge", "lp"), 0.01,
-           "the gradient norm (the paper's)", options={"alm": None}, intercept=True),
+           "the gradient norm (the paper's)", intercept=True),
     Solver("newton", "LIBLINEAR's line-search Newton",
            ("logistic", "squared_hinge", "squared_epsilon_insensitive"), 0.01,
            "|grad f| relative to the gradient at w = 0, LIBLINEAR's (-s 11: 0.0001)",
-           types={0: "logistic", 2: "squared_hinge", 11: "squared_epsilon_insensitive"},
-           options={"weights": None, "regularize_bias": None, "warm_start": None,
-                    "epsilon": ("squared_epsilon_insensitive",)},
            loss_eps={"squared_epsilon_insensitive": 1e-4}),  # train.c's default for -s 11
     Solver("crammer_singer", "Crammer-Singer multi-class SVM by dual CD", ("crammer_singer",),
            0.1, "the projected-gradient violation",
            max_rounds=100000,  # LIBLINEAR's for -s 4: one round is one of its iterations
-           types={4: "crammer_singer"},
-           options={"weights": None, "seed": None, "gap_tol": None, "join_blocks": None},
            multiclass=True, joins=True),
     Solver("l1", "L1-regularized SVC (CDN) and LR (newGLMNET) over column blocks",
            ("squared_hinge", "logistic"), 0.01,
            "the subgradient's 1-norm relative to the first iteration's, LIBLINEAR's",
-           types={5: "squared_hinge", 6: "logistic"},
-           options={"weights": None, "seed": None, "regularize_bias": None, "pcd_mode": None},
-           reads="columns", recorded=lambda p, meta: {"pcd_mode": p.pcd_mode}),
+           reads="columns"),
     Solver("oneclass", "one-class SVM by dual CD", ("oneclass",), 0.01,
-           "the maximal violation, LIBLINEAR's", types={21: "oneclass"},
-           options={"nu": None, "join_blocks": None}, joins=True,
-           recorded=lambda p, meta: {"nu": float(p.nu)}, labels=False, bias_feature=False),
+           "the maximal violation, LIBLINEAR's", joins=True, labels=False,
+           bias_feature=False),
 )}
-# LIBLINEAR's -s codes that this version trains, as (solver, loss).
-LIBLINEAR_TYPES = dict(sorted((code, (s.name, loss)) for s in SOLVERS.values()
-                              for code, loss in s.types.items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Type:
+    """One of LIBLINEAR's ``-s`` types: its ``name`` (linear.cpp's solver_type_table, as
+    model files spell it), the registered ``solver`` and ``loss`` that train it, its
+    ``penalty`` and whether it solves the ``dual``, as scikit-learn's estimators choose one;
+    ``switch``: LIBLINEAR's dual CD that continues with the primal Newton solver after
+    :data:`LIBLINEAR_DUAL_ROUNDS` rounds without converging."""
+
+    name: str
+    solver: str
+    loss: str
+    penalty: str = "l2"
+    dual: bool = False
+    switch: bool = False
+
+
+# LIBLINEAR's -s codes that this version trains (train.c's usage, linear.cpp's train_one).
+TYPES = {
+    0: Type("L2R_LR", "newton", "logistic"),
+    1: Type("L2R_L2LOSS_SVC_DUAL", "dcd", "squared_hinge", dual=True, switch=True),
+    2: Type("L2R_L2LOSS_SVC", "newton", "squared_hinge"),
+    3: Type("L2R_L1LOSS_SVC_DUAL", "dcd", "hinge", dual=True),
+    4: Type("MCSVM_CS", "crammer_singer", "crammer_singer", dual=True),
+    5: Type("L1R_L2LOSS_SVC", "l1", "squared_hinge", penalty="l1"),
+    6: Type("L1R_LR", "l1", "logistic", penalty="l1"),
+    7: Type("L2R_LR_DUAL", "dcd", "logistic", dual=True, switch=True),
+    11: Type("L2R_L2LOSS_SVR", "newton", "squared_epsilon_insensitive"),
+    12: Type("L2R_L2LOSS_SVR_DUAL", "dcd", "squared_epsilon_insensitive", dual=True,
+             switch=True),
+    13: Type("L2R_L1LOSS_SVR_DUAL", "dcd", "epsilon_insensitive", dual=True),
+    21: Type("ONECLASS_SVM", "oneclass", "oneclass", dual=True),
+}
+# LIBLINEAR's -s codes as (solver, loss).
+LIBLINEAR_TYPES = {code: (t.solver, t.loss) for code, t in TYPES.items()}
+
+
+def type_params(code: int) -> dict:
+    """The training parameters of LIBLINEAR's ``-s code``: its solver and loss, and the
+    switch to the primal solver (``primal_switch``) where LIBLINEAR's dual CD switches."""
+    t = TYPES[code]
+    return {"solver": t.solver, "loss": t.loss,
+            **({"primal_switch": LIBLINEAR_DUAL_ROUNDS} if t.switch else {})}
+
+
+def type_of(loss: str, penalty: str = "l2", dual: bool = True, loss_name: str | None = None
+            ) -> int:
+    """LIBLINEAR's ``-s`` code of (penalty, loss, dual), scikit-learn's
+    ``_get_liblinear_solver_type`` and its messages (``loss_name``: the loss as the message
+    names it); ``ValueError`` for a combination no type has."""
+    table: dict = {}
+    for code, t in TYPES.items():
+        if t.loss == loss:
+            table.setdefault(t.penalty, {})[t.dual] = code
+    name = loss_name or loss
+    if not table:
+        problem = f"loss='{name}' is not supported"
+    elif penalty not in table:
+        problem = f"The combination of penalty='{penalty}' and loss='{name}' is not supported"
+    elif dual not in table[penalty]:
+        problem = (f"The combination of penalty='{penalty}' and loss='{name}' are not "
+                   f"supported when dual={dual}")
+    else:
+        return table[penalty][dual]
+    raise ValueError(f"Unsupported set of arguments: {problem}, Parameters: penalty={penalty!r}, "
+                     f"loss={name!r}, dual={dual!r}")
 
 
 def choices() -> list[str]:
