@@ -52,16 +52,22 @@ def test_ovr_runs_a_group_per_thread_and_follows_the_binary_runs(threaded, clien
 
 
 def test_newton_passes_on_threads_equal_one_thread(threaded, client, store):
-    """Newton with the worker's 4 blocks shared by its 2 threads (each summing its own
-    vectors) reaches the single-threaded run's iterates up to rounding."""
+    """Newton with each of the worker's 4 blocks cut into pieces for its 2 threads (each
+    summing its own vectors) follows the single-threaded run up to rounding: the same
+    iterations and objectives, and w within what the stopping rule certifies of both
+    (f is 1-strongly convex: ‖w − w*‖ ≤ ‖∇f(w)‖ ≤ eps·‖∇f(0)‖)."""
     p = Params(solver="newton", loss="logistic", eps=1e-6, bias=-1.0, max_rounds=30)
     opts = dict(cost=np.ones(3), positive=1)  # class 1 against the other two
     a = newton.solve(threaded, store, cluster.plan(threaded, 4, None, store), p, **opts)
     b = newton.solve(client, store, cluster.plan(client, 4, None, store), p, **opts)
     assert a.converged and b.converged and a.rounds == b.rounds
-    np.testing.assert_allclose(a.w, b.w, rtol=1e-9, atol=1e-12)
+    last = b.history[-1]
+    certified = last["grad_norm"] + a.history[-1]["grad_norm"]
+    assert certified <= 2e-6 * last["grad_norm"] / last["rel_grad_norm"]
+    assert np.linalg.norm(a.w - b.w) <= certified
+    # the objectives to rounding: sums over 2,000 rows cut in other places (2e-12 measured)
     np.testing.assert_allclose([r["primal"] for r in a.history],
-                               [r["primal"] for r in b.history], rtol=1e-12)
+                               [r["primal"] for r in b.history], rtol=1e-10)
 
 
 def test_alm_passes_on_threads_equal_one_thread(threaded, client, store):

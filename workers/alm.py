@@ -65,11 +65,11 @@ def gradient_pass(url: str, infos: list[BlockInfo], run: str, x: np.ndarray, *, 
         return {"loss": 0.0, "gloss": np.zeros(dim), "xtr": np.zeros(dim), "resid_sq": 0.0,
                 "correct": 0, "gb": 0.0, "rs": 0.0}
 
-    def visit(info, block, _, acc):
-        s = _state(run, info)
-        out = kernel.alm_pass(block.indptr, block.indices, block.data, block.y, positive, x,
-                              bias, n_features, s["lam"], s["e"], mu_prev, mu, C, p,
-                              acc["xtr"], acc["gloss"])
+    def visit(info, block, _, acc, rows):
+        s, part = _state(run, info), blocks.rows_of(block, rows)
+        out = kernel.alm_pass(part.indptr, part.indices, part.data, part.y, positive, x,
+                              bias, n_features, s["lam"][rows], s["e"][rows], mu_prev, mu, C,
+                              p, acc["xtr"], acc["gloss"])
         for k, v in zip(("loss", "gb", "rs", "resid_sq", "correct"), out):
             acc[k] += v
 
@@ -85,9 +85,10 @@ def direction_pass(url: str, infos: list[BlockInfo], xg: np.ndarray, *, bias: fl
                    threads: int = 1) -> float:
     """‖Xᵀw_g + 1b_g‖² over this worker's blocks (shared among ``threads`` threads): the
     denominator of the step size (18)."""
-    def visit(info, block, _, acc):
-        v = np.empty(block.n_rows)
-        decision_values(block.indptr, block.indices, block.data, xg, bias, n_features, v)
+    def visit(info, block, _, acc, rows):
+        part = blocks.rows_of(block, rows)
+        v = np.empty(part.n_rows)
+        decision_values(part.indptr, part.indices, part.data, xg, bias, n_features, v)
         acc["sq"] += float(v @ v)
 
     return blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit,

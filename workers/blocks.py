@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import threading
 
 import numpy as np
@@ -90,30 +91,51 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
 
 def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
                storage_options: dict | None, threads: int, visit, make) -> dict:
-    """``visit(info, block, sqnorm, acc)`` for every block of ``infos``, on ``threads``
-    threads (the task's worker's; at most one per block), each thread taking every
-    ``threads``-th block in turn, streamed with prefetch (:func:`stream`), and adding into
-    its own accumulator ``acc = make()`` (a dict of numbers and arrays); returns their sum,
-    key by key.  The kernels release the GIL, so the blocks of a worker with several
-    threads are computed side by side; memory: two blocks per thread beyond the cache."""
-    n = max(1, min(threads, len(infos)))
-
-    def share(i: int):
-        acc = make()
-        for info, (block, sqnorm) in zip(infos[i::n], stream(url, infos[i::n], cache_bytes,
-                                                              storage_options), strict=True):
-            visit(info, block, sqnorm, acc)
-            del block, sqnorm
-        return acc
-
-    if n == 1:
-        return share(0)
-    with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-blocks") as pool:
-        total, *others = pool.map(share, range(n))
+    """``visit(info, block, sqnorm, acc, rows)`` for every block of ``infos``, streamed with
+    prefetch (:func:`stream`), each block cut into ``threads`` pieces of rows (``rows``, a
+    slice; :func:`pieces`) computed side by side on the task's worker's threads — so that
+    every thread works whatever the number of blocks — piece j adding into accumulator j
+    (``make()``, a dict of numbers and arrays); returns their sum, key by key, in piece
+    order (the same sums in every run).  The kernels release the GIL; a visit reads the
+    piece's rows through :func:`rows_of`.  Memory: the block being computed and the next
+    one being read, beyond the cache."""
+    n = max(1, threads)
+    accs = [make() for _ in range(n)]
+    with (concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-blocks")
+          if n > 1 else contextlib.nullcontext()) as pool:
+        for info, (block, sqnorm) in zip(infos, stream(url, infos, cache_bytes,
+                                                        storage_options), strict=True):
+            cuts = pieces(block.indptr, n)
+            work = [(info, block, sqnorm, accs[j], slice(cuts[j], cuts[j + 1]))
+                    for j in range(n)]
+            if n == 1:
+                visit(*work[0])
+            else:
+                list(pool.map(lambda args: visit(*args), work))
+            del block, sqnorm, work
+    total, *others = accs
     for part in others:
         for k in total:
             total[k] += part[k]
     return total
+
+
+def pieces(indptr: np.ndarray, n: int) -> list[int]:
+    """Row bounds of ``n`` consecutive pieces of a CSR block with about the same number of
+    non-zeros each (a piece may be empty)."""
+    nnz = int(indptr[-1])
+    return [0, *(int(np.searchsorted(indptr, nnz * j // n)) for j in range(1, n)),
+            len(indptr) - 1]
+
+
+def rows_of(block: RowBlock, rows: slice) -> RowBlock:
+    """The rows ``rows`` of ``block`` as views: the row pointers sliced, not rebased (the
+    kernels index the block's whole entry arrays with them)."""
+    def cut(a):
+        return None if a is None else a[rows]
+
+    return RowBlock(block.indptr[rows.start:rows.stop + 1], block.indices, block.data,
+                    block.y[rows], cut(block.weight), cut(block.target))
 
 
 def cached(key, read, cache_bytes: int):

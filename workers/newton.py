@@ -54,8 +54,8 @@ def _point(run: str) -> dict:
 def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, cache_bytes,
               storage_options, threads, direction=None, epsilon=0.0) -> dict:
     """:func:`evaluate`'s pass; with ``direction`` s, also t = Xs of each block and the
-    loss along it at α = 1 from the block's z (→ z₀) and t, before z becomes Xw.  The
-    blocks are shared among ``threads`` threads (:func:`blocks.each_block`)."""
+    loss along it at α = 1 from the block's z (→ z₀) and t, before z becomes Xw.  Each
+    block's rows are shared among ``threads`` threads (:func:`blocks.each_block`)."""
     dim = n_features + (bias >= 0)
     p = epsilon if losses.is_regression(loss) else None  # the kernels' SVR switch
 
@@ -63,17 +63,17 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
         return {"loss": 0.0, "grad": np.zeros(dim), "diag": np.zeros(dim), "grad_b": 0.0,
                 "diag_b": 0.0, "correct": 0, "along": 0.0}
 
-    def visit(info, block, _, acc):
+    def visit(info, block, _, acc, rows):
         s = _state(run, info, block, class_cost)
+        part = blocks.rows_of(block, rows)
+        y, cost, z, z0, D, t = (s[k][rows] for k in ("y", "cost", "z", "z0", "D", "t"))
         if direction is not None:
-            decision_values(block.indptr, block.indices, block.data, direction, bias,
-                            n_features, s["t"])
-            s["z"], s["z0"] = s["z0"], s["z"]
-            acc["along"] += kernel.loss_along(s["y"], positive, s["cost"], s["z0"], s["t"],
-                                              1.0, loss, p)
-        out = kernel.fun_grad(block.indptr, block.indices, block.data, s["y"], positive,
-                              s["cost"], w, bias, n_features, loss, s["z"], s["D"],
-                              acc["grad"], acc["diag"], p)
+            decision_values(part.indptr, part.indices, part.data, direction, bias,
+                            n_features, t)
+            z0[:] = z  # the line search's start; z becomes X(w + s)
+            acc["along"] += kernel.loss_along(y, positive, cost, z0, t, 1.0, loss, p)
+        out = kernel.fun_grad(part.indptr, part.indices, part.data, y, positive, cost, w,
+                              bias, n_features, loss, z, D, acc["grad"], acc["diag"], p)
         acc["loss"] += out[0]
         acc["grad_b"] += out[1]
         acc["diag_b"] += out[2]
@@ -106,11 +106,13 @@ def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, bias:
 def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias: float,
              n_features: int, cache_bytes: int, storage_options: dict | None = None,
              threads: int = 1) -> np.ndarray:
-    """Xᵀ(D(Xv)) over this worker's blocks, with the D of the last :func:`evaluate`, the
-    blocks shared among ``threads`` threads."""
-    def visit(info, block, _, acc):
-        acc["b"] += kernel.hess_vec(block.indptr, block.indices, block.data,
-                                    _state(run, info)["D"], v, bias, n_features, acc["out"])
+    """Xᵀ(D(Xv)) over this worker's blocks, with the D of the last :func:`evaluate`, each
+    block's rows shared among ``threads`` threads."""
+    def visit(info, block, _, acc, rows):
+        part = blocks.rows_of(block, rows)
+        acc["b"] += kernel.hess_vec(part.indptr, part.indices, part.data,
+                                    _state(run, info)["D"][rows], v, bias, n_features,
+                                    acc["out"])
 
     total = blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit,
                               lambda: {"out": np.zeros(n_features + (bias >= 0)), "b": 0.0})
