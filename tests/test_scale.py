@@ -212,3 +212,26 @@ def test_every_s_on_three_workers_that_each_hold_a_share(three, client, a9a, tmp
         np.testing.assert_array_equal(ours[0].w, ours[1].w)
     else:  # the same iterates to rounding (a CG or line-search test may then go either way)
         assert objective(ours[1].w) == pytest.approx(objective(ours[0].w), rel=1e-6)
+
+
+def test_newton_on_six_workers_adds_their_replies_up_a_tree(client, a9a, tmp_path):
+    """On more than TREE_MIN workers a Newton pass's replies are added up a binary tree on
+    the workers (K − 1 additions a pass, counted in the task stream), and the coordinator
+    gathers one reply: the same iterations and objective as on 2 workers, to rounding."""
+    from distributed import get_task_stream
+
+    from distsvm.solvers import driver
+
+    X, y = a9a
+    store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 6 + 1)
+    assert len(store.meta.blocks) == 6 > driver.TREE_MIN
+    with local_client(6) as six, get_task_stream(six) as ts:
+        model = train(store, client=six, solver="newton", loss="logistic")
+    keys = [str(t["key"]) for t in ts.data]
+    passes = sum(k.startswith("hess_vec") for k in keys) // 6
+    assert passes == sum(row["cg_iterations"] for row in model.summary["history"])
+    assert sum(k.startswith("add_replies") for k in keys) == 5 * model.summary["history"][-1]["passes"]
+    two = train(store, client=client, solver="newton", loss="logistic")
+    assert model.summary["rounds"] == two.summary["rounds"]
+    assert model.summary["primal_objective"] == pytest.approx(two.summary["primal_objective"],
+                                                              rel=1e-12)

@@ -120,6 +120,12 @@ def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
     return total
 
 
+def add_replies(a, b):
+    """The sum of two replies of a pass (numbers, arrays, or dicts of them key by key): a
+    node of a reduction tree (:meth:`distsvm.solvers.driver.Passes.total`)."""
+    return {k: a[k] + b[k] for k in a} if isinstance(a, dict) else a + b
+
+
 def pieces(indptr: np.ndarray, n: int) -> list[int]:
     """Row bounds of ``n`` consecutive pieces of a CSR block with about the same number of
     non-zeros each (a piece may be empty)."""
@@ -273,6 +279,6 @@ def block_stats(url: str, info: BlockInfo, n_classes: int, groups: np.ndarray, n
             float(sqnorm.max(initial=0.0)))
 
 
-__all__ = ["RowBlock", "load", "stream", "cached", "cached_bytes", "read_counts", "set_prefetch",
-           "take_bytes_read", "run_state", "column_rows", "drop_run", "clear_cache",
-           "block_decisions", "block_stats"]
+__all__ = ["RowBlock", "add_replies", "load", "stream", "cached", "cached_bytes", "read_counts",
+           "set_prefetch", "take_bytes_read", "run_state", "column_rows", "drop_run",
+           "clear_cache", "block_decisions", "block_stats"]

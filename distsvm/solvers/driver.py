@@ -310,6 +310,11 @@ def _save(solver: Solver, r: int, histories, start: float) -> bool:
     return True
 
 
+# Passes.total: replies of more workers than this are added up a tree on the workers (fewer
+# come to the coordinator side by side: a tree's extra hop would cost more than it saves)
+TREE_MIN = 4
+
+
 class Passes:
     """Map-reduce passes over the blocks: one task per worker that owns blocks, over its
     blocks, replies in worker order; ``count`` counts them."""
@@ -330,6 +335,31 @@ class Passes:
         """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass.
         ``threaded``: ``fn`` also takes ``threads``, the worker's (:class:`WorkerPlan`), and
         shares its blocks among them (:func:`workers.blocks.each_block`)."""
+        futures, owners = self._submit(fn, args, per_worker, threaded, kw)
+        return cluster.gather(self.ctx.client, futures, owners)
+
+    def total(self, fn, *args, threaded=False, **kw) -> list:
+        """:meth:`each` for replies that are summed (numbers, arrays, dicts of them): over
+        more than ``TREE_MIN`` owners, added up a binary tree of tasks on the owners (each
+        adds two replies on the first one's worker, which fetches the other from its peer),
+        so that the coordinator receives one reply, not one per worker; returns the replies
+        to sum (one, or the owners' where they are few)."""
+        futures, owners = self._submit(fn, args, None, threaded, kw)
+        if len(futures) <= TREE_MIN:
+            return cluster.gather(self.ctx.client, futures, owners)
+        level, where = futures, owners
+        while len(level) > 1:
+            pairs = range(0, len(level) - 1, 2)
+            level, where = ([self.ctx.client.submit(workers.blocks.add_replies, level[i],
+                                                    level[i + 1], workers=[where[i]],
+                                                    pure=False) for i in pairs]
+                            + level[len(level) - len(level) % 2:],
+                            [where[i] for i in pairs] + where[len(where) - len(where) % 2:])
+            self.ctx.pending += level
+        return cluster.gather(self.ctx.client, level, owners)
+
+    def _submit(self, fn, args, per_worker, threaded, kw) -> tuple[list, list[str]]:
+        """Submit one pass (:meth:`each`); its futures and their workers."""
         self.count += 1
         ctx, owned = self.ctx, self.owned()
         args, _ = cluster.scattered(ctx.client, args, {}, [a for a, _ in owned])
@@ -340,4 +370,4 @@ class Passes:
                               **self.common, **kw,
                               **({"threads": ctx.plan.threads.get(a, 1)} if threaded else {}))
             for j, (a, infos) in enumerate(owned)]
-        return cluster.gather(ctx.client, futures, [a for a, _ in owned])
+        return futures, [a for a, _ in owned]

@@ -104,8 +104,8 @@ class _Newton(driver.Solver):
 
     def evaluate(self, w):
         """(f, ∇f, diag(∇²f), rows right) at w, computing the workers' z and D."""
-        reps = self.passes.each(workers.newton.evaluate, self.ctx.run, w,
-                                class_cost=self.class_cost, threaded=True, **self.kw)
+        reps = self.passes.total(workers.newton.evaluate, self.ctx.run, w,
+                                 class_cost=self.class_cost, threaded=True, **self.kw)
         self.fresh = False
         return self.totals(w, reps)
 
@@ -146,7 +146,7 @@ class _Newton(driver.Solver):
                                      class_cost=self.class_cost, threaded=True, **self.kw)[0]
             passes.count += count - 1
         else:
-            out = workers.newton.advance(passes.each, self.ctx.run, self.kw, self.class_cost,
+            out = workers.newton.advance(passes.total, self.ctx.run, self.kw, self.class_cost,
                                          *start)
         s, cg, warning, alpha, reps = out
         if warning:
