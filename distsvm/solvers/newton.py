@@ -26,7 +26,8 @@ the Hessian's weights D, and a direction's pass also evaluates f, ∇f and D at 
 iteration with k CG steps reads the data k + 1 times when α = 1 where LIBLINEAR reads it
 k + 2 times, with the same iterates.  Where one worker owns every block, an iteration is
 one task on it (:func:`workers.newton.iteration`: the same passes, called there), not a
-task a pass.  Faults (run by :mod:`distsvm.solvers.driver`): REBUILD
+task a pass; over more than four workers a pass's replies are added up a tree on them
+(:meth:`driver.Passes.total`).  Faults (run by :mod:`distsvm.solvers.driver`): REBUILD
 — z and D are functions of w, recomputed on the survivors from the coordinator's w.
 
 The passes, memory, checkpoints and measurements: docs/solvers/newton.md.
