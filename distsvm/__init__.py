@@ -14,10 +14,14 @@ def __getattr__(name):  # lazy, so that `import distsvm` (and the CLI's --help) 
         from .ingest import ingest
 
         return ingest
-    if name in ("train", "predict"):
-        from . import jobs
+    if name == "train":
+        from .jobs import train
 
-        return getattr(jobs, name)
+        return train
+    if name == "predict":
+        from .prediction import predict
+
+        return predict
     if name in ("load_model", "save_model"):
         from . import model
 

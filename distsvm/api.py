@@ -36,6 +36,7 @@ from storage import Dataset
 from . import dask_io, jobs, params
 from .ingest import ingest
 from .model import Model, probabilities
+from .prediction import predict
 from .progress import Progress
 from .solvers import registry
 
@@ -119,7 +120,7 @@ class _Params:
         self._check_fitted()
         if _is_store(X):
             raise ValueError("decision_function takes an in-memory matrix; for a dataset "
-                             "store use distsvm.jobs.predict")
+                             "store use distsvm.predict")
         if dask_io.is_dask(X):  # a lazy dask array, chunk by chunk
             return dask_io.decision_function(self.model_, X, type(self).__name__)
         return self.model_.decision_function(_check_X(X, type(self).__name__,
@@ -379,15 +380,15 @@ class _LinearClassifier(_Params):
         """Predicted labels (values from ``classes_``) for an in-memory matrix."""
         dv = self.decision_function(X)
         if dask_io.is_dask(dv):
-            return dask_io.labels(dv, self.classes_)
-        return self.classes_[(dv > 0).astype(np.int64) if dv.ndim == 1 else np.argmax(dv, 1)]
+            return dask_io.labels(dv, self.model_, self.classes_)
+        return self.classes_[self.model_.class_index(dv)]
 
     def score(self, X, y=None, sample_weight=None):
         """Mean accuracy on ``(X, y)``, or on a dataset store (``y=None``) computed on the cluster."""
         self._check_fitted()
         if _is_store(X):
-            return jobs.predict(X, self.model_, scheduler=self.scheduler,
-                                n_workers=self.n_workers)["accuracy"]
+            return predict(X, self.model_, scheduler=self.scheduler,
+                           n_workers=self.n_workers)["accuracy"]
         return float(np.average(self.predict(X) == np.asarray(y), weights=sample_weight))
 
     def __sklearn_tags__(self):
@@ -521,11 +522,10 @@ class LinearSVR(_LinearClassifier):
 
     def score(self, X, y=None, sample_weight=None):
         """R² = 1 − Σ(y − ŷ)² / Σ(y − ȳ)² on ``(X, y)``, or on a regression store
-        (``y=None``) from the cluster's sums (:func:`distsvm.jobs.regression_sums`)."""
+        (``y=None``) from the cluster's sums (:func:`distsvm.prediction.regression_sums`)."""
         self._check_fitted()
         if _is_store(X):
-            res = jobs.predict(X, self.model_, scheduler=self.scheduler,
-                               n_workers=self.n_workers)
+            res = predict(X, self.model_, scheduler=self.scheduler, n_workers=self.n_workers)
             error, _, st, _, stt, _ = res["regression_sums"]
             return float(1.0 - error / (stt - st * st / res["n_rows"]))
         y = _check_target(y, np.shape(X)[0], type(self).__name__)
@@ -609,7 +609,10 @@ class LinearOneClassSVM(_Params):
 
     def predict(self, X):
         """+1 (inlier) where wᵀx − ρ > 0, else −1, as LIBLINEAR's predict."""
-        return np.where(self.decision_function(X) > 0, 1, -1)
+        dv, labels = self.decision_function(X), np.array([-1, 1])
+        if dask_io.is_dask(dv):
+            return dask_io.labels(dv, self.model_, labels)
+        return labels[self.model_.class_index(dv)]
 
     def fit_predict(self, X, y=None):
         return self.fit(X).predict(X)

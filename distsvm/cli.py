@@ -315,29 +315,14 @@ def _intercept(a, spec, kwargs: dict) -> None:
     kwargs["bias"] = -1.0 if a.no_bias else 1.0
 
 
-def _check_features(a, model, store) -> None:
-    """A model trained on another feature count than the store's: predict goes on by
-    LIBLINEAR's rule (a feature the model has not seen weighs 0, one it has that the store
-    lacks is absent), with a warning; ``--strict`` makes it an error."""
-    n_model, n_store = model.n_features, store.meta.n_features
-    if n_model == n_store:
-        return
-    text = (f"the model {a.model} has {n_model} features and the store {a.store} "
-            f"{n_store}: a different feature space? (")
-    if a.strict:
-        raise ValueError(text + "--strict: not predicting)")
-    warnings.warn(text + "features only one of them has weigh 0, as in LIBLINEAR; "
-                  "--strict makes this an error)", stacklevel=2)
-
-
 def _predict(a, progress):
-    from .jobs import check_task, predict
     from .model import load_model
+    from .prediction import check_features, check_task, predict
 
     model = load_model(a.model, _so(a))
     store = open_dataset(a.store, _so(a))
     check_task(model, store)  # a model of the other task is an error before any warning
-    _check_features(a, model, store)
+    check_features(model, store, (a.model, a.store), a.strict)
     result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
                      output=a.output, probability=bool(a.probability))
     where = sys.stderr if a.json else sys.stdout
@@ -526,7 +511,7 @@ def _check_usage(a) -> None:
     ranges, the local cluster's size, storage options on local paths only, and the
     outputs' paths.  ValueError naming the option."""
     from . import params
-    from .dask_io import output_kind
+    from .prediction import output_kind
 
     owner = f"distsvm {a.command}"
     flags = arguments.flags(a.command)

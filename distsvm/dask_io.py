@@ -9,20 +9,17 @@ bounded by a piece), then the blocks are built and the metadata committed once. 
 shuffle key comes from its global row number, so a dask array gives the store, block for
 block, that the same matrix in memory gives (and so the same model).
 
-The other way, :func:`decision_function` / :func:`predict` / :func:`predict_proba` map a
-fitted model over a dask collection lazily (``map_blocks``, the model's weights one
-small shared graph key), and :func:`write_predictions` writes a store's predictions to
-Parquet or Zarr, block by block in tasks on the workers, in the store's row order.
-Layouts and options: docs/tabular.md.
+The other way, :func:`decision_function`, :func:`labels` and :func:`probabilities` map a
+fitted model over a dask collection lazily (``map_blocks``, the model's weights one small
+shared graph key; its rule, :meth:`distsvm.model.Model.class_index`); a store's predictions
+to Parquet or Zarr are :func:`distsvm.prediction.predict`'s.  Layouts and options:
+docs/tabular.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-import uuid
-import warnings
 
 import numpy as np
 
@@ -31,6 +28,8 @@ from storage import ingest as ing
 from storage import tabular as tab
 from storage.errors import InputDataError
 
+from .errors import need_tabular
+from .model import probabilities as probs
 from .progress import Progress
 
 
@@ -70,18 +69,6 @@ def handles(source, storage_options: dict | None = None) -> bool:
         except (OSError, ValueError, ImportError):
             return False  # the LIBSVM path reports it
     return False
-
-
-def need_tabular(what: str) -> None:
-    """Raise :class:`MissingDependencyError` naming the extra unless pandas and pyarrow import."""
-    try:
-        import pandas  # noqa: F401
-        import pyarrow  # noqa: F401
-    except ImportError as exc:
-        from .errors import MissingDependencyError
-
-        raise MissingDependencyError(f"{what} needs pandas and pyarrow: pip install "
-                                     f"'distsvm[parquet]' ({exc})") from exc
 
 
 def expand(source: str, storage_options: dict | None) -> list[tuple[str, str]]:
@@ -287,205 +274,18 @@ def decision_function(model, X, owner: str):
     return X.map_blocks(_chunk_decisions, m, dtype=np.float64, drop_axis=1, meta=np.empty(0))
 
 
-def labels(dv, classes):
-    """Lazy predicted labels from lazy decision values (binary: > 0 is ``classes[1]``)."""
+def labels(dv, model, classes):
+    """Lazy labels from lazy decision values: ``classes`` (one per class of ``model``)
+    indexed by the model's rule (:meth:`distsvm.model.Model.class_index`)."""
     classes = np.asarray(classes)
-    if dv.ndim == 1:
-        return dv.map_blocks(lambda d: classes[(d > 0).astype(np.int64)], dtype=classes.dtype,
-                             meta=np.empty(0, classes.dtype))
-    return dv.map_blocks(lambda d: classes[np.argmax(d, axis=1)], dtype=classes.dtype,
-                         drop_axis=1, meta=np.empty(0, classes.dtype))
+    return dv.map_blocks(lambda d: classes[model.class_index(d)], dtype=classes.dtype,
+                         meta=np.empty(0, classes.dtype), **({"drop_axis": 1}
+                                                             if dv.ndim == 2 else {}))
 
 
 def probabilities(dv):
     """Lazy class probabilities (n, K) from lazy logistic decision values."""
-    from .model import probabilities as probs
-
     if dv.ndim == 1:
         return dv.map_blocks(probs, dtype=np.float64, chunks=(dv.chunks[0], (2,)), new_axis=1,
                              meta=np.empty((0, 0)))
     return dv.map_blocks(probs, dtype=np.float64, meta=np.empty((0, 0)))
-
-
-# --- a store's predictions to Parquet or Zarr (tasks on the workers) --------------------------
-
-OUTPUT_SUFFIXES = (".parquet", ".zarr")
-
-
-def output_kind(path) -> str | None:
-    """"parquet" or "zarr" for an output path with that suffix, else None (text output)."""
-    name = os.fspath(path).rstrip("/").lower()
-    return next((s[1:] for s in OUTPUT_SUFFIXES if name.endswith(s)), None)
-
-
-def _names(model, probability: bool) -> tuple[list[str], list[str]]:
-    """Column names of the decision values and of the probabilities (by class label)."""
-    from .model import liblinear_label_order
-
-    classes = np.asarray(model.classes)
-    k = model.w.shape[0] if model.w.ndim == 2 else 0
-    dec = [f"decision_{c:g}" for c in classes] if k else ["decision"]
-    probs = ([f"probability_{classes[j]:g}" for j in liblinear_label_order(model)]
-             if probability else [])
-    return dec, probs
-
-
-def block_predictions(url, info, w, fields: dict, n_features: int, storage_options,
-                      probability: bool):
-    """One block's predictions (a dict of columns: ``label``, the decision values, and the
-    probabilities with ``probability``) and its metrics' sums: (correct,) for classes,
-    LIBLINEAR's six sums for a regression.  Runs on a worker."""
-    import workers.blocks
-
-    from .jobs import regression_sums
-    from .model import probabilities as probs
-
-    dv, truth = workers.blocks.block_decisions(url, info, w, fields["bias"], n_features, 0,
-                                               storage_options)
-    if fields["rho"] is not None:
-        dv = dv - fields["rho"]
-    classes = np.asarray(fields["classes"])
-    if fields["regression"]:
-        pred, stats = dv, regression_sums(dv, truth)
-    else:
-        pred = classes[np.argmax(dv, axis=1)] if dv.ndim == 2 else classes[(dv > 0).astype(np.int64)]
-        stats = np.array([np.sum(pred == np.asarray(fields["store_classes"])[truth])], np.float64)
-    out = {"label": pred.astype(np.float64)}
-    dv2 = dv.reshape(len(dv), -1)
-    for j, name in enumerate(fields["decision"]):
-        out[name] = dv2[:, j]
-    if probability:
-        p = probs(dv)[:, fields["order"]]
-        for j, name in enumerate(fields["probability"]):
-            out[name] = p[:, j]
-    return out, stats
-
-
-def write_predictions(data, model, output: str, *, probability: bool = False, client=None,
-                      scheduler=None, n_workers=None, storage_options=None) -> dict:
-    """Write every row's predicted label, decision values (and, with ``probability``, a
-    logistic model's probabilities) to ``output`` — Parquet (a directory of one file per
-    block, ``part.NNNNNN.parquet``, columns ``label``, ``decision`` or ``decision_<class>``,
-    ``probability_<class>``) or Zarr (a group of arrays ``label`` (n,), ``decision`` (n,)
-    or (n, K), ``probability`` (n, K); the column labels in its attributes) — in the
-    store's row order, each block by a task on a worker; return the metrics of
-    :func:`distsvm.jobs.predict` (without a ranking model's)."""
-    import dask
-    import fsspec
-
-    from .jobs import _weights_for, as_dataset, check_task, client_for, regression_metrics
-    from .model import liblinear_label_order
-
-    kind = output_kind(output)
-    if kind is None:
-        raise ValueError(f"{output}: predictions are written to .parquet or .zarr")
-    if kind == "parquet":
-        need_tabular("writing Parquet")
-    if probability:
-        model.check_probability()
-    if model.is_ranking:
-        raise ValueError(f"{output}: a ranking model's predictions are written as text "
-                         "(--output FILE without .parquet/.zarr)")
-    dataset = as_dataset(data)
-    meta = dataset.meta
-    check_task(model, dataset)
-    fs, path = fsspec.core.url_to_fs(output, **(storage_options or {}))
-    if fs.exists(path):
-        raise ValueError(f"{output}: exists; remove it or choose another output path")
-    dec, prob = _names(model, probability)
-    fields = {"bias": model.bias, "rho": model.rho, "classes": tuple(model.classes),
-              "regression": model.is_regression, "store_classes": tuple(meta.classes),
-              "decision": dec, "probability": prob,
-              "order": liblinear_label_order(model) if probability else []}
-    w = _weights_for(model, meta.n_features)
-    with client_for(scheduler, n_workers, client) as c, _whole(output, storage_options) as target:
-        wd = dask.delayed(w, traverse=False)
-        outs = [dask.delayed(block_predictions, nout=2, pure=True)(
-                    dataset.url, info, wd, fields, meta.n_features, dataset.storage_options,
-                    probability)
-                for info in meta.blocks]
-        cols = [o[0] for o in outs]
-        stats = [o[1] for o in outs]
-        sizes = [info.n_rows for info in meta.blocks]
-        if kind == "parquet":
-            write = _parquet(cols, ["label", *dec, *prob], target, storage_options)
-        else:
-            write = _zarr(cols, sizes, dec, prob, target, storage_options,
-                          {"decision": dec, "probability": prob,
-                           "classes": list(model.classes)})
-        with warnings.catch_warnings():  # to_parquet's expression beside delayed blocks
-            warnings.filterwarnings("ignore", message="Computing mixed collections")
-            _, stats = c.compute([write, stats], sync=True)
-    total = np.sum(stats, axis=0) if stats else np.zeros(1)
-    if model.is_regression:
-        return {"n_rows": meta.n_rows, **regression_metrics(meta.n_rows, total),
-                "regression_sums": total.tolist(), "output": output}
-    return {"accuracy": float(total[0]) / max(1, meta.n_rows), "n_rows": meta.n_rows,
-            "output": output}
-
-
-@contextlib.contextmanager
-def _whole(output: str, storage_options):
-    """Where to write the output directory ``output`` so that it appears whole or not at
-    all: a local one into a temp folder beside it, renamed into place when the block ends;
-    a remote one in place (it did not exist), removed if the block fails.  An OSError that
-    names no file (a full disk's) is raised naming ``output``."""
-    from storage.checkpoint import remove
-    from storage.paths import resolve
-
-    local = "://" not in output or output.startswith("file://")
-    final = resolve(output).removeprefix("file://") if local else output
-    target = (os.path.join(os.path.dirname(final),
-                           f".{os.path.basename(final)}.{uuid.uuid4().hex[:12]}.tmp")
-              if local else output)
-    try:
-        yield target
-        if local:
-            os.rename(target, final)
-    except BaseException as exc:
-        remove(target, storage_options)
-        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
-            raise OSError(exc.errno, exc.strerror, output) from exc
-        raise
-
-
-def _parquet(cols, names, output, storage_options):
-    import dask
-    import dask.dataframe as dd
-    import pandas as pd
-
-    frames = [dask.delayed(pd.DataFrame)(c, columns=names) for c in cols]
-    meta = pd.DataFrame({n: pd.Series(dtype=np.float64) for n in names})
-    df = dd.from_delayed(frames, meta=meta, verify_meta=False)
-    return df.to_parquet(output, storage_options=storage_options, write_index=False,
-                         compute=False, name_function=lambda i: f"part.{i:06d}.parquet")
-
-
-def _zarr(cols, sizes, dec, prob, output, storage_options, attrs):
-    import dask
-    import dask.array as da
-
-    chunk = max(1, max(sizes, default=1))
-    arrays = {"label": [dask.delayed(lambda c: c["label"])(c) for c in cols]}
-    arrays["decision"] = [dask.delayed(lambda c, d=tuple(dec): np.column_stack([c[n] for n in d])
-                                       if len(d) > 1 else c[d[0]])(c) for c in cols]
-    if prob:
-        arrays["probability"] = [dask.delayed(
-            lambda c, p=tuple(prob): np.column_stack([c[n] for n in p]))(c) for c in cols]
-    from storage.dataset import open_group
-
-    remote = "://" in output and not output.startswith("file://")
-    so = {"storage_options": storage_options} if storage_options and remote else {}
-    group = open_group(output, "w-", storage_options)
-    group.attrs["distsvm_predictions"] = attrs
-    writes = []
-    for name, pieces in arrays.items():
-        width = {"decision": len(dec), "probability": len(prob)}.get(name, 1)
-        shape_of = (lambda n: (n,)) if name == "label" or (name == "decision" and width == 1) \
-            else (lambda n, k=width: (n, k))
-        parts = [da.from_delayed(p, shape=shape_of(n), dtype=np.float64)
-                 for p, n in zip(pieces, sizes)]
-        arr = da.concatenate(parts) if parts else da.zeros(shape_of(0))
-        arr = arr.rechunk({0: chunk})
-        writes.append(da.to_zarr(arr, output, component=name, compute=False, **so))
-    return writes

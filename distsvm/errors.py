@@ -21,3 +21,13 @@ def message(exc: BaseException) -> str:
     """An error's message as the one line a command prints after ``ERROR:``: its text on
     one line, never empty (else the exception's type)."""
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def need_tabular(what: str) -> None:
+    """Raise :class:`MissingDependencyError` naming the extra unless pandas and pyarrow import."""
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(f"{what} needs pandas and pyarrow: pip install "
+                                     f"'distsvm[parquet]' ({exc})") from exc

@@ -1,10 +1,11 @@
-"""Training and prediction jobs over a dataset.
+"""Training jobs over a dataset, and the cluster they run on.
 
 The CLI, the scikit-learn style estimators, job specs, the pipeline and model selection
 (:mod:`distsvm.selection`) all train by :func:`train`, whose parameters
-:mod:`distsvm.params` checks and whose solvers :mod:`distsvm.solvers.registry` lists, and
-predict by :func:`predict`.  Objective scaling is LIBLINEAR's everywhere:
-``½‖w‖² + C Σᵢ loss`` (scikit-learn's LinearSVC uses the same C).
+:mod:`distsvm.params` checks and whose solvers :mod:`distsvm.solvers.registry` lists (and
+predict by :func:`distsvm.prediction.predict`, on the cluster of :func:`client_for`).
+Objective scaling is LIBLINEAR's everywhere: ``½‖w‖² + C Σᵢ loss`` (scikit-learn's
+LinearSVC uses the same C).
 """
 
 from __future__ import annotations
@@ -16,13 +17,11 @@ import time
 
 import numpy as np
 
-import workers.blocks
 from storage import Dataset, open_dataset
-from storage.checkpoint import atomic_file
 from workers import losses
 
 from . import cluster, params, resources
-from .model import ONECLASS_CLASSES, Model, liblinear_label_order, probabilities
+from .model import ONECLASS_CLASSES, Model
 from .progress import Progress
 from .solvers import cutting_plane, ovr, registry, resident
 
@@ -239,137 +238,3 @@ def _combined(results: list, seconds: float) -> tuple[np.ndarray, dict]:
         if key in per[0]:
             summary[key] = sum(s[key] for s in per)
     return np.stack([r.w for r in results]), summary
-
-
-def _weights_for(model: Model, n_features: int) -> np.ndarray:
-    """The model's weights laid out for data with ``n_features`` columns (LIBLINEAR's rule:
-    features the model has not seen weigh 0; a bias weight goes last)."""
-    has_bias = model.bias >= 0
-    w = np.zeros(model.w.shape[:-1] + (n_features + has_bias,))  # one row per class if K > 2
-    k = min(n_features, model.n_features)
-    w[..., :k] = model.w[..., :k]
-    if has_bias:
-        w[..., n_features] = model.w[..., model.n_features]
-    return w
-
-
-def check_task(model: Model, dataset: Dataset) -> None:
-    """A regression model predicts a regression store and a classifier a store of classes:
-    one ``ValueError`` line otherwise (the error and accuracy would compare unlike things)."""
-    if model.is_regression != dataset.meta.regression:
-        what, wants = (("regression", "regression store (ingest --regression)")
-                       if model.is_regression else ("classification", "store of classes"))
-        has = ("real-valued targets" if dataset.meta.regression
-               else f"class labels {list(dataset.meta.classes)}")
-        raise ValueError(f"{dataset.url}: a {what} model ({model.loss}) predicts a {wants}; "
-                         f"this store has {has}")
-
-
-def regression_sums(pred, target) -> np.ndarray:
-    """LIBLINEAR's sums for the regression metrics (predict.c): Σ(p − t)², Σp, Σt, Σp², Σt²,
-    Σpt, in float64."""
-    p, t = np.asarray(pred, np.float64), np.asarray(target, np.float64)
-    return np.array([np.sum((p - t) ** 2), p.sum(), t.sum(), p @ p, t @ t, p @ t])
-
-
-def regression_metrics(n: int, sums) -> dict:
-    """``mean_squared_error`` and ``squared_correlation`` from :func:`regression_sums` over
-    n rows, by LIBLINEAR's formulas (predict.c; train.c's cross-validation the same): the
-    squared correlation is (nΣpt − ΣpΣt)² / ((nΣp² − (Σp)²)(nΣt² − (Σt)²)), NaN where a
-    variance is 0 (LIBLINEAR prints nan or inf there)."""
-    error, sp, st, spp, stt, spt = sums
-    num = (n * spt - sp * st) ** 2
-    den = (n * spp - sp * sp) * (n * stt - st * st)
-    return {"mean_squared_error": float(error / max(1, n)),
-            "squared_correlation": float(num / den) if den > 0 else float("nan")}
-
-
-def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int | None = None,
-            client=None, output=None, probability: bool = False,
-            plan: cluster.WorkerPlan | None = None) -> dict:
-    """Predict every row of a dataset; return accuracy and row count, optionally write labels.
-
-    ``output`` (a path) receives one predicted label per line in the store's row order.
-    With ``probability`` (a logistic model only, else ``ValueError``; LIBLINEAR's
-    ``predict -b 1``), LIBLINEAR's format: a header ``labels l₁ … l_K`` and per row the
-    label and the K probabilities in that order (:func:`distsvm.model.probabilities`); the
-    labels are in the order of the model's LIBLINEAR export (binary: the class of positive
-    decision values first).
-    For a ranking model the labels are ranks, "accuracy" is the rank accuracy, and the
-    result adds the mean absolute rank error and the pairwise ordering accuracy
-    (:func:`distsvm.solvers.cutting_plane.ranking_metrics`; the scores of every row are
-    then held on the coordinator, 12 bytes a row).  ``plan`` as :func:`train`'s.
-    An ``output`` ending in .parquet or .zarr is written by tasks on the workers instead
-    (:func:`distsvm.dask_io.write_predictions`: labels, decision values, probabilities).
-    """
-    from .dask_io import output_kind, write_predictions
-
-    if output is not None and output_kind(output):
-        dataset = as_dataset(data)
-        return write_predictions(dataset, model, os.fspath(output), probability=probability,
-                                 client=client, scheduler=scheduler, n_workers=n_workers,
-                                 storage_options=dataset.storage_options)
-    if probability:
-        model.check_probability()
-    dataset = as_dataset(data)
-    meta = dataset.meta
-    check_task(model, dataset)
-    if model.is_regression:
-        sums = np.zeros(6)  # LIBLINEAR's error, sump, sumt, sumpp, sumtt, sumpt (predict.c)
-    w = _weights_for(model, meta.n_features)
-    truth_values = np.asarray(meta.classes)
-    classes = np.asarray(model.classes)
-    correct = 0
-    if model.is_ranking:
-        unknown = sorted(set(meta.classes) - set(model.classes))
-        if unknown:
-            raise ValueError(f"{dataset.url}: labels {unknown} are not ranks of the model "
-                             f"(its ranks: {list(model.classes)})")
-        true_rank = np.searchsorted(classes, truth_values)  # store class index -> model rank
-        scores, ranks = [], []
-    with client_for(scheduler, n_workers, client) as c:
-        plan = plan or cluster.plan(c, len(meta.blocks), n_workers, dataset)
-        wf = c.scatter(w, broadcast=True, hash=False)
-        futures = [c.submit(workers.blocks.block_decisions, dataset.url, info, wf, model.bias,
-                            meta.n_features, plan.cache_bytes[plan.owners[b]],
-                            dataset.storage_options, workers=[plan.owners[b]], pure=False)
-                   for b, info in enumerate(meta.blocks)]
-        with atomic_file(output, "w") if output else contextlib.nullcontext() as out:
-            columns = liblinear_label_order(model)
-            if out is not None and probability:
-                out.write("labels" + "".join(f" {classes[k]:g}" for k in columns) + "\n")
-            for f in futures:  # in block order; each block's result is released once used
-                [(dv, y)] = cluster.gather(c, [f], plan.workers)
-                f.release()
-                if model.rho is not None:  # one-class: wᵀx − ρ > 0 is +1, as LIBLINEAR's
-                    dv = dv - model.rho
-                if model.is_regression:  # y: the targets
-                    pred = dv
-                    sums += regression_sums(dv, y)
-                elif model.is_ranking:
-                    pred = classes[model.ranks_of(dv)]
-                    scores.append(dv)
-                    ranks.append(true_rank[y])
-                elif dv.ndim == 2:  # one-vs-rest: the class of the largest decision value
-                    pred = classes[np.argmax(dv, axis=1)]
-                else:
-                    pred = classes[(dv > 0).astype(np.int64)]
-                if not model.is_regression:
-                    correct += int(np.sum(pred == truth_values[y]))
-                if out is not None and probability:
-                    out.writelines(f"{p:g}" + "".join(f" {v:g}" for v in row) + "\n"
-                                   for p, row in zip(pred, probabilities(dv)[:, columns]))
-                elif out is not None:
-                    out.writelines(f"{p:g}\n" for p in pred)
-    if model.is_regression:
-        return {"n_rows": meta.n_rows, **regression_metrics(meta.n_rows, sums),
-                "regression_sums": sums.tolist()}
-    result = {"accuracy": correct / max(1, meta.n_rows), "n_rows": meta.n_rows}
-    if model.is_ranking:
-        metrics = cutting_plane.ranking_metrics(
-            np.concatenate(scores) if scores else np.zeros(0),
-            np.concatenate(ranks) if ranks else np.zeros(0, np.int64),
-            np.asarray(model.thresholds), len(classes))
-        result.update(ranks=list(model.classes), **metrics)
-    return result
-

@@ -123,15 +123,33 @@ class Model:
         return np.asarray(dv + self.intercept_)
 
     def predict(self, X) -> np.ndarray:
-        dv = self.decision_function(X)
-        if self.is_regression:
-            return dv
-        classes = np.asarray(self.classes)
+        return self.labels(self.decision_function(X))
+
+    def class_index(self, dv) -> np.ndarray:
+        """Each row's index into ``classes`` from its decision values ``dv`` (wᵀx + b; a
+        one-class model's wᵀx − ρ): the rule of every prediction — one-vs-rest, the class of
+        the largest value; binary and one-class, ``classes[1]`` where it is > 0; a ranking
+        model, the rank #{k : s > θ_k}."""
+        dv = np.asarray(dv)
         if self.is_ranking:
-            return classes[self.ranks_of(dv)]
-        if dv.ndim == 1:
-            return classes[(dv > 0).astype(np.int64)]
-        return classes[np.argmax(dv, axis=1)]
+            return np.searchsorted(np.asarray(self.thresholds), dv, side="left")
+        return np.argmax(dv, axis=1) if dv.ndim == 2 else (dv > 0).astype(np.int64)
+
+    def labels(self, dv) -> np.ndarray:
+        """The labels of decision values ``dv`` (:meth:`class_index`); a regression model's
+        predictions are its decision values."""
+        return dv if self.is_regression else np.asarray(self.classes)[self.class_index(dv)]
+
+    def weights_for(self, n_features: int) -> np.ndarray:
+        """The weights laid out for data with ``n_features`` columns (LIBLINEAR's rule:
+        features the model has not seen weigh 0; a bias weight goes last)."""
+        has_bias = self.bias >= 0
+        w = np.zeros(self.w.shape[:-1] + (n_features + has_bias,))  # a row per class if K > 2
+        k = min(n_features, self.n_features)
+        w[..., :k] = self.w[..., :k]
+        if has_bias:
+            w[..., n_features] = self.w[..., self.n_features]
+        return w
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, (n_rows, n_classes) in ``classes`` order, of a logistic
@@ -145,10 +163,6 @@ class Model:
         if self.loss != "logistic" or self.is_ranking:
             raise ValueError(f"probability output is only supported for logistic regression; "
                              f"this model's loss is {self.loss!r}")
-
-    def ranks_of(self, scores) -> np.ndarray:
-        """A ranking model's rank indices (into ``classes``) of scores: #{k : s > θ_k}."""
-        return np.searchsorted(np.asarray(self.thresholds), scores, side="left")
 
     def check(self, where: str) -> None:
         """Raise :class:`ModelFormatError` if the fields are inconsistent."""

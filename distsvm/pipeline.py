@@ -51,6 +51,7 @@ from storage.paths import canonical, resolve
 
 from . import jobs, params, registry
 from .errors import ClusterError, MissingDependencyError, message
+from .prediction import predict
 from .progress import Progress
 from .solvers import registry as solvers
 from .spec import (
@@ -236,7 +237,7 @@ def _run(spec, paths, progress, client, lock, lock_timeout) -> tuple[int, dict]:
         if current is not None:
             solver = kwargs.get("solver", params.DEFAULTS.solver)
             if solver in solvers.SOLVERS and params.takes(solver, "warm_start"):
-                warm["warm_start"] = jobs._weights_for(current, dataset.meta.n_features)
+                warm["warm_start"] = current.weights_for(dataset.meta.n_features)
                 progress.note(f"pipeline: warm start from {name} v{cur}")
             else:
                 progress.note(f"pipeline: solver {solver} takes no warm start; cold start")
@@ -244,8 +245,8 @@ def _run(spec, paths, progress, client, lock, lock_timeout) -> tuple[int, dict]:
                            owner=f"{spec['source']}: solver", **kwargs, **warm)
         # a regression model is compared by its holdout mean squared error (lower is better)
         what = "mean_squared_error" if model.is_regression else "accuracy"
-        acc = jobs.predict(holdout, model, client=c)[what]
-        cur_acc = jobs.predict(holdout, current, client=c)[what] if current else None
+        acc = predict(holdout, model, client=c)[what]
+        cur_acc = predict(holdout, current, client=c)[what] if current else None
     better = cur_acc is None or (acc <= cur_acc if model.is_regression else acc >= cur_acc)
     sign = ("<=" if better else ">") if model.is_regression else (">=" if better else "<")
     reason = ("no current model" if cur_acc is None else

@@ -36,7 +36,7 @@ import numpy as np
 
 import workers.blocks
 
-from . import cluster, jobs, params
+from . import cluster, jobs, params, prediction
 from .progress import Progress
 from .solvers import registry
 
@@ -121,7 +121,7 @@ def _run_folds(c, folds: _Folds, train_kwargs: dict, concurrent: int,
         extra = {} if warm is None or warm[k] is None else {"warm_start": warm[k]}
         model = jobs.train(train_view, client=c, plan=folds.plan_of(k, train_view),
                            **train_kwargs, **extra)
-        res = jobs.predict(test_view, model, client=c, plan=folds.plan_of(k, test_view))
+        res = prediction.predict(test_view, model, client=c, plan=folds.plan_of(k, test_view))
         row = {"fold": k, "n_train": train_view.meta.n_rows, "n_test": res["n_rows"],
                "rounds": model.summary["rounds"]}
         if model.is_regression:
@@ -169,7 +169,7 @@ def cross_validate(data, n_folds: int = 5, *, seed: int = 0, concurrent_folds: i
     n = dataset.meta.n_rows
     if dataset.meta.regression:  # LIBLINEAR's train.c: the sums over all held-out rows
         sums = np.sum([r["regression_sums"] for r in rows], axis=0)
-        return {**jobs.regression_metrics(n, sums), "n_folds": len(rows), "n_rows": n,
+        return {**prediction.regression_metrics(n, sums), "n_folds": len(rows), "n_rows": n,
                 "folds": rows}
     correct = sum(r["correct"] for r in rows)
     return {"accuracy": correct / max(1, n), "n_folds": len(rows), "n_rows": n,

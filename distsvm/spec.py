@@ -313,7 +313,7 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
     """Run a validated job spec (or continue it in ``run_dir``) on ``client`` or the spec's
     cluster; return its result.  The whole spec is checked first (SpecError, naming the
     key); ``lock_timeout``: seconds a registry publish waits for another publisher."""
-    from . import jobs, registry
+    from . import jobs, prediction, registry
     from .model import save_model
 
     progress = progress or Progress(quiet=True)
@@ -364,7 +364,7 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
         result.update(solver=model.solver, loss=model.loss, rounds=s["rounds"],
                       converged=s["converged"], primal_objective=s["primal_objective"])
         if "test" in data:
-            test = jobs.predict(open_dataset(data["test"], so), model, client=c)
+            test = prediction.predict(open_dataset(data["test"], so), model, client=c)
             if model.is_regression:
                 result.update(test_mean_squared_error=test["mean_squared_error"],
                               test_squared_correlation=test["squared_correlation"])

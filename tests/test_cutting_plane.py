@@ -13,9 +13,10 @@ import scipy.sparse as sp
 from distsvm import cluster
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
-from distsvm.jobs import predict, train
+from distsvm.jobs import train
 from distsvm.model import ModelFormatError, export_liblinear, load_model, save_model
 from distsvm.params import Params
+from distsvm.prediction import predict
 from distsvm.solvers import cutting_plane
 from workers.kernels import cutting_plane as kernel
 

@@ -13,7 +13,7 @@ import shlex
 import pytest
 import yaml
 
-from distsvm.cli import build_parser
+from distsvm.arguments import build_parser
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

@@ -19,7 +19,8 @@ import zarr
 
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
-from distsvm.jobs import predict, train
+from distsvm.jobs import train
+from distsvm.prediction import predict
 from distsvm.selection import cross_validate
 from storage import CorruptStoreError, Dataset, open_dataset
 from storage import columns as cols

@@ -283,8 +283,9 @@ def test_ingest_train_with_a_host_lost_and_predict_across_hosts(lan, tmp_path):
 
     # the same training on a local cluster of this host, from local files
     from distsvm.ingest import ingest
-    from distsvm.jobs import predict, train
+    from distsvm.jobs import train
     from distsvm.model import load_model
+    from distsvm.prediction import predict
 
     model = load_model(model_path)
     t3 = time.monotonic()

@@ -124,7 +124,7 @@ def test_relative_and_home_paths_are_resolved_before_workers_see_them(tmp_path, 
     sees them, and the workers must open the same files."""
     import numpy as np
 
-    from distsvm import jobs
+    from distsvm import prediction
     from distsvm.ingest import ingest
     from distsvm.model import Model
     from storage import open_dataset
@@ -142,7 +142,7 @@ def test_relative_and_home_paths_are_resolved_before_workers_see_them(tmp_path, 
     model = Model(np.zeros(d.meta.n_features), -1.0, (-1.0, 1.0), "dcd", "hinge", {}, {},
                   d.meta.n_features)
     counts = dict(zip(d.meta.classes, d.meta.class_counts))
-    got = jobs.predict("rel.zarr", model, client=client)
+    got = prediction.predict("rel.zarr", model, client=client)
     assert got["accuracy"] == counts[-1.0] / d.meta.n_rows
     monkeypatch.setenv("HOME", str(tmp_path))
     d = ingest("~/rel.svm", "~/home.zarr", client=client, block_rows=100, chunk_mb=0.01)

@@ -11,9 +11,10 @@ import pytest
 from distsvm.columns import columnize
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
-from distsvm.jobs import predict, train
+from distsvm.jobs import train
 from distsvm.model import export_liblinear, import_liblinear, load_model, probabilities, save_model
 from distsvm.params import Params
+from distsvm.prediction import predict
 
 from .conftest import DATA, load_xy, primal_objective, shared_dataset
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distsvm import jobs, params
+from distsvm import jobs, params, prediction
 from distsvm.ingest import ingest
 from distsvm.model import export_liblinear, import_liblinear, load_model, save_model
 
@@ -110,7 +110,7 @@ def test_liblinear_export_import_and_predict(tight, rows, tmp_path, store, clien
     assert again.rho == tight.rho and again.classes == (-1.0, 1.0)
     # the job's accuracy: the ±1 predictions against the store's labels, as LIBLINEAR prints
     t = ingest((Xt, yt), str(tmp_path / "t.zarr"), block_rows=1000, shuffle=False)
-    res = jobs.predict(t, tight, client=client, output=str(tmp_path / "out"))
+    res = prediction.predict(t, tight, client=client, output=str(tmp_path / "out"))
     assert res["accuracy"] == pytest.approx(acc / 100, abs=1e-12)
     assert np.array_equal(np.loadtxt(tmp_path / "out"), tight.predict(Xt))
 

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from distsvm import jobs, params
+from distsvm import jobs, params, prediction
 from distsvm.ingest import ingest
 from storage import open_dataset
 from storage.dataset import FORMAT_VERSION, append
@@ -153,7 +153,7 @@ def test_s11_is_liblinears_optimum_and_mse(stores, abalone, client):
     f = svr_objective(model.w, X, y)
     assert f == pytest.approx(model.summary["primal_objective"], rel=1e-9)
     assert f == pytest.approx(f_ref, rel=1e-9), (f, f_ref)  # the same stopping iterate
-    res = jobs.predict(many, model, client=client)
+    res = prediction.predict(many, model, client=client)
     m = lltrain(problem(y, X.astype(np.float64)), parameter("-s 11 -q"))
     _, (_, mse, scc), _ = predict(y, X.astype(np.float64), m, "-q")
     assert res["mean_squared_error"] == pytest.approx(mse, rel=1e-4)
@@ -255,15 +255,14 @@ def test_cli_train_predict_export_and_cross_validation(tmp_path, stores, abalone
 
 
 def test_p_is_svr_epsilon_and_double_dash_p_is_alms_exponent():
-    from distsvm.cli import build_parser
+    from distsvm.arguments import given, parse
 
-    a = build_parser().parse_args(["train", "s", "m", "-s", "11", "-p", "0.3"])
-    assert a.epsilon == 0.3 and a.p is None
-    a = build_parser().parse_args(["train", "s", "m", "--solver", "alm", "--loss", "lp",
-                                   "--p", "1.5", "-p", "0.2"])
-    assert a.p == 1.5 and a.epsilon == 0.2
-    a = build_parser().parse_args(["train", "s", "m"])
-    assert a.epsilon == params.DEFAULTS.epsilon == 0.1
+    assert given(parse(["train", "s", "m", "-s", "11", "-p", "0.3"])) == {"epsilon": 0.3}
+    a = given(parse(["train", "s", "m", "--solver", "alm", "--loss", "lp", "--p", "1.5",
+                     "-p", "0.2"]))
+    assert a["p"] == 1.5 and a["epsilon"] == 0.2
+    assert given(parse(["train", "s", "m"])) == {}  # the default is the table's:
+    assert params.DEFAULTS.epsilon == 0.1
 
 
 # ---------------------------------------------------------------- LinearSVR
@@ -342,7 +341,7 @@ def test_s11_on_cpusmall(tmp_path, client):
     assert svr_objective(model.w, X, y) == pytest.approx(f_ref, rel=1e-6)
     m = lltrain(problem(y, X.astype(np.float64)), parameter("-s 11 -e 1e-6 -q"))
     _, (_, mse, _), _ = predict(y, X.astype(np.float64), m, "-q")
-    assert jobs.predict(store, model, client=client)["mean_squared_error"] == \
+    assert prediction.predict(store, model, client=client)["mean_squared_error"] == \
         pytest.approx(mse, rel=1e-4)
 
 
