@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from storage import Dataset
 
 from . import dask_io, jobs, params
-from .ingest import ingest
+from .ingest import ingest, ingest_tabular
 from .model import Model, probabilities
 from .prediction import predict
 from .progress import Progress
@@ -171,7 +171,7 @@ def _fit_dask(est, X, y, sample_weight, regression: bool = False, kwargs=None):
     except (ImportError, ValueError):
         pass
     with tempfile.TemporaryDirectory(prefix="distsvm-fit-") as tmp:
-        store = dask_io.ingest((X, y), os.path.join(tmp, "train.zarr"), client=client,
+        store = ingest_tabular((X, y), os.path.join(tmp, "train.zarr"), client=client,
                                classes=classes, seed=kwargs["seed"], block_mb=DEFAULT_BLOCK_MB,
                                regression=regression)
         if registry.SOLVERS[kwargs["solver"]].reads == "columns":

@@ -310,7 +310,7 @@ def _train_options(p) -> None:
     sections[params.LIBLINEAR].add_argument(
         "-s", dest="liblinear_type", type=int, choices=list(registry.TYPES), metavar="TYPE",
         help="LIBLINEAR solver type: " + ", ".join(
-            f"{code} = {registry.LOSSES[t.loss]} ({params._cli([t.solver])[0]})"
+            f"{code} = {registry.LOSSES[t.loss]} ({params.spelled([t.solver])[0]})"
             for code, t in registry.TYPES.items()))
     table = {**params.OPTIONS, **params.options(params.Folds)}
     defaults = {**vars(params.DEFAULTS), **vars(params.Folds())}
@@ -330,7 +330,7 @@ def _train_options(p) -> None:
             choices = [v for c in o.check if isinstance(c, params.OneOf) for v in c.values
                        if v is not None]
             if choices:
-                kw.update(choices=params._cli(choices) if o.hyphens else choices,
+                kw.update(choices=params.spelled(choices) if o.hyphens else choices,
                           metavar=o.metavar)
         sections[section].add_argument(*o.flags, **kw)
     sections[params.TRAINING].add_argument(

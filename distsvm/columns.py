@@ -17,7 +17,7 @@ from storage import Dataset
 from storage import columns as cols
 from storage import dataset as ds
 
-from .ingest import DEFAULT_BLOCK_MB, _Runner
+from .ingest import DEFAULT_BLOCK_MB, Runner
 from .progress import Progress
 
 DEFAULT_MEMORY_MB = 512.0
@@ -42,7 +42,7 @@ def columnize(dataset: Dataset, *, memory_mb: float = DEFAULT_MEMORY_MB,
                          f"({largest_row_block / 2**20:.2f} MB) and the column counts; raise it")
     start = time.perf_counter()
     cols.begin(dataset)
-    run = _Runner(client)
+    run = Runner(client)
     url, so = dataset.url, dataset.storage_options
     for info in meta.blocks:
         run.submit(cols.count_columns, url, info, meta.n_features, so)

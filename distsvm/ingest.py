@@ -1,4 +1,5 @@
-"""Ingest jobs: LIBSVM files or in-memory matrices into a committed dataset, on Dask or in-process.
+"""Ingest jobs: LIBSVM files, in-memory matrices, dask collections and Parquet/CSV files into a
+committed dataset, on Dask or in-process.
 
 Runs the three phases of :mod:`storage.ingest` (parts, plan, blocks).  With a
 Dask client, an uncompressed file that the workers see at the same path (a
@@ -7,7 +8,8 @@ boundaries that workers read and parse themselves; any other file is
 read (and decompressed) here as a stream and its pieces parsed by the workers, with a
 bounded number in flight.  Without a client every task runs in this process.
 Either way the store appears only when complete (:func:`storage.dataset.commit`),
-and a failure or an interrupt removes everything written.
+and a failure or an interrupt removes everything written.  Dask collections and tabular
+files go the same way, a task a piece (:func:`ingest_tabular`).
 """
 
 from __future__ import annotations
@@ -25,20 +27,22 @@ import scipy.sparse as sp
 from storage import Dataset
 from storage import dataset as ds
 from storage import ingest as ing
+from storage import tabular as tab
 from storage.errors import InputDataError, StorageError
 from storage.leftovers import remove_leftovers
 from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
 from storage.lock import Lock
 from storage.paths import resolve
 
-from . import resources
+from . import dask_io, params, resources
+from .errors import need_tabular
 from .progress import Progress
 
 DEFAULT_BLOCK_MB = 64.0
 DEFAULT_CHUNK_MB = 32.0
 
 
-class _Runner:
+class Runner:
     """Runs phase tasks on a Dask client, or in-process when there is none."""
 
     def __init__(self, client):
@@ -91,7 +95,7 @@ def staging(store: str, overwrite: bool, storage_options: dict | None, client,
               progress=progress):
         remove_leftovers(store, storage_options, progress)
         stage = ds.prepare(store, overwrite, storage_options)
-        run = _Runner(client)
+        run = Runner(client)
         try:
             yield stage, run
         except BaseException as exc:
@@ -129,7 +133,7 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     "regression", each block's ``target`` array; docs/storage-format.md), whatever their
     values — integer labels do not make classes.
 
-    Dask collections and tabular files (:mod:`distsvm.dask_io`, docs/tabular.md): ``source``
+    Dask collections and tabular files (:func:`ingest_tabular`, docs/tabular.md): ``source``
     may also be an ``(X, y)`` pair of dask arrays (dense or SciPy-sparse chunks; ``y`` may be
     NumPy), a dask dataframe with a ``label`` column, or a Parquet/CSV path, glob or
     directory; ``features`` names the dense feature columns (default: all but the label),
@@ -138,15 +142,13 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     ``lock_timeout``: seconds to wait for another writer of ``store`` (default 60;
     :class:`storage.lock.LockHeldError` then).
     """
-    from . import dask_io, params
-
     params.check_settings("ingest", {  # block_mb has a default: block_rows takes over
         "block_rows": block_rows, "block_mb": None if block_rows else block_mb,
         "n_features": n_features, "seed": seed, "lock_timeout": lock_timeout})
-    if dask_io.handles(source, storage_options):
+    if is_tabular(source, storage_options):
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with dask or tabular input")
-        return dask_io.ingest(source, store, client=client, label=label, features=features,
+        return ingest_tabular(source, store, client=client, label=label, features=features,
                               indices=indices, values=values, dtype=dtype, shuffle=shuffle,
                               seed=seed, block_rows=block_rows, block_mb=block_mb,
                               n_features=n_features, overwrite=overwrite,
@@ -228,6 +230,180 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     n_blocks = len(dataset.meta.blocks)
     progress.note(f"ingest: wrote {store}: {n_blocks} blocks in {time.perf_counter() - start:.1f}s")
     return dataset
+
+
+def is_tabular(source, storage_options: dict | None = None) -> bool:
+    """Whether :func:`ingest` should hand ``source`` to :func:`ingest_tabular`: a dask
+    dataframe, an ``(X, y)`` pair with a dask member, or a Parquet/CSV path, glob or
+    directory (a LIBSVM source is a file; a URL without a tabular suffix costs one
+    request to ask whether it is a directory)."""
+    if isinstance(source, tuple) and len(source) == 2:
+        return dask_io.is_dask(source[0]) or dask_io.is_dask(source[1])
+    if dask_io.is_dask(source):
+        return True
+    if isinstance(source, (str, os.PathLike)):
+        s = os.fspath(source)
+        if tab.tabular_format(s) is not None:
+            return True
+        if "://" not in s:
+            return os.path.isdir(s)
+        import fsspec
+
+        try:
+            fs, path = fsspec.core.url_to_fs(s, **(storage_options or {}))
+            return fs.isdir(path)
+        except (OSError, ValueError, ImportError):
+            return False  # the LIBSVM path reports it
+    return False
+
+
+def expand(source: str, storage_options: dict | None) -> list[tuple[str, str]]:
+    """The ``(url, kind)`` of every Parquet/CSV file of a path, glob or directory, sorted."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(source, **(storage_options or {}))
+    if any(c in path for c in "*?["):
+        found = fs.glob(path)
+    elif fs.isdir(path):
+        found = [p for p in fs.find(path) if tab.tabular_format(p)]
+    elif fs.exists(path):
+        found = [path]
+    else:
+        raise FileNotFoundError(f"{source}: no such file, directory or glob match")
+    files = sorted(p for p in found if tab.tabular_format(p) and not fs.isdir(p))
+    if not files:
+        raise InputDataError(f"{source}: no Parquet (.parquet) or CSV (.csv) files")
+    kinds = {tab.tabular_format(p) for p in files}
+    if len(kinds) > 1:
+        raise InputDataError(f"{source}: both Parquet and CSV files; ingest one format")
+    return [(fs.unstrip_protocol(p) if "://" in source else p, tab.tabular_format(p))
+            for p in files]
+
+
+def ingest_tabular(source, store: str, *, client=None, label=None, features=None,
+                   indices=None, values=None, classes=None, dtype="float32", shuffle=True,
+                   seed=0, block_rows=None, block_mb=None, n_features=None, overwrite=False,
+                   storage_options=None, progress: Progress | None = None, regression=False,
+                   lock_timeout=None) -> Dataset:
+    """Ingest a dask ``(X, y)`` pair, a dask dataframe with a ``label`` column, or Parquet/CSV
+    files (a path, glob or directory, local or any fsspec URL) into a store at ``store``:
+    the LIBSVM path's three phases, each piece — a row chunk of a dask array, a partition
+    of a dask dataframe, a Parquet row group, a CSV file — checked and written as one part
+    by a task on the cluster (memory bounded by a piece).  A row's shuffle key comes from
+    its global row number, so a dask array gives the store, block for block, that the same
+    matrix in memory gives (and so the same model).  Layouts and options: docs/tabular.md.
+
+    ``features``: the dense layout's feature columns (default: every column but the
+    label); ``indices`` and ``values``: the sparse layout's list columns.  ``classes``
+    (sorted): store each label as its index in them (the estimators' coded labels).
+    """
+    progress = progress or Progress(quiet=True)
+    if (indices is None) != (values is None):
+        raise ValueError("the sparse layout needs both indices and values columns")
+    if indices is not None and features:
+        raise ValueError("give feature columns (dense) or indices and values (sparse), not both")
+    pair = isinstance(source, tuple)
+    if not pair and label is None:
+        raise ValueError("a dataframe or tabular file needs its label column: label=COLUMN "
+                         "(CLI: --label COLUMN)")
+    start = time.perf_counter()
+    common = dict(shuffle=shuffle, seed=seed, regression=bool(regression))
+    layout = dict(label=label, features=features, indices=indices, values=values)
+    if pair:
+        where, tasks = "dask array", _array_tasks(*source, dtype, classes, common, storage_options)
+    elif dask_io.is_dask(source):
+        where, tasks = "dask dataframe", _frame_tasks(source, layout, dtype, classes, common,
+                                                      storage_options)
+    else:
+        where, tasks = os.fspath(source), None
+        need_tabular("reading Parquet or CSV files")
+        files = expand(where, storage_options)
+    with staging(store, overwrite, storage_options, client, lock_timeout, progress) as (stage, run):
+        if tasks is None:  # files: count the rows of every piece, then one task per piece
+            for path, kind in files:
+                run.submit(tab.count_rows, path, kind, storage_options)
+            counts = run.results()
+            first = 0
+            for (path, kind), rows in zip(files, counts):
+                for g, n in enumerate(rows):
+                    run.submit(tab.part_from_file, stage, len(run.pending), path, kind,
+                               g, first, dtype=dtype,
+                               storage_options=storage_options, **layout, **common)
+                    first += n
+        else:
+            _run_tasks(run, client, [t(stage) for t in tasks])
+        results = run.results(progress, "ingest: parse")
+        infos = sorted((r[0] for r in results), key=lambda i: i.part)
+        widths = {r[1] for r in results if r[0].n_rows}
+        if indices is None and len(widths) > 1:
+            raise InputDataError(f"{where}: pieces have different numbers of feature columns "
+                                 f"{sorted(widths)}")
+        if n_features is None and indices is None and widths:
+            n_features = widths.pop()
+        summary = ing.summarize(infos, n_features, where, bool(regression))
+        dataset = write_blocks(stage, run, infos, summary, store=store, where=where,
+                               dtype=dtype, shuffle=shuffle, seed=seed, block_rows=block_rows,
+                               block_mb=block_mb, overwrite=overwrite,
+                               storage_options=storage_options, progress=progress, start=start,
+                               regression=bool(regression),
+                               source={k: v for k, v in layout.items() if v is not None})
+    progress.note(f"ingest: wrote {store}: {len(dataset.meta.blocks)} blocks in "
+                  f"{time.perf_counter() - start:.1f}s")
+    return dataset
+
+
+def _run_tasks(run, client, tasks) -> None:
+    """Compute delayed part tasks: on the client's workers (futures the runner gathers, and
+    cancels on failure), or with dask's local scheduler when there is no client."""
+    import dask
+
+    if client is None:
+        run.pending.extend(dask.compute(*tasks))
+    else:
+        run.pending.extend(client.compute(tasks))
+
+
+def _array_tasks(X, y, dtype, classes, common, storage_options) -> list:
+    """Delayed part writers, one per row chunk of a dask ``X`` (its labels ``y``, a dask or
+    NumPy array, cut at the same rows)."""
+    import dask
+    import dask.array as da
+
+    X, y = dask_io.as_arrays(X, y)
+    if not isinstance(X, da.Array):
+        raise InputDataError("X must be a dask array or dataframe when y is a dask collection "
+                             "(or pass y.compute())")
+    if X.ndim != 2:
+        raise InputDataError(f"dask array: expected a 2-D matrix, got {X.ndim}-D")
+    if y is None:
+        raise InputDataError("dask array: no labels (give an (X, y) pair)")
+    X = dask_io.rows_known(X).rechunk({1: -1})
+    rows = X.chunks[0]
+    y = dask_io.rows_known(y) if isinstance(y, da.Array) else da.from_array(np.asarray(y))
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise InputDataError(f"X has {X.shape[0]} rows but y has shape {y.shape}")
+    y = y.rechunk({0: rows})
+    xs, ys = X.to_delayed().ravel(), y.to_delayed().ravel()
+    firsts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+    make = dask.delayed(tab.part_from_chunk, pure=False)
+    return [lambda stage, p=p, xd=xd, yd=yd, r=int(r): make(
+                stage, p, xd, yd, r, f"dask array chunk {p} (rows from {r + 1})", dtype=dtype,
+                classes=classes, storage_options=storage_options, **common)
+            for p, (xd, yd, r) in enumerate(zip(xs, ys, firsts))]
+
+
+def _frame_tasks(df, layout, dtype, classes, common, storage_options) -> list:
+    """Delayed part writers, one per partition of a dask dataframe (its row counts are
+    computed first: a row's position is its global row number)."""
+    import dask
+
+    lengths = df.map_partitions(len).compute()
+    firsts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    make = dask.delayed(tab.part_from_frame, pure=False)
+    return [lambda stage, p=p, part=part, r=int(r): make(
+                stage, p, part, r, f"dask dataframe partition {p}", dtype=dtype,
+                classes=classes, storage_options=storage_options, **layout, **common)
+            for p, (part, r) in enumerate(zip(df.to_delayed(), firsts))]
 
 
 def workers_see(client, path) -> str | None:

@@ -159,20 +159,20 @@ def option(default, *flags: str, **kw):
     return dataclasses.field(default=default, metadata={"option": Option(flags, **kw)})
 
 
-def _cli(names) -> list[str]:
+def spelled(names) -> list[str]:
     """Solver and loss names as the command line spells them (hyphens)."""
     return [n.replace("_", "-") for n in names]
 
 
 def _solver_help() -> str:
-    return ("; ".join(f"{s.cli_name} = {s.help} ({', '.join(_cli(s.losses))})"
+    return ("; ".join(f"{s.cli_name} = {s.help} ({', '.join(spelled(s.losses))})"
                       for s in registry.SOLVERS.values())
             + "; auto = primal when rows far outnumber features (default {default})")
 
 
 def _loss_help() -> str:
-    return (", ".join(f"{_cli([k])[0]} = {v} "
-                      f"({', '.join(_cli(s.name for s in registry.SOLVERS.values() if k in s.losses))})"
+    return (", ".join(f"{spelled([k])[0]} = {v} "
+                      f"({', '.join(spelled(s.name for s in registry.SOLVERS.values() if k in s.losses))})"
                       for k, v in registry.LOSSES.items())
             + "; default: squared-hinge where the solver trains it, else its first loss")
 

@@ -25,16 +25,16 @@ def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _plain(value):
+def plain(value):
     """A JSON-able copy of a row value (NumPy scalars and arrays; NaN/inf become null)."""
     if hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     return value
 
 
@@ -72,7 +72,7 @@ class Progress:
     def event(self, event: str, **fields) -> None:
         """One JSON line ``{"time", "event", **fields}`` (json format only)."""
         if self.json and not self.quiet:
-            self._line(json.dumps({"time": now_iso(), "event": event, **_plain(fields)}))
+            self._line(json.dumps({"time": now_iso(), "event": event, **plain(fields)}))
 
     def note(self, text: str, event: str = "note", **fields) -> None:
         """A line of text; in JSON, an ``event`` object with ``message`` and ``fields``."""
@@ -92,7 +92,7 @@ class Progress:
         the text line (unless not ``show``) is ``text``, or the dual solvers' standard line."""
         if self.run_dir is not None:
             with open(os.path.join(self.run_dir, ROUNDS_FILE), "a") as f:
-                f.write(json.dumps({"time": now_iso(), **_plain(row)}) + "\n")
+                f.write(json.dumps({"time": now_iso(), **plain(row)}) + "\n")
         if self.json:
             self.event("round", **row)
             return

@@ -24,7 +24,7 @@ from storage.checkpoint import read_json
 from storage.errors import MalformedDocumentError
 
 from .errors import MissingDependencyError
-from .progress import ROUNDS_FILE, _plain
+from .progress import ROUNDS_FILE, plain
 
 SUMMARY_FILE = "summary.json"
 PLOT_FILE = "convergence.png"
@@ -40,7 +40,7 @@ def write_summary(run_dir: str, model, model_path: str) -> str:
            "model": str(model_path), "summary": summary}
     path = os.path.join(run_dir, SUMMARY_FILE)
     with open(path, "w") as f:
-        json.dump(_plain(doc), f, indent=1)
+        json.dump(plain(doc), f, indent=1)
     return path
 
 
