@@ -218,7 +218,7 @@ def test_jobs_run_on_an_existing_clients_cluster(dna, tmp_path, capsys):
         m = distsvm.train(store, eps=0.5)
         result = distsvm.predict(store, m)
         assert cluster._embedded is None
-        assert any(k.startswith("block_decisions") for k in
+        assert any(k.startswith("block_predictions") for k in
                    map(str, c.run_on_scheduler(lambda dask_scheduler:
                                                list(dask_scheduler.task_prefixes))))
         c.write_scheduler_file(str(tmp_path / "scheduler.json"))

@@ -272,6 +272,8 @@ def test_linear_svr_is_scikit_learns(abalone, client):
     """LinearSVR(loss="squared_epsilon_insensitive", dual=False) = scikit-learn's LinearSVR
     (liblinear -s 11 with its intercept as a bias feature): the objective, predictions, R²."""
     import sklearn.svm
+    from sklearn.base import is_classifier, is_regressor
+    from sklearn.exceptions import DataConversionWarning
 
     import distsvm
 
@@ -287,9 +289,8 @@ def test_linear_svr_is_scikit_learns(abalone, client):
     np.testing.assert_allclose(ours.predict(X[:50]), ref.predict(X[:50]), rtol=1e-3)
     assert ours.score(X, y) == pytest.approx(ref.score(X, y), rel=1e-4)
     assert ours.coef_.shape == (8,) and ours.intercept_.shape == (1,)
-    assert ours._estimator_type == "regressor" and ours.get_params()["epsilon"] == 0.1
-    from sklearn.exceptions import DataConversionWarning
-
+    assert is_regressor(ours) and not is_classifier(ours)  # scikit-learn's own test
+    assert ours.get_params()["epsilon"] == 0.1
     with pytest.warns(DataConversionWarning, match="column-vector y"):  # as scikit-learn's
         column = distsvm.LinearSVR(**kw).fit(X, y.reshape(-1, 1))
     np.testing.assert_array_equal(column.coef_, ours.coef_)
