@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import lzma
-import os
 import pathlib
-import signal
 import subprocess
 
 import numpy as np
 import pytest
 
-from distsvm.progress import Progress
+from distsvm.testing import Killer, local_client  # noqa: F401 - the fault tests take them here
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
@@ -41,18 +37,6 @@ def dna_rows(n: int):
     multi-class data of the fault and thread tests."""
     X, y = load_xy(DATA / "dna.scale.xz", 180)
     return X[:n], y[:n]
-
-
-@contextlib.contextmanager
-def local_client(n_workers: int, threads_per_worker: int = 1, **kwargs):
-    """A Client of a fresh LocalCluster of ``n_workers`` worker processes (single-threaded
-    unless ``threads_per_worker``; ``kwargs``: LocalCluster's others, e.g. memory_limit)."""
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                      processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                      **kwargs) as cluster, Client(cluster) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")
@@ -130,23 +114,6 @@ def weighted_stores(tmp, X, y, seed: int, block_rows: int, dup_block_rows: int):
     store = ingest((X, y), str(tmp / "w.zarr"), block_rows=block_rows, sample_weight=sw)
     dup = ingest((X[rows], y[rows]), str(tmp / "dup.zarr"), block_rows=dup_block_rows)
     return sw, store, dup
-
-
-class Killer(Progress):
-    """Logs to a buffer and SIGKILLs worker process ``victim`` (its index among the
-    cluster's sorted addresses) when round (or iteration) ``at`` is first logged; the
-    coordinator goes on to submit the next round at once, so the loss lands during a round."""
-
-    def __init__(self, client, at: int, victim: int):
-        super().__init__(stream=io.StringIO())
-        self.client, self.at, self.victim, self.killed = client, at, victim, None
-
-    def round(self, row, text=None, show=True):
-        super().round(row, text, show)
-        if row["round"] == self.at and self.killed is None:
-            pids = self.client.run(os.getpid)
-            self.killed = sorted(pids)[self.victim]
-            os.kill(pids[self.killed], signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")

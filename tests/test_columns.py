@@ -3,7 +3,6 @@ conformance suite that row blocks and column blocks both pass."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 import tracemalloc
 
@@ -16,7 +15,8 @@ from hypothesis import strategies as st
 from distsvm.cli import main
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
-from storage import CorruptStoreError, IncompleteStoreError, open_dataset, read_row_block
+from distsvm.testing import ReaderTests
+from storage import IncompleteStoreError, open_dataset, read_row_block
 from storage import columns as cols
 
 from .test_store import problems
@@ -134,61 +134,13 @@ def test_cli_ingest_columns_and_columnize(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- reader conformance
+# The suite is distsvm.testing.ReaderTests; these are the store's two readers.
 
 
-class ReaderTests:
-    """What every block reader guarantees; subclasses say how to list and read blocks and
-    what each block must equal."""
-
-    kind = ""
-
-    def blocks(self, d):  # -> list of (info, path prefix, expected scipy matrix)
-        raise NotImplementedError
-
-    def read(self, d, info, verify=True):
-        raise NotImplementedError
-
-    def as_matrix(self, block, d):
-        raise NotImplementedError
-
-    @pytest.fixture()
-    def store(self, tmp_path, a9a):
-        X, y = a9a
-        d = ingest((X[:3000], y[:3000]), str(tmp_path / "r.zarr"), block_rows=1000)
-        columnize(d, memory_mb=64, block_mb=0.05)
-        return d
-
-    def test_blocks_tile_the_matrix(self, store):
-        blocks = self.blocks(store)
-        assert len(blocks) >= 3
-        for info, _, expected in blocks:
-            b = self.read(store, info)
-            assert b.indptr.dtype == np.int64 and b.indices.dtype == np.int32
-            assert b.data.dtype == np.float32
-            got = self.as_matrix(b, store)
-            assert got.shape == expected.shape and (got != expected).nnz == 0
-
-    @pytest.mark.parametrize("damage", ["delete", "corrupt"])
-    def test_missing_or_damaged_chunk_names_the_array(self, store, damage):
-        blocks = self.blocks(store)
-        info, prefix, _ = blocks[1]
-        chunk = pathlib.Path(store.url) / prefix / "indices" / "c" / "0"
-        if damage == "delete":
-            os.remove(chunk)
-        else:
-            raw = bytearray(chunk.read_bytes())
-            raw[len(raw) // 2] ^= 0xFF
-            chunk.write_bytes(bytes(raw))
-        self.read(store, blocks[0][0])  # other blocks are unaffected
-        with pytest.raises(CorruptStoreError, match=f"{prefix}/indices"):
-            self.read(store, info)
-
-    def test_wrong_table_entry_is_an_error(self, store):
-        import dataclasses
-
-        info, prefix, _ = self.blocks(store)[0]
-        with pytest.raises(CorruptStoreError, match=f"{prefix}/(indptr|indices)"):
-            self.read(store, dataclasses.replace(info, nnz=info.nnz + 1), verify=False)
+@pytest.fixture()
+def rows(a9a):
+    """The rows the reader suite stores: a9a's."""
+    return a9a
 
 
 class TestRowReader(ReaderTests):
