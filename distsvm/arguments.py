@@ -19,6 +19,7 @@ import re
 import sys
 
 from . import __version__, params
+from .errors import message
 from .progress import LOG_FORMATS
 from .solvers import registry
 
@@ -392,8 +393,71 @@ def parse(argv: list[str]):
     return a
 
 
-def flags(command: str) -> dict[str, str]:
+def flags_of(command: str) -> dict[str, str]:
     """{dest: its longest flag (a positional: its name)} of ``command``'s arguments."""
     sub = next(x for x in build_parser()._actions if isinstance(x, argparse._SubParsersAction))
     return {x.dest: max(x.option_strings, key=len) if x.option_strings else x.dest
             for x in sub.choices[command]._actions}
+
+
+def storage_options(a) -> dict | None:
+    """The command's storage options as a dict (None when none were given)."""
+    return dict(getattr(a, "storage_options", None) or []) or None
+
+
+# The outputs a command writes ({command: ((dest, a directory), ...)}): checked first.
+OUTPUTS = {"ingest": (("store", True),), "generate": (("store", True),),
+           "train": (("model", False), ("run_dir", True)), "report": (("output", False),),
+           "export": (("liblinear_model", False),), "import": (("model", False),)}
+# The paths (local or URLs) a command names, for --storage-option.
+URLS = ("store", "source", "model", "liblinear_model", "output")
+
+
+def check(a) -> None:
+    """The command's options checked before anything is read, written or started, by the
+    checks the job and pipeline specs share (:func:`distsvm.params.check_settings`,
+    :func:`~distsvm.params.check_storage_options`, :func:`~distsvm.params.check_output`):
+    ranges, the local cluster's size, storage options on local paths only, and the
+    outputs' paths.  ValueError naming the option."""
+    from .prediction import output_kind
+
+    owner = f"distsvm {a.command}"
+    flags = flags_of(a.command)
+    values = {k: getattr(a, k, None) for k in params.SETTINGS if k in flags}
+    params.check_settings(owner, values, flags,
+                          local=not (getattr(a, "scheduler", None)
+                                     or getattr(a, "scheduler_file", None)))
+    params.check_storage_options(owner, flags.get("storage_options", "--storage-option"),
+                                 storage_options(a), [getattr(a, k, None) for k in URLS])
+    outputs = OUTPUTS.get(a.command, ())
+    if a.command == "predict" and a.output:
+        outputs = (("output", output_kind(a.output) is not None),)
+    for dest, directory in outputs:
+        params.check_output(owner, flags[dest], getattr(a, dest, None), directory)
+
+
+# What each path argument of a command is expected to name (for the message of an OSError).
+EXPECTED = {"source": "a LIBSVM/svmlight text file, plain or .gz/.bz2/.xz",
+            "store": "a dataset store directory (made by distsvm ingest)",
+            "liblinear_model": "a LIBLINEAR text model file",
+            "weights": "a text file of one instance weight per line",
+            "spec": "a job spec file (YAML, TOML or JSON)",
+            "run": "a run directory of distsvm run",
+            "output": "a file to write"}
+EXPECTED_MODEL = {"train": "where to write the model (a file path)",
+                  "predict": "a distsvm model or a LIBLINEAR text model file",
+                  "export": "a distsvm model file", "import": "where to write the model"}
+
+
+def os_error(a, exc: OSError) -> str:
+    """An OSError as one line: the path, what happened (not a bare errno), and what the
+    command expected to find there (:data:`EXPECTED`)."""
+    name = exc.filename
+    if name is None or not exc.strerror:
+        return message(exc)
+    reason = exc.strerror[0].lower() + exc.strerror[1:]
+    args = {k: v for k, v in vars(a).items() if isinstance(v, str)}
+    arg = next((k for k in ("model", "liblinear_model", *args) if args.get(k) == str(name)),
+               None)
+    what = EXPECTED_MODEL.get(a.command) if arg == "model" else EXPECTED.get(arg)
+    return f"{name}: {reason}" + (f" (expected {what})" if what else "")

@@ -20,7 +20,7 @@ from storage.errors import StorageError
 from storage.lock import LockHeldError
 
 from . import arguments, params
-from .arguments import EXIT_USAGE
+from .arguments import EXIT_USAGE, storage_options
 from .errors import ClusterError, MissingDependencyError, UsageError, message
 from .params import DEFAULTS
 from .progress import Progress, now_iso
@@ -38,11 +38,6 @@ def _workers(a, store) -> int | None:
     return workers_for(store.meta, a.scheduler, a.workers, getattr(a, "parallel", None))
 
 
-def _so(a) -> dict | None:
-    """The command's storage options as a dict (None when none were given)."""
-    return dict(getattr(a, "storage_options", None) or []) or None
-
-
 def _ingest(a, progress):
     from .ingest import DEFAULT_BLOCK_MB, ingest
     from .jobs import client_for
@@ -52,7 +47,7 @@ def _ingest(a, progress):
     kwargs = dict(dtype=a.dtype, index_base=0 if a.zero_based else 1, shuffle=not a.no_shuffle,
                   seed=a.seed, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
-                  n_features=a.n_features, overwrite=a.overwrite, storage_options=_so(a),
+                  n_features=a.n_features, overwrite=a.overwrite, storage_options=storage_options(a),
                   progress=progress, sample_weight=a.weights, regression=a.regression,
                   lock_timeout=a.lock_timeout,
                   label=a.label, indices=a.indices, values=a.values,
@@ -81,12 +76,10 @@ def _announce(a, progress):
 
 
 def _append(a, progress):
-    """``ingest --append``: the pipeline's append of one partition file
-    (:func:`distsvm.pipeline.ingest_partitions`), holding the store's lock throughout."""
-    from storage.lock import DEFAULT_TIMEOUT, Lock
-
+    """``ingest --append``: one partition file appended as a pipeline run appends
+    (:func:`distsvm.pipeline.append`)."""
     from .jobs import client_for
-    from .pipeline import ingest_partitions
+    from .pipeline import append_partition
 
     given = [flag for flag, on in (("--overwrite", a.overwrite), ("--weights", a.weights),
                                    ("--columns", a.columns), ("--no-shuffle", a.no_shuffle),
@@ -94,19 +87,14 @@ def _append(a, progress):
     if given:
         raise ValueError(f"distsvm ingest --append: {given[0]} does not apply (an append "
                          "takes the store's dtype, shuffles, and drops the column view)")
-    spec = {"dataset": a.store, "storage_options": _so(a),
-            "ingest": {k: v for k, v in dict(
-                block_rows=a.block_rows, block_mb=a.block_mb, zero_based=a.zero_based,
-                n_features=a.n_features, seed=a.seed, regression=a.regression).items()
-                if v not in (None, False)}}
-    timeout = DEFAULT_TIMEOUT if a.lock_timeout is None else a.lock_timeout
-    with Lock(a.store, _so(a), what=a.store, progress=progress, timeout=timeout):
-        from storage.leftovers import remove_leftovers
-
-        remove_leftovers(a.store, _so(a), progress)
-        with (contextlib.nullcontext() if a.serial
-              else client_for(a.scheduler, a.workers, progress=_announce(a, progress))) as c:
-            d, added = ingest_partitions(spec, [a.source], c, progress, timeout)
+    options = {k: v for k, v in dict(block_rows=a.block_rows, block_mb=a.block_mb,
+                                     zero_based=a.zero_based, n_features=a.n_features,
+                                     seed=a.seed, regression=a.regression).items()
+               if v not in (None, False)}
+    connect = contextlib.nullcontext if a.serial else lambda: client_for(
+        a.scheduler, a.workers, progress=_announce(a, progress))
+    d, added = append_partition(a.store, a.source, options, storage_options(a), a.lock_timeout,
+                                progress, connect)
     m = d.meta
     return {"store": a.store, "appended": added, "n_rows": m.n_rows, "n_features": m.n_features,
             "nnz": m.nnz, "n_blocks": len(m.blocks), "classes": list(m.classes), "task": m.task}
@@ -120,7 +108,7 @@ def _generate(a, progress):
     kwargs = dict(rows=a.rows, features=a.features, nnz_per_row=a.nnz_per_row, seed=a.seed,
                   zipf=a.zipf, density=a.density, noise=a.noise, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
-                  overwrite=a.overwrite, storage_options=_so(a), progress=progress)
+                  overwrite=a.overwrite, storage_options=storage_options(a), progress=progress)
     if a.serial:
         d = generate(a.store, **kwargs)
     else:
@@ -141,7 +129,7 @@ def _build_columns(d, a, client, progress):
 def _columnize(a, progress):
     from .jobs import client_for
 
-    d = open_dataset(a.store, _so(a))
+    d = open_dataset(a.store, storage_options(a))
     if a.serial:
         cm = _build_columns(d, a, None, progress)
     else:
@@ -155,7 +143,7 @@ def _info(a):
     from storage.errors import StoreNotFoundError
 
     try:
-        d = open_dataset(a.store, _so(a))
+        d = open_dataset(a.store, storage_options(a))
     except StoreNotFoundError:
         listed = _info_directory(a)  # a folder of stores: what killed writers left in it
         if listed is None:
@@ -189,7 +177,7 @@ def _info_directory(a):
     (:func:`storage.leftovers.scan`); None if there are none (then: no store here)."""
     from storage.leftovers import scan
 
-    found = scan(a.store, _so(a))
+    found = scan(a.store, storage_options(a))
     if not found:
         return None
     if a.json:
@@ -205,7 +193,7 @@ def _leftovers_beside(a) -> None:
     """``info STORE``: a warning for each leftover of a killed writer of STORE."""
     from storage.leftovers import leftovers_of
 
-    for path in leftovers_of(a.store, _so(a)):
+    for path in leftovers_of(a.store, storage_options(a)):
         print(f"WARNING: {path}: left by an interrupted write to {a.store} (the next ingest "
               "or append to it removes it)", file=sys.stderr)
 
@@ -227,7 +215,7 @@ def _train(a, progress):
     elif a.no_bias:
         raise ValueError("--no-bias is an option of --solver "
                          + " and ".join(s.cli_name for s in SOLVERS.values() if s.intercept))
-    store = open_dataset(a.store, _so(a))
+    store = open_dataset(a.store, storage_options(a))
     folds = arguments.given(a, params.Folds)
     _check_training(kwargs, folds, store)
     where = dict(scheduler=a.scheduler, n_workers=_workers(a, store))
@@ -236,7 +224,7 @@ def _train(a, progress):
     if a.model is None:
         raise ValueError("distsvm train: the MODEL path is required (except with -v or -C)")
     model = train(store, progress=progress, owner="distsvm train", **where, **kwargs)
-    save_model(model, a.model, _so(a))
+    save_model(model, a.model, storage_options(a))
     if a.run_dir:
         from .report import write_summary
 
@@ -319,8 +307,8 @@ def _predict(a, progress):
     from .model import load_model
     from .prediction import check_features, check_task, predict
 
-    model = load_model(a.model, _so(a))
-    store = open_dataset(a.store, _so(a))
+    model = load_model(a.model, storage_options(a))
+    store = open_dataset(a.store, storage_options(a))
     check_task(model, store)  # a model of the other task is an error before any warning
     check_features(model, store, (a.model, a.store), a.strict)
     result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),
@@ -355,9 +343,9 @@ def _convert(a):
     from .model import export_liblinear, import_liblinear, load_model, save_model
 
     if a.command == "export":
-        export_liblinear(load_model(a.model, _so(a)), a.liblinear_model, _so(a))
+        export_liblinear(load_model(a.model, storage_options(a)), a.liblinear_model, storage_options(a))
     else:
-        save_model(import_liblinear(a.liblinear_model, _so(a)), a.model, _so(a))
+        save_model(import_liblinear(a.liblinear_model, storage_options(a)), a.model, storage_options(a))
 
 
 def _run(a, progress):
@@ -370,20 +358,10 @@ def _run(a, progress):
 
 
 def _registry(a):
-    from storage import checkpoint as files
-
     from . import registry
 
     if a.action == "list":  # every sound model listed, then the first damaged one named
-        names = [a.name] if a.name else [n for n in files.listdir(a.registry)
-                                         if registry.versions(a.registry, n)]
-        out, damaged = {}, []
-        for n in names:
-            try:
-                out[n] = {"versions": registry.versions(a.registry, n),
-                          "current": registry.current_version(a.registry, n)}
-            except registry.RegistryError as exc:
-                damaged.append(exc)
+        out, damaged = registry.listing(a.registry, a.name)
         if not a.json:
             for n, v in out.items():
                 print(f"{n}: versions {' '.join(f'v{k}' for k in v['versions'])}; current "
@@ -403,37 +381,6 @@ def _registry(a):
     if not a.json:
         print(json.dumps(rec, indent=1))
     return rec
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None):
-    print(f"WARNING: {message}", file=sys.stderr)
-
-
-# What each path argument of a command is expected to name (for the message of an OSError).
-EXPECTED = {"source": "a LIBSVM/svmlight text file, plain or .gz/.bz2/.xz",
-            "store": "a dataset store directory (made by distsvm ingest)",
-            "liblinear_model": "a LIBLINEAR text model file",
-            "weights": "a text file of one instance weight per line",
-            "spec": "a job spec file (YAML, TOML or JSON)",
-            "run": "a run directory of distsvm run",
-            "output": "a file to write"}
-EXPECTED_MODEL = {"train": "where to write the model (a file path)",
-                  "predict": "a distsvm model or a LIBLINEAR text model file",
-                  "export": "a distsvm model file", "import": "where to write the model"}
-
-
-def _os_error(a, exc: OSError) -> str:
-    """An OSError as one line: the path, what happened (not a bare errno), and what the
-    command expected to find there (:data:`EXPECTED`)."""
-    name = exc.filename
-    if name is None or not exc.strerror:
-        return message(exc)
-    reason = exc.strerror[0].lower() + exc.strerror[1:]
-    args = {k: v for k, v in vars(a).items() if isinstance(v, str)}
-    arg = next((k for k in ("model", "liblinear_model", *args) if args.get(k) == str(name)),
-               None)
-    what = EXPECTED_MODEL.get(a.command) if arg == "model" else EXPECTED.get(arg)
-    return f"{name}: {reason}" + (f" (expected {what})" if what else "")
 
 
 def _cluster_setup(a) -> None:
@@ -496,54 +443,21 @@ def _tls(a):
         yield
 
 
-# The outputs a command writes ({command: ((dest, a directory), ...)}): checked first.
-OUTPUTS = {"ingest": (("store", True),), "generate": (("store", True),),
-           "train": (("model", False), ("run_dir", True)), "report": (("output", False),),
-           "export": (("liblinear_model", False),), "import": (("model", False),)}
-# The paths (local or URLs) a command names, for --storage-option.
-URLS = ("store", "source", "model", "liblinear_model", "output")
-
-
-def _check_usage(a) -> None:
-    """The command's options checked before anything is read, written or started, by the
-    checks the job and pipeline specs share (:func:`distsvm.params.check_settings`,
-    :func:`~distsvm.params.check_storage_options`, :func:`~distsvm.params.check_output`):
-    ranges, the local cluster's size, storage options on local paths only, and the
-    outputs' paths.  ValueError naming the option."""
-    from . import params
-    from .prediction import output_kind
-
-    owner = f"distsvm {a.command}"
-    flags = arguments.flags(a.command)
-    values = {k: getattr(a, k, None) for k in params.SETTINGS if k in flags}
-    params.check_settings(owner, values, flags,
-                          local=not (getattr(a, "scheduler", None)
-                                     or getattr(a, "scheduler_file", None)))
-    params.check_storage_options(owner, flags.get("storage_options", "--storage-option"),
-                                 _so(a), [getattr(a, k, None) for k in URLS])
-    outputs = OUTPUTS.get(a.command, ())
-    if a.command == "predict" and a.output:
-        outputs = (("output", output_kind(a.output) is not None),)
-    for dest, directory in outputs:
-        params.check_output(owner, flags[dest], getattr(a, dest, None), directory)
-
-
 def main(argv=None) -> int:
     a = arguments.parse(list(sys.argv[1:] if argv is None else argv))
     try:
-        _check_usage(a)
+        arguments.check(a)
     except ValueError as exc:
         print(f"ERROR: {message(exc)}", file=sys.stderr)
         return EXIT_USAGE
-    warnings.showwarning = _show_warning
     progress = Progress(quiet=getattr(a, "quiet", False),
                         log_format=getattr(a, "log_format", "text"),
                         run_dir=getattr(a, "run_dir", None) if a.command == "train" else None,
                         verbose=getattr(a, "verbose", False))
-    if progress.json:  # warnings too are JSON lines (not silenced by -q, as in text)
-        warnings.showwarning = lambda message, *_, **__: print(json.dumps(
-            {"time": now_iso(), "event": "warning", "message": str(message)}),
-            file=sys.stderr)
+    # a warning is one WARNING line, or a JSON line with JSON progress (neither silenced by -q)
+    warnings.showwarning = lambda message, *_, **__: print(json.dumps(
+        {"time": now_iso(), "event": "warning", "message": str(message)}) if progress.json
+        else f"WARNING: {message}", file=sys.stderr)
     if hasattr(a, "log_level"):  # a command that may start or join a Dask cluster
         from . import cluster
 
@@ -564,7 +478,7 @@ def main(argv=None) -> int:
         print(f"ERROR: {exc}", file=sys.stderr)
         return EXIT_LOCKED
     except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
-        print(f"ERROR: {_os_error(a, exc) if isinstance(exc, OSError) else message(exc)}",
+        print(f"ERROR: {arguments.os_error(a, exc) if isinstance(exc, OSError) else message(exc)}",
               file=sys.stderr)
         from .spec import SpecError
 

@@ -150,6 +150,21 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress,
     return dataset, added
 
 
+def append_partition(store: str, source: str, options: dict, storage_options: dict | None,
+                     lock_timeout: float | None, progress: Progress, connect):
+    """``distsvm ingest --append``: the partition file ``source`` appended to ``store`` as a
+    pipeline run appends it (:func:`ingest_partitions`, ``options`` a spec's ``ingest``),
+    holding the store's lock throughout (waiting up to ``lock_timeout``, default 60 s)
+    after removing what killed writers left; ``connect()`` gives the client (a context,
+    entered once the lock is held).  Returns (the dataset, the names appended)."""
+    timeout = DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout
+    spec = {"dataset": store, "storage_options": storage_options, "ingest": options}
+    with Lock(store, storage_options, what=store, progress=progress, timeout=timeout):
+        remove_leftovers(store, storage_options, progress)
+        with connect() as client:
+            return ingest_partitions(spec, [source], client, progress, timeout)
+
+
 def _copy_store(part, url: str, record: dict, storage_options):
     """The first partition's store becomes the dataset, committed whole."""
     from storage import dataset as ds

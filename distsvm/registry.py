@@ -171,6 +171,23 @@ def load(registry: str, name: str, version: int | None = None,
         return load_model(path)
 
 
+def listing(registry: str, name: str | None = None,
+            storage_options: dict | None = None) -> tuple[dict, list]:
+    """{model name: {"versions": [...], "current": version or None}} of ``name`` (None: every
+    model of ``registry``), and the RegistryError of each model that could not be read: the
+    sound ones are listed whatever the others."""
+    names = [name] if name else [n for n in files.listdir(registry, storage_options)
+                                 if versions(registry, n, storage_options)]
+    out, damaged = {}, []
+    for n in names:
+        try:
+            out[n] = {"versions": versions(registry, n, storage_options),
+                      "current": current_version(registry, n, storage_options)}
+        except RegistryError as exc:
+            damaged.append(exc)
+    return out, damaged
+
+
 def current_version(registry: str, name: str, storage_options: dict | None = None) -> int | None:
     """The current version of ``name``, or None if none was promoted; a damaged pointer
     is a RegistryError naming it."""

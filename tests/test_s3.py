@@ -305,7 +305,7 @@ def test_missing_or_damaged_chunk_fails_naming_array_and_chunk(client, s3, tmp_p
 
 def test_storage_option_values(capsys):
     from distsvm.arguments import build_parser
-    from distsvm.cli import _so
+    from distsvm.arguments import storage_options as _so
 
     a = build_parser().parse_args(["info", "s3://b/x.zarr", "--storage-option", "anon=false",
                                    "--storage-option", 'config_kwargs={"retries": {"mode": "x"}}',
