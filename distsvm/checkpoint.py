@@ -1,5 +1,6 @@
 """Checkpoints of a training run, for ``distsvm resume``: the one interface every solver's
-coordinator uses.
+coordinator uses.  (:mod:`storage.checkpoint` is the layer below: the files a checkpoint
+is made of — whole-file writes, checksummed array bundles, JSON documents.)
 
 A checkpoint of round r lives in ``RUN/checkpoints/<r>/``: the coordinator's arrays
 (``w``: O(n_features)) in ``coordinator.npz``, the per-block solver state in files the

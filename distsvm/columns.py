@@ -1,5 +1,8 @@
 """Columnize: build a dataset's CSC column view (:mod:`storage.columns`), on Dask or in-process.
 
+:mod:`storage.columns` is the view's format, its reader and the tasks that build it; this
+module plans those tasks within a memory bound and runs them as one job.
+
 Pass 1 counts every column's non-zeros, one task per row block; the column
 blocks and the groups of them that fit the memory budget follow; each group is
 one task that makes one more pass over the row blocks.  So a store takes

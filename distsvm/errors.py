@@ -1,4 +1,5 @@
-"""Warnings and errors of the coordinator and the public API."""
+"""Warnings and errors of the coordinator and the public API (those of the dataset format and
+of input files are :mod:`storage.errors`')."""
 
 
 class ConvergenceWarning(UserWarning):

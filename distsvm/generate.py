@@ -1,4 +1,5 @@
-"""Generate a synthetic text-like dataset straight into a store, in parallel.
+"""Generate a synthetic text-like dataset straight into a store, in parallel: the job that runs
+:mod:`storage.generate` (which makes one block) a task a block and commits the store.
 
 Each task generates one row block (:func:`storage.generate.write_block`) and
 writes it with the storage writer, so memory is bounded by a block (plus the

@@ -1,5 +1,6 @@
 """Ingest jobs: LIBSVM files, in-memory matrices, dask collections and Parquet/CSV files into a
-committed dataset, on Dask or in-process.
+committed dataset, on Dask or in-process (:mod:`storage.ingest` holds the per-piece tasks of
+the phases and :mod:`storage.tabular` the tabular pieces'; this module runs them as a job).
 
 Runs the three phases of :mod:`storage.ingest` (parts, plan, blocks).  With a
 Dask client, an uncompressed file that the workers see at the same path (a

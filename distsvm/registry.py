@@ -1,4 +1,5 @@
 """A model registry: immutable, numbered versions of named models and a ``current`` pointer.
+(Not :mod:`distsvm.solvers.registry`, the table of solvers.)
 
 Layout, under a registry path or fsspec URL::
 

@@ -125,3 +125,29 @@ def test_no_module_takes_another_s_private_names():
                 and node.value.id in aliases and node.attr.startswith("_")
                 and not node.attr.startswith("__")]
     assert not bad, bad
+
+
+def test_namesakes_say_how_they_differ():
+    """A module of distsvm/ that shares its file name with another module of distsvm/,
+    workers/ or storage/ names that namesake in its docstring — but a solver's own three,
+    one name by the layout's rule: distsvm/solvers/<name>.py (the coordinator),
+    workers/<name>.py (its per-block tasks), workers/kernels/<name>.py (its kernels).
+    (The namesakes under storage/ and workers/ are another's to write.)"""
+    by_name: dict = {}
+    for package in ("distsvm", "workers", "storage"):
+        for p in (REPO / package).rglob("*.py"):
+            if p.name != "__init__.py":
+                by_name.setdefault(p.stem, []).append(p.relative_to(REPO))
+    solver = {pathlib.Path("distsvm/solvers"), pathlib.Path("workers"),
+              pathlib.Path("workers/kernels")}
+    missing = []
+    for paths in by_name.values():
+        if len(paths) < 2 or {p.parent for p in paths} <= solver:
+            continue
+        for p in paths:
+            if p.parts[0] != "distsvm":
+                continue
+            doc = ast.get_docstring(ast.parse((REPO / p).read_text())) or ""
+            missing += [f"{p} does not name {q}" for q in paths if q != p
+                        and ".".join(q.with_suffix("").parts) not in doc]
+    assert not missing, missing

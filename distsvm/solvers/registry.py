@@ -1,13 +1,20 @@
-"""The solver registry: what each solver trains, which options it takes, and how it runs.
+"""The solver registry: what each solver trains and how it runs, and LIBLINEAR's ``-s`` table.
 
-The CLI (``--solver``, ``--loss``, ``-s`` and their help), :func:`distsvm.jobs.train`, the
-estimators, job specs, the pipeline and model selection read this table, and only it: adding a
-solver is adding an entry.  Each entry names the losses it trains, LIBLINEAR's ``-s`` codes it
-stands for, its default ``eps`` (what that tolerance bounds differs per solver) and the training
-options it takes beyond the common ones (:class:`distsvm.params.Params`; an option given to a
-solver that does not take it is refused by :func:`distsvm.params.check_solver`).  The solver
-itself is the module of the entry's name in :mod:`distsvm.solvers`, whose ``solve`` takes the
-checked :class:`~distsvm.params.Params` (:meth:`Solver.module`).
+(Not :mod:`distsvm.registry`, the registry of trained models.)  The CLI (``--solver``,
+``--loss``, ``-s`` and their help), :func:`distsvm.jobs.train`, the estimators, job specs,
+the pipeline and model selection read these tables, and only them: adding a solver is
+adding an entry (:data:`SOLVERS`), and a row of :data:`TYPES` if it solves one of
+LIBLINEAR's types.  Each entry names the losses it trains and its default ``eps`` (what
+that tolerance bounds differs per solver); which training options each solver takes is
+declared with the options (:class:`distsvm.params.Params`).  The solver itself is the
+module of the entry's name in :mod:`distsvm.solvers`, whose ``solve`` takes the checked
+:class:`~distsvm.params.Params` (:meth:`Solver.module`).
+
+:data:`TYPES` is LIBLINEAR's ``-s`` table (``train_one`` in linear.cpp): each code's solver,
+loss, penalty and dual-or-primal, and whether its dual CD switches to the primal Newton
+solver (``-s 1``, ``-s 7``, ``-s 12``).  Every front end turns a code into training
+parameters by :func:`type_params` and (penalty, loss, dual) into a code by :func:`type_of`,
+scikit-learn's ``_get_liblinear_solver_type``.
 
 Importing this module is cheap (the CLI's ``--help`` reads it): a solver module is imported
 when it runs.  Losses are named here; their integer codes for the kernels live with the
@@ -29,7 +36,7 @@ LOSSES = {"hinge": "L1-loss SVM", "squared_hinge": "L2-loss SVM",
 # The losses of support vector regression: they train on a regression store (real-valued
 # targets), every other loss on a store of classes (distsvm.params.check_data).
 REGRESSION_LOSSES = ("epsilon_insensitive", "squared_epsilon_insensitive")
-AUTO = "auto"  # train's solver="auto": jobs.choose_solver picks one per store
+AUTO = "auto"  # train's solver="auto": params.choose_solver picks one per store
 # LIBLINEAR 2.40+'s -s 1, -s 7 and -s 12 (train_one in linear.cpp): a problem whose dual CD
 # has not converged after this many iterations continues with the primal Newton solver of
 # the same loss (-s 2, -s 0, -s 11) from the dual's w; train's ``primal_switch``, which
