@@ -370,14 +370,21 @@ def _exclusive(parser, argv: list[str], a) -> None:
     groups: dict = {}
     for name, o in params.OPTIONS.items():
         if o.exclusive and hasattr(a, name):
-            at = max(k for k, t in enumerate(argv) for f in o.flags
-                     if t == f or t.startswith(f + "="))
+            at = max((k for k, t in enumerate(argv) if _names(t.split("=")[0], o.flags)),
+                     default=len(argv))
             groups.setdefault(o.exclusive, []).append((at, o.flags[0]))
     for flags in groups.values():
         if len(flags) > 1:
             (_, first), (_, later) = sorted(flags)[:2]
             sub = next(x for x in parser._actions if isinstance(x, argparse._SubParsersAction))
             sub.choices["train"].error(f"argument {later}: not allowed with argument {first}")
+
+
+def _names(token: str, flags) -> bool:
+    """Whether the command line's ``token`` is one of ``flags``, a long one abbreviated too
+    (as argparse takes it)."""
+    return token in flags or (token.startswith("--") and len(token) > 2
+                              and any(f.startswith(token) for f in flags if f[:2] == "--"))
 
 
 def parse(argv: list[str]):

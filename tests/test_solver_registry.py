@@ -285,3 +285,17 @@ def test_registry_and_params_import_no_solver_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=REPO).stdout
     assert out.strip() == "['distsvm.solvers.registry']"
+
+
+@pytest.mark.parametrize("argv, later, first", [
+    (["-c", "1", "--c-perf=2"], "--c-perf", "-c"),
+    (["--c-pe", "2", "-c", "1"], "-c", "--c-perf"),  # abbreviated, as argparse takes it
+])
+def test_exclusive_options_are_refused_as_argparse_refuses_them(capsys, argv, later, first):
+    """-c and --c-perf (the table's exclusive group "cost") are in two sections of the help:
+    refused after parsing, in argparse's words for a mutually exclusive group."""
+    with pytest.raises(SystemExit) as e:
+        arguments.parse(["train", "s.zarr", "m", *argv])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (f"ERROR: distsvm train: argument {later}: not allowed "
+                                       f"with argument {first}\n")
