@@ -231,7 +231,8 @@ def test_unregularized_bias_matches_liblinear_R(client, a9a, a9a_store, loss):
     p_ref = objective(liblinear_primal(X, y, loss, eps=1e-5, bias=1.0, options="-R"))
     assert p_ref <= objective(tight.w) <= p_ref * (1 + 1e-3)
     for bad in (dict(solver="dcd", loss="hinge", bias=1.0), dict(solver="newton", bias=-1.0)):
-        with pytest.raises(ValueError, match="regularize_bias=False"):
+        with pytest.raises(ValueError, match=r"The 'regularize_bias' parameter of train "
+                                             r"\(False: LIBLINEAR's -R\) belongs to"):
             train(a9a_store, regularize_bias=False, client=client, **bad)
 
 
