@@ -121,7 +121,7 @@ def test_cross_validation_matches_liblinear_and_runs_on_the_cluster(client, a9a,
     assert all(f["n_train"] + f["n_test"] == 32561 and f["rounds"] >= 1 for f in folds)
     assert cv["accuracy"] == pytest.approx(sum(f["correct"] for f in folds) / 32561)
     # each fold's held-out rows of each of the 9 blocks were predicted once, on a worker
-    predicted = [t for t in ts.data if t["key"].startswith("block_decisions")]
+    predicted = [t for t in ts.data if t["key"].startswith("block_predictions")]
     assert len(predicted) == 5 * 9
     assert {t["worker"] for t in predicted} <= set(client.scheduler_info()["workers"])
 
