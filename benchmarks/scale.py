@@ -150,7 +150,6 @@ def simulate(store: str, s: int, k: int, a, parallel: str | None = None) -> dict
     ds = open_dataset(store)
     if len(ds.meta.blocks) < k:
         raise SystemExit(f"{store} has {len(ds.meta.blocks)} blocks: K = {k} needs at least K")
-    solver, loss = registry.LIBLINEAR_TYPES[s]
     client = SimClient(k, a.latency, a.bandwidth)
     addrs = client.addresses
     owners = tuple(addrs[b % k] for b in range(len(ds.meta.blocks)))
@@ -163,13 +162,12 @@ def simulate(store: str, s: int, k: int, a, parallel: str | None = None) -> dict
                                              {w: 1 for w in addrs}, {}, free, tuple(sizes),
                                              max(sizes)), owners)
     kw = {"parallel": parallel, "inner_passes": a.inner_passes} if parallel else {}
-    if registry.SOLVERS[solver].takes("primal_switch", loss):
-        kw["primal_switch"] = registry.LIBLINEAR_DUAL_ROUNDS  # the CLI's -s 1, 7, 12
+    kw.update(registry.type_params(s))  # as the CLI's -s (1, 7, 12: the primal switch)
     workers.blocks.clear_cache()
     for info in ds.meta.blocks:  # the blocks in memory (the owners' caches), not timed
         workers.blocks.load(ds.url, info, 2 * sum(sizes))
     t = time.perf_counter()
-    model = train(ds, client=client, plan=plan, solver=solver, loss=loss, **kw)
+    model = train(ds, client=client, plan=plan, **kw)
     client.close_wave()
     rounds = max(1, model.summary["rounds"])
     return {"s": s, "k": k, "algorithm": f"{model.solver} eps={model.params['eps']:g}"

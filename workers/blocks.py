@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import contextlib
 import threading
 
 import numpy as np
@@ -66,15 +65,19 @@ def _key(url: str, info: BlockInfo) -> tuple:
     return url, info.name, tuple(sorted(info.crc32.items()))
 
 
+def _in_cache(url: str, infos: list[BlockInfo]) -> bool:
+    """Whether every block of ``infos`` is in this process's cache now."""
+    with _lock:
+        return all(_key(url, info) in _cache for info in infos)
+
+
 def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
            storage_options: dict | None = None):
     """Yield :func:`load`'s ``(block, sqnorm)`` for ``infos`` in order, with prefetch: while
     the caller works on one block, a background thread loads the next (from the cache, or
     read and decompressed from the store), so at most one block is in flight beyond the
     current one.  Blocks all in the cache are yielded without a thread: nothing to overlap."""
-    with _lock:
-        in_cache = all(_key(url, info) in _cache for info in infos)
-    if not PREFETCH or in_cache:
+    if not PREFETCH or _in_cache(url, infos):
         yield from (load(url, info, cache_bytes, storage_options) for info in infos)
         return
     if not infos:
@@ -96,23 +99,33 @@ def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
     slice; :func:`pieces`) computed side by side on the task's worker's threads — so that
     every thread works whatever the number of blocks — piece j adding into accumulator j
     (``make()``, a dict of numbers and arrays); returns their sum, key by key, in piece
-    order (the same sums in every run).  The kernels release the GIL; a visit reads the
-    piece's rows through :func:`rows_of`.  Memory: the block being computed and the next
-    one being read, beyond the cache."""
+    order (the same sums in every run).  Blocks all in the cache: each thread takes its
+    piece of every block without waiting for the others; else the threads take their pieces
+    of each block as it arrives.  The kernels release the GIL; a visit reads the piece's
+    rows through :func:`rows_of`.  Memory: the block being computed and the next one being
+    read, beyond the cache."""
     n = max(1, threads)
     accs = [make() for _ in range(n)]
-    with (concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-blocks")
-          if n > 1 else contextlib.nullcontext()) as pool:
-        for info, (block, sqnorm) in zip(infos, stream(url, infos, cache_bytes,
-                                                        storage_options), strict=True):
-            cuts = pieces(block.indptr, n)
-            work = [(info, block, sqnorm, accs[j], slice(cuts[j], cuts[j + 1]))
-                    for j in range(n)]
-            if n == 1:
-                visit(*work[0])
-            else:
-                list(pool.map(lambda args: visit(*args), work))
-            del block, sqnorm, work
+
+    def piece(j, info, block, sqnorm):
+        cuts = pieces(block.indptr, n)
+        visit(info, block, sqnorm, accs[j], slice(cuts[j], cuts[j + 1]))
+
+    def share(j):  # piece j of every block, the blocks from the cache: no thread waits
+        for info in infos:
+            piece(j, info, *load(url, info, cache_bytes, storage_options))
+
+    if n == 1:
+        for info, loaded in zip(infos, stream(url, infos, cache_bytes, storage_options)):
+            piece(0, info, *loaded)
+    elif _in_cache(url, infos):
+        with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-blocks") as pool:
+            list(pool.map(share, range(n)))
+    else:  # streamed: the threads take their pieces of each block as it arrives
+        with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-blocks") as pool:
+            for info, loaded in zip(infos, stream(url, infos, cache_bytes, storage_options)):
+                list(pool.map(lambda j: piece(j, info, *loaded), range(n)))
+                del loaded
     total, *others = accs
     for part in others:
         for k in total:
