@@ -151,7 +151,8 @@ def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,
         results = [fit(1, plan, progress)]
     if p.primal_switch is None:
         return results
-    return [r if r.converged else _switch_to_primal(
+    return [r if r.converged or not p.primal_switch <= r.rounds < p.max_rounds
+            else _switch_to_primal(
         client, dataset, plan, r, k, costs[k], p,
         ovr.Tagged(progress, f"{classes[k]:g}") if multiclass else progress)
         for k, r in zip(positives, results)]
@@ -166,9 +167,10 @@ def _switch_to_primal(client, dataset, plan, dual, positive: int, cost, p, progr
     progress.note(f"{p.solver} reached {dual.rounds} rounds without converging: switching to "
                   f"the primal Newton solver (LIBLINEAR's -s "
                   f"{registry.liblinear_type('newton', p.loss)})")
-    tighter = PRIMAL_TOLERANCE.get(p.loss, 1e-3)
+    tighter = 1e-3 if p.loss in registry.REGRESSION_LOSSES else 0.1
     primal = registry.SOLVERS["newton"].module().solve(
-        client, dataset, plan, dataclasses.replace(p, eps=tighter * p.eps, warm_start=dual.w),
+        client, dataset, plan, dataclasses.replace(p, eps=tighter * p.eps, warm_start=dual.w,
+                                                   max_rounds=p.max_rounds - dual.rounds),
         positive=positive, cost=cost, progress=progress, checkpoint=None)
     history = dual.history + [{**row, "round": dual.rounds + row["round"]}
                               for row in primal.history[1:]]

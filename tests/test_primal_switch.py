@@ -6,6 +6,8 @@ data and switches; the references are its optima."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -80,3 +82,24 @@ def test_cross_validation_folds_switch_too(client, unscaled, tmp_path):
         result = cross_validate(store, 2, primal_switch=DUAL_ROUNDS, **kw)
     assert all(DUAL_ROUNDS < f["rounds"] < DUAL_ROUNDS + 100 for f in result["folds"])
     assert result["accuracy"] > 0.75  # 0.80 measured (unscaled a9a, 1,500 rows)
+
+
+@pytest.mark.parametrize("where", ["in-process", "cluster"])
+def test_max_rounds_is_honoured_by_s_1_before_and_after_the_switch(client, unscaled, tmp_path,
+                                                                    where):
+    """``-s 1 --max-rounds 3``: 3 dual rounds, a round-limit warning, no switch (the CLI's
+    ``primal_switch`` of 300 took the limit over before); ``max_rounds`` above the switch:
+    the dual's rounds and Newton's together stay within it.  In one process and on the
+    2-worker cluster, whose workers hold the store joined or apart."""
+    _, _, store = unscaled
+    kw = dict(solver="dcd", loss="squared_hinge", eps=1e-3, primal_switch=DUAL_ROUNDS)
+    if where == "cluster":
+        kw["client"] = client
+    with pytest.warns(ConvergenceWarning, match=r"round limit \(3\)"):
+        short = train(store, max_rounds=3, **kw)
+    assert short.solver == "dcd" and short.summary["rounds"] == 3
+    limit = DUAL_ROUNDS + 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        switched = train(store, max_rounds=limit, **kw)
+    assert DUAL_ROUNDS < switched.summary["rounds"] <= limit  # switched, within the limit

@@ -90,8 +90,9 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, c
 
 
 def _max_rounds(p) -> int:
-    """The round limit: ``primal_switch``'s where LIBLINEAR switches to the primal solver."""
-    return p.primal_switch or p.max_rounds
+    """The round limit: ``max_rounds``, or ``primal_switch``'s where LIBLINEAR switches to
+    the primal solver before it."""
+    return min(p.primal_switch or p.max_rounds, p.max_rounds)
 
 
 class _Blocks(driver.Solver):
