@@ -84,10 +84,11 @@ def first_within(history, key, target, setup):
 
 
 def timed_train(client, store, **kw):
-    import workers.blocks
+    import distsvm.workers.blocks
+
     from distsvm.jobs import train
 
-    client.run(workers.blocks.clear_cache)
+    client.run(distsvm.workers.blocks.clear_cache)
     pids = list(client.run(os.getpid).values())
     with PeakRSS(pids) as rss:
         t = time.perf_counter()

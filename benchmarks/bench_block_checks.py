@@ -6,7 +6,7 @@ Run from the repository root (the shared datasets must be present):
 
 Ingests a9a and news20 (8 MB blocks by default) into a temporary directory, then reads
 every block three times with :func:`storage.read_row_block` (CRC-32 checks, decode and the
-content checks) and times :func:`storage.dataset.check_row_block` alone on the same
+content checks) and times :func:`distsvm.storage.dataset.check_row_block` alone on the same
 blocks; prints the medians and the checks' share of a read.
 """
 
@@ -19,10 +19,10 @@ import tempfile
 import time
 
 import numpy as np
+from distsvm.storage import dataset as ds
 from sklearn.datasets import load_svmlight_file
 
 from distsvm.ingest import ingest
-from storage import dataset as ds
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets"
 

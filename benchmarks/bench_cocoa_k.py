@@ -6,8 +6,8 @@ Run from the repository root (needs the `bench` extra and ../shared/datasets):
 
 A simulation of K workers in one process, so that it holds beyond this machine's 2 cores:
 the rows are split at random into K partitions, and each round runs, partition after
-partition, exactly what a worker's `workers.dcd.local_round` runs — H passes of the DCD
-kernel (`workers.kernels.dcd.dcd_passes`) from the round's w, with the local subproblem
+partition, exactly what a worker's `distsvm.workers.dcd.local_round` runs — H passes of the DCD
+kernel (`distsvm.workers.kernels.dcd.dcd_passes`) from the round's w, with the local subproblem
 scaled by σ′ (1 for average, K for add) — then combines w += γ Σ Δwₖ (γ = 1/K for average,
 1 for add) and moves each partition's α by γΔα.  The kernel, seeds and combination are the
 distributed solver's; only the Dask round trips are absent.  f* is LIBLINEAR's primal
@@ -33,8 +33,8 @@ from bench_dcd import gap_plot  # noqa: E402
 
 def simulate(X, s, sqnorm, K, mode, loss, C, f_star, max_rounds, passes, seed):
     """Relative primal gaps (P(w) − f*)/f* after each round of K-partition parallel DCD."""
-    from workers import losses
-    from workers.kernels.dcd import dcd_passes, new_state
+    from distsvm.workers import losses
+    from distsvm.workers.kernels.dcd import dcd_passes, new_state
 
     code = losses.code(loss)
     gamma, sigma = (1.0 / K, 1.0) if mode == "average" else (1.0, float(K))

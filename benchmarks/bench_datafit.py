@@ -3,7 +3,7 @@ float32, against the same kernels of another source tree in the same process.
 
 Written to check that moving ξ, ξ′, ξ″, Dᵢᵢ and U into ``workers/losses.py`` (issue 17,
 item 5) costs nothing: Numba must inline the datafit functions into the kernels; used again
-for the prefetching of rows and columns (``workers.kernels.linear.prefetch_ahead``), whose
+for the prefetching of rows and columns (``distsvm.workers.kernels.linear.prefetch_ahead``), whose
 gain shows on data larger than the caches (``--data .../pypi-summaries.xz``).  Run from
 the repository root, with the tree to compare against unpacked somewhere:
 

@@ -115,9 +115,9 @@ def liblinear_peak_rss(path, loss, eps):
 
 
 def bench_dataset(name, tmp, client, repeats, losses, log):
+    import distsvm.workers.blocks
     from sklearn.datasets import load_svmlight_file
 
-    import workers.blocks
     from distsvm.ingest import ingest
     from distsvm.jobs import train
 
@@ -162,7 +162,7 @@ def bench_dataset(name, tmp, client, repeats, losses, log):
         ll_times, ll_eps = [t for t, _ in ll], ll[-1][1]
         ds_times, ds_rounds, peaks = [], [], []
         for _ in range(repeats):
-            one.run(workers.blocks.clear_cache)
+            one.run(distsvm.workers.blocks.clear_cache)
             with PeakRSS(worker_pids) as rss:
                 t = time.perf_counter()
                 model = train(store, loss=loss, eps=1e-6, max_rounds=200, client=one)

@@ -129,7 +129,8 @@ def main():
     ap.add_argument("--png")
     a = ap.parse_args()
 
-    import workers.blocks
+    import distsvm.workers.blocks
+
     from distsvm.jobs import train
 
     curves = {}
@@ -161,7 +162,7 @@ def main():
             for parallel in (None, "average", "add"):
                 hits = []
                 for _ in range(a.repeats):
-                    client.run(workers.blocks.clear_cache)
+                    client.run(distsvm.workers.blocks.clear_cache)
                     t = time.perf_counter()
                     m = train(store, loss=loss, C=a.C, eps=1e-9, max_rounds=a.max_rounds,
                               gap_tol=1e-3, inner_passes=a.inner_passes, parallel=parallel,

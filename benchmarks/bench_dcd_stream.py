@@ -43,7 +43,7 @@ from bench_out_of_core import raw_read, store_files  # noqa: E402
 
 
 def _decode(store) -> float:
-    from storage import read_row_block
+    from distsvm.storage import read_row_block
 
     start = time.perf_counter()
     for info in store.meta.blocks:
@@ -54,15 +54,15 @@ def _decode(store) -> float:
 def _in_process(store, repeat: int) -> None:
     """One parallel-mode pass over every block in this process, nothing cached, prefetch on
     and off alternately (best of ``repeat``); and the CPU seconds of its two parts alone."""
-    import workers.blocks
-    import workers.dcd
-    from workers import losses
+    import distsvm.workers.blocks
+    import distsvm.workers.dcd
+    from distsvm.workers import losses
 
     infos = list(store.meta.blocks)
     w = np.zeros(store.meta.n_features)
 
     def one_pass(cache_bytes):
-        workers.dcd.local_round(w, store.url, infos, list(range(len(infos))), "bench", gamma=1.0,
+        distsvm.workers.dcd.local_round(w, store.url, infos, list(range(len(infos))), "bench", gamma=1.0,
                                 sigma=1.0, bias=-1.0, n_features=store.meta.n_features,
                                 loss=losses.HINGE, positive=1, class_cost=np.full(2, 0.1),
                                 eps=0.1, n_passes=1,
@@ -70,21 +70,21 @@ def _in_process(store, repeat: int) -> None:
 
     wall = {True: [], False: []}
     for on in (True, False) * repeat:
-        workers.blocks.set_prefetch(on)
+        distsvm.workers.blocks.set_prefetch(on)
         start = time.perf_counter()
         one_pass(0)
         wall[on].append(time.perf_counter() - start)
-    workers.blocks.set_prefetch(True)
+    distsvm.workers.blocks.set_prefetch(True)
     cpu = time.process_time()
     for info in infos:
-        workers.blocks.load(store.url, info, 0, store.storage_options)
+        distsvm.workers.blocks.load(store.url, info, 0, store.storage_options)
     read_cpu = time.process_time() - cpu
     cpu = time.process_time()
     one_pass(2**62)  # blocks kept in this process's cache: computing only, from round 2 on
     one_pass(2**62)
     cpu_compute = (time.process_time() - cpu) / 2
-    workers.blocks.clear_cache()
-    workers.blocks.drop_run("bench")
+    distsvm.workers.blocks.clear_cache()
+    distsvm.workers.blocks.drop_run("bench")
     print(f"in-process pass (local_round, no cache): prefetch on {min(wall[True]):.2f}s, "
           f"off {min(wall[False]):.2f}s; CPU: read+decode {read_cpu:.2f}s, "
           f"compute {cpu_compute:.2f}s (ideal overlap: {max(read_cpu, cpu_compute):.2f}s)",
@@ -101,9 +101,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     a = ap.parse_args()
 
+    import distsvm.workers.blocks
     from distributed import Client, LocalCluster
 
-    import workers.blocks
     from distsvm.errors import ConvergenceWarning
     from distsvm.generate import generate
     from distsvm.jobs import train
@@ -131,7 +131,7 @@ def main():
             for parallel in ("average", None):
                 epochs = {True: [], False: []}
                 for on in (True, False) * a.repeat:  # alternated, against drifting load
-                    client.run(workers.blocks.set_prefetch, on)
+                    client.run(distsvm.workers.blocks.set_prefetch, on)
                     m = train(store, loss="hinge", C=0.1, eps=1e-12, max_rounds=a.rounds + 1,
                               parallel=parallel, client=client)
                     epochs[on] += list(np.diff([h["seconds"] for h in m.summary["history"]]))

@@ -49,11 +49,12 @@ def sent(client) -> int:
 
 
 def run(store, client, s, mode):
-    import workers.blocks
-    from distsvm.jobs import train
-    from storage.columns import read_columns_meta
+    import distsvm.workers.blocks
+    from distsvm.storage.columns import read_columns_meta
 
-    client.run(workers.blocks.clear_cache)
+    from distsvm.jobs import train
+
+    client.run(distsvm.workers.blocks.clear_cache)
     before = sent(client)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -81,11 +82,11 @@ def _histories(model):
 
 def main():
     from distributed import Client, LocalCluster
+    from distsvm.storage import open_dataset
     from sklearn.datasets import load_svmlight_file
 
     from distsvm.columns import columnize
     from distsvm.ingest import ingest
-    from storage import open_dataset
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="news20")

@@ -46,7 +46,8 @@ TYPES = {"logistic": 0, "squared_hinge": 2}
 def main():
     a = common_arguments(__doc__, TYPES).parse_args()
 
-    import workers.blocks
+    import distsvm.workers.blocks
+
     from distsvm.jobs import train
     from tests.conftest import primal_objective
 
@@ -78,7 +79,7 @@ def main():
                 hits = []
                 for _ in range(a.repeats):
                     if cold:
-                        client.run(workers.blocks.clear_cache)
+                        client.run(distsvm.workers.blocks.clear_cache)
                     t = time.perf_counter()
                     m = train(store, solver="newton", loss=loss, C=a.C, eps=1e-3,
                               max_rounds=100, client=client)

@@ -8,7 +8,7 @@ What it separates from the race (benchmarks/race.py, whole commands on a cluster
 solver's own work.  The file is ingested once into a store (one block per --block-rows) and
 its blocks joined as a worker joins them; then, interleaved per repeat, LIBLINEAR's
 ``train(problem, '-s 21 -n NU -e EPS')`` on the problem built once (LIBLINEAR's timing, as
-the race's) and :func:`workers.oneclass.batch` in this process on the joined block, from
+the race's) and :func:`distsvm.workers.oneclass.batch` in this process on the joined block, from
 the start to ρ, with the block in this process's cache after the first repeat (the first
 also loads the Numba kernels).  Prints both times, the iterations and the ratio, and the
 two objectives ½‖w‖².
@@ -38,12 +38,12 @@ def main():
     ap.add_argument("--block-rows", type=int, default=100_000)
     a = ap.parse_args()
 
+    from distsvm.storage.dataset import join_infos
+    from distsvm.workers import oneclass as tasks
     from liblinear.liblinearutil import parameter, problem, train
     from sklearn.datasets import load_svmlight_file
 
-    import workers.oneclass as tasks
     from distsvm.ingest import ingest
-    from storage.dataset import join_infos
 
     with lzma.open(a.data) if a.data.endswith(".xz") else open(a.data, "rb") as f:
         X, y = load_svmlight_file(f)

@@ -51,10 +51,11 @@ def primal(w, X, s, loss, C=1.0):
 
 def time_to(store, client, target, pids, **kw):
     """Seconds to the first round within ``target``, rounds, peak worker RSS (or None)."""
-    import workers.blocks
+    import distsvm.workers.blocks
+
     from distsvm.jobs import train
 
-    client.run(workers.blocks.clear_cache)
+    client.run(distsvm.workers.blocks.clear_cache)
     with PeakRSS(pids) as rss:
         t = time.perf_counter()
         model = train(store, client=client, **kw)

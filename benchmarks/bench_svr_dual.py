@@ -89,9 +89,9 @@ def distsvm_train(store, s, model):
 
 def kernel_seconds(X, y, s, rounds, seed=1):
     """The SVR kernel's passes alone, ``rounds`` of them as one call each (warm)."""
-    from workers import losses
-    from workers.kernels import svr_dual
-    from workers.kernels.linear import row_sqnorms
+    from distsvm.workers import losses
+    from distsvm.workers.kernels import svr_dual
+    from distsvm.workers.kernels.linear import row_sqnorms
 
     n, d = X.shape
     sq = np.empty(n)

@@ -616,9 +616,8 @@ def print_row(r, flush=False):
 
 def beyond_memory(a):
     from distributed import Client, LocalCluster
-
-    from storage import open_dataset
-    from storage.generate import block_seed, generate_rows
+    from distsvm.storage import open_dataset
+    from distsvm.storage.generate import block_seed, generate_rows
 
     work = pathlib.Path(a.work) / "beyond"
     work.mkdir(parents=True, exist_ok=True)

@@ -74,7 +74,7 @@ class SimClient:
 
     def __init__(self, k: int, latency: float, bandwidth: float):
         self.addresses = [f"sim://{j}" for j in range(k)]
-        self.tables: dict[str, dict] = {}  # worker: its workers.blocks._runs
+        self.tables: dict[str, dict] = {}  # worker: its distsvm.workers.blocks._runs
         self.latency, self.bandwidth = latency, bandwidth
         self.wave: list[tuple[str, float, int, int]] = []  # (worker, seconds, in, out)
         self.compute = self.comm = 0.0
@@ -84,8 +84,7 @@ class SimClient:
 
     def submit(self, fn, *args, workers=None, pure=False, **kwargs):
         from dask.sizeof import sizeof
-
-        from workers import blocks as worker_blocks
+        from distsvm.workers import blocks as worker_blocks
 
         args = [a.value if isinstance(a, _Done) else a for a in args]
         worker = (workers or self.addresses)[0]
@@ -120,7 +119,7 @@ class SimClient:
         self.wave = []
 
     def run(self, fn, *args, workers=None, on_error=None, **kwargs):
-        from workers import blocks as worker_blocks
+        from distsvm.workers import blocks as worker_blocks
 
         out = {}
         for a in workers or self.addresses:
@@ -141,11 +140,12 @@ class SimClient:
 def simulate(store: str, s: int, k: int, a, parallel: str | None = None) -> dict:
     """Train -s ``s`` on ``k`` simulated workers (see the module docstring), dual CD in the
     parallel mode ``parallel`` if given."""
-    import workers.blocks
+    import distsvm.workers.blocks
+    from distsvm.storage import open_dataset
+
     from distsvm import cluster
     from distsvm.jobs import train
     from distsvm.solvers import registry
-    from storage import open_dataset
 
     ds = open_dataset(store)
     if len(ds.meta.blocks) < k:
@@ -163,9 +163,9 @@ def simulate(store: str, s: int, k: int, a, parallel: str | None = None) -> dict
                                              max(sizes)), owners)
     kw = {"parallel": parallel, "inner_passes": a.inner_passes} if parallel else {}
     kw.update(registry.type_params(s))  # as the CLI's -s (1, 7, 12: the primal switch)
-    workers.blocks.clear_cache()
+    distsvm.workers.blocks.clear_cache()
     for info in ds.meta.blocks:  # the blocks in memory (the owners' caches), not timed
-        workers.blocks.load(ds.url, info, 2 * sum(sizes))
+        distsvm.workers.blocks.load(ds.url, info, 2 * sum(sizes))
     t = time.perf_counter()
     model = train(ds, client=client, plan=plan, **kw)
     client.close_wave()

@@ -38,7 +38,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin, Regressor
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
-from storage import Dataset
+from distsvm.storage import Dataset
 
 from . import dask_io, jobs, params
 from .ingest import DEFAULT_BLOCK_MB, ingest, ingest_tabular

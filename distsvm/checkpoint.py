@@ -1,5 +1,5 @@
 """Checkpoints of a training run, for ``distsvm resume``: the one interface every solver's
-coordinator uses.  (:mod:`storage.checkpoint` is the layer below: the files a checkpoint
+coordinator uses.  (:mod:`distsvm.storage.checkpoint` is the layer below: the files a checkpoint
 is made of — whole-file writes, checksummed array bundles, JSON documents.)
 
 A checkpoint of round r lives in ``RUN/checkpoints/<r>/``: the coordinator's arrays
@@ -9,7 +9,7 @@ the shrinking state), and ``manifest.json`` — the round, the solver, its JSON 
 state, history, …), the job's parameters and the SHA-256 of every file — written last.
 The manifest is the commit: a checkpoint without one, or with a file that fails its
 checksum, is torn and never loaded; :meth:`Checkpointer.latest` falls back to the
-previous one.  Every file is written whole or not at all (:mod:`storage.checkpoint`).
+previous one.  Every file is written whole or not at all (:mod:`distsvm.storage.checkpoint`).
 
 A solver coordinator calls, every round, ``if ckpt and ckpt.due(r): ckpt.save(r, …)``
 after asking its workers to write their blocks' state into ``ckpt.directory(r)``, and at
@@ -30,10 +30,10 @@ import time
 
 import numpy as np
 
-from storage import checkpoint as files
-from storage.dataset import DIGEST, check_metadata_digest, seal_metadata
-from storage.errors import CorruptStoreError
-from storage.paths import resolve
+from distsvm.storage import checkpoint as files
+from distsvm.storage.dataset import DIGEST, check_metadata_digest, seal_metadata
+from distsvm.storage.errors import CorruptStoreError
+from distsvm.storage.paths import resolve
 
 from .progress import Progress
 

@@ -15,9 +15,9 @@ import sys
 import threading
 import warnings
 
-from storage import open_dataset
-from storage.errors import StorageError
-from storage.lock import LockHeldError
+from distsvm.storage import open_dataset
+from distsvm.storage.errors import StorageError
+from distsvm.storage.lock import LockHeldError
 
 from . import arguments, params
 from .arguments import EXIT_USAGE, storage_options
@@ -27,7 +27,7 @@ from .progress import Progress, now_iso
 from .solvers.registry import SOLVERS
 
 EXIT_ERROR = 1
-EXIT_LOCKED = 4  # another writer held the store's or the registry's lock (storage.lock)
+EXIT_LOCKED = 4  # another writer held the store's or the registry's lock (distsvm.storage.lock)
 
 
 def _workers(a, store) -> int | None:
@@ -140,7 +140,7 @@ def _columnize(a, progress):
 
 
 def _info(a):
-    from storage.errors import StoreNotFoundError
+    from distsvm.storage.errors import StoreNotFoundError
 
     try:
         d = open_dataset(a.store, storage_options(a))
@@ -174,8 +174,8 @@ def _info(a):
 
 def _info_directory(a):
     """``info`` on a folder that is not a store: the leftovers of killed writers in it
-    (:func:`storage.leftovers.scan`); None if there are none (then: no store here)."""
-    from storage.leftovers import scan
+    (:func:`distsvm.storage.leftovers.scan`); None if there are none (then: no store here)."""
+    from distsvm.storage.leftovers import scan
 
     found = scan(a.store, storage_options(a))
     if not found:
@@ -191,7 +191,7 @@ def _info_directory(a):
 
 def _leftovers_beside(a) -> None:
     """``info STORE``: a warning for each leftover of a killed writer of STORE."""
-    from storage.leftovers import leftovers_of
+    from distsvm.storage.leftovers import leftovers_of
 
     for path in leftovers_of(a.store, storage_options(a)):
         print(f"WARNING: {path}: left by an interrupted write to {a.store} (the next ingest "

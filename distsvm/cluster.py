@@ -4,7 +4,7 @@ The embedded cluster is in this process by default (:func:`embedded_client`): on
 whose threads are threads of the process, started once and reused by every later job of
 the process (the estimators' fits, the CLI's one command), so a job pays no cluster
 start, no worker process start and no Numba cache load of its own.  One worker, because
-the workers' per-run tables (:mod:`workers.blocks`) are per process: a worker is a
+the workers' per-run tables (:mod:`distsvm.workers.blocks`) are per process: a worker is a
 process everywhere else.  An explicit worker count (``n_workers``, the CLI's
 ``--workers``, a job spec's ``cluster.n_workers``) or TLS asks for a cluster of worker
 processes instead, started for the job and closed after it, bound to 127.0.0.1 only,
@@ -44,7 +44,7 @@ from .errors import ClusterError, MissingDependencyError
 CACHE_FRACTION = 0.6
 # Largest blocks in flight per thread of a worker that streams (its blocks do not all fit its
 # cache): the one being solved, evicted but still in use, and the next one being read
-# (prefetch, workers.blocks.stream), which takes up to ~3x its size (compressed + decoded +
+# (prefetch, distsvm.workers.blocks.stream), which takes up to ~3x its size (compressed + decoded +
 # derived).
 IN_FLIGHT = 4
 # ... and of a worker whose cache holds every block it reads: only a block's first read is in
@@ -479,13 +479,13 @@ def _warm_rss(url: str | None, block, storage_options) -> int:
     read once per worker process: once the machinery is loaded, reading another adds
     nothing that stays."""
     global _warmed
-    import workers.blocks
-    import workers.dcd  # noqa: F401
+    import distsvm.workers.blocks
+    import distsvm.workers.dcd  # noqa: F401
 
     if url is not None and not _warmed:
-        workers.blocks.load(url, block, 0, storage_options)
+        distsvm.workers.blocks.load(url, block, 0, storage_options)
         _warmed = True
-    return psutil.Process().memory_info().rss - workers.blocks.cached_bytes()
+    return psutil.Process().memory_info().rss - distsvm.workers.blocks.cached_bytes()
 
 
 def block_sizes(meta) -> list[int]:

@@ -1,6 +1,6 @@
-"""Columnize: build a dataset's CSC column view (:mod:`storage.columns`), on Dask or in-process.
+"""Columnize: build a dataset's CSC column view (:mod:`distsvm.storage.columns`), on Dask or in-process.
 
-:mod:`storage.columns` is the view's format, its reader and the tasks that build it; this
+:mod:`distsvm.storage.columns` is the view's format, its reader and the tasks that build it; this
 module plans those tasks within a memory bound and runs them as one job.
 
 Pass 1 counts every column's non-zeros, one task per row block; the column
@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from storage import Dataset
-from storage import columns as cols
-from storage import dataset as ds
+from distsvm.storage import Dataset
+from distsvm.storage import columns as cols
+from distsvm.storage import dataset as ds
 
 from .ingest import DEFAULT_BLOCK_MB, Runner
 from .progress import Progress

@@ -1,5 +1,5 @@
 """Warnings and errors of the coordinator and the public API (those of the dataset format and
-of input files are :mod:`storage.errors`')."""
+of input files are :mod:`distsvm.storage.errors`')."""
 
 
 class ConvergenceWarning(UserWarning):

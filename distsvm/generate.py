@@ -1,11 +1,11 @@
 """Generate a synthetic text-like dataset straight into a store, in parallel: the job that runs
-:mod:`storage.generate` (which makes one block) a task a block and commits the store.
+:mod:`distsvm.storage.generate` (which makes one block) a task a block and commits the store.
 
-Each task generates one row block (:func:`storage.generate.write_block`) and
+Each task generates one row block (:func:`distsvm.storage.generate.write_block`) and
 writes it with the storage writer, so memory is bounded by a block (plus the
 generator's two length-M marker tables), and the store is committed only when
-every block is written (:func:`storage.dataset.commit`).  The data are
-synthetic: see :mod:`storage.generate` for their statistics.
+every block is written (:func:`distsvm.storage.dataset.commit`).  The data are
+synthetic: see :mod:`distsvm.storage.generate` for their statistics.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import time
 
 import numpy as np
 
-from storage import Dataset
-from storage import dataset as ds
-from storage import generate as gen
-from storage import ingest as ing
-from storage.errors import InputDataError
+from distsvm.storage import Dataset
+from distsvm.storage import dataset as ds
+from distsvm.storage import generate as gen
+from distsvm.storage import ingest as ing
+from distsvm.storage.errors import InputDataError
 
 from .ingest import DEFAULT_BLOCK_MB, staging
 from .params import check_settings

@@ -1,14 +1,14 @@
 """Ingest jobs: LIBSVM files, in-memory matrices, dask collections and Parquet/CSV files into a
-committed dataset, on Dask or in-process (:mod:`storage.ingest` holds the per-piece tasks of
-the phases and :mod:`storage.tabular` the tabular pieces'; this module runs them as a job).
+committed dataset, on Dask or in-process (:mod:`distsvm.storage.ingest` holds the per-piece tasks of
+the phases and :mod:`distsvm.storage.tabular` the tabular pieces'; this module runs them as a job).
 
-Runs the three phases of :mod:`storage.ingest` (parts, plan, blocks).  With a
+Runs the three phases of :mod:`distsvm.storage.ingest` (parts, plan, blocks).  With a
 Dask client, an uncompressed file that the workers see at the same path (a
 shared filesystem: :func:`workers_see`) is split into byte ranges at line
 boundaries that workers read and parse themselves; any other file is
 read (and decompressed) here as a stream and its pieces parsed by the workers, with a
 bounded number in flight.  Without a client every task runs in this process.
-Either way the store appears only when complete (:func:`storage.dataset.commit`),
+Either way the store appears only when complete (:func:`distsvm.storage.dataset.commit`),
 and a failure or an interrupt removes everything written.  Dask collections and tabular
 files go the same way, a task a piece (:func:`ingest_tabular`).
 """
@@ -25,15 +25,15 @@ import zlib
 import numpy as np
 import scipy.sparse as sp
 
-from storage import Dataset
-from storage import dataset as ds
-from storage import ingest as ing
-from storage import tabular as tab
-from storage.errors import InputDataError, StorageError
-from storage.leftovers import remove_leftovers
-from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
-from storage.lock import Lock
-from storage.paths import resolve
+from distsvm.storage import Dataset
+from distsvm.storage import dataset as ds
+from distsvm.storage import ingest as ing
+from distsvm.storage import tabular as tab
+from distsvm.storage.errors import InputDataError, StorageError
+from distsvm.storage.leftovers import remove_leftovers
+from distsvm.storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
+from distsvm.storage.lock import Lock
+from distsvm.storage.paths import resolve
 
 from . import dask_io, params, resources
 from .errors import need_tabular
@@ -86,8 +86,8 @@ class Runner:
 def staging(store: str, overwrite: bool, storage_options: dict | None, client,
             lock_timeout: float | None = None, progress: Progress | None = None):
     """Yield ``(stage, runner)`` for writing a new dataset at ``store``, holding the store's
-    lock (:mod:`storage.lock`; waiting up to ``lock_timeout`` seconds) and having removed
-    what killed writers left (:func:`storage.leftovers.remove_leftovers`); on any failure
+    lock (:mod:`distsvm.storage.lock`; waiting up to ``lock_timeout`` seconds) and having removed
+    what killed writers left (:func:`distsvm.storage.leftovers.remove_leftovers`); on any failure
     cancel the runner's pending tasks and remove the staging group, so that nothing a later
     command could take for a whole store is left behind (an OSError that names no file,
     such as a full disk's, is raised naming the store)."""
@@ -141,7 +141,7 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     ``indices`` and ``values`` the list columns of the sparse layout.
 
     ``lock_timeout``: seconds to wait for another writer of ``store`` (default 60;
-    :class:`storage.lock.LockHeldError` then).
+    :class:`distsvm.storage.lock.LockHeldError` then).
     """
     params.check_settings("ingest", {  # block_mb has a default: block_rows takes over
         "block_rows": block_rows, "block_mb": None if block_rows else block_mb,
@@ -167,7 +167,7 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
         raise ValueError("Give a block size: block_rows or block_mb")
     is_text = isinstance(source, (str, os.PathLike))
     if is_text:
-        from storage import libsvm
+        from distsvm.storage import libsvm
 
         source = resolve(source)  # workers read it: absolute, ~ expanded (URLs as they are)
     where = str(source) if is_text else "input matrix"
@@ -413,7 +413,7 @@ def workers_see(client, path) -> str | None:
     or a shared filesystem at the same mount point) — or None: workers on other machines,
     or without the mount, cannot be handed the path, and the file is streamed from here
     instead (as a compressed one is)."""
-    from storage import libsvm
+    from distsvm.storage import libsvm
 
     mine = libsvm.file_identity(path)
     if mine is None:
@@ -431,7 +431,7 @@ def workers_see(client, path) -> str | None:
 def write_blocks(stage, run, infos, summary, *, store, where, dtype, shuffle, seed, block_rows,
                  block_mb, overwrite, storage_options, progress, start, regression=False,
                  weighted=False, source=None) -> Dataset:
-    """Phases 2 and 3 once every part is written (``summary``: :func:`storage.ingest.summarize`'s
+    """Phases 2 and 3 once every part is written (``summary``: :func:`distsvm.storage.ingest.summarize`'s
     totals): plan the blocks, build them, remove the parts and commit the store."""
     n_rows, nnz, n_features, classes, counts = summary
     labels = "real-valued targets" if regression else f"{len(classes)} classes"

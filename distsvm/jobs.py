@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from storage import Dataset, open_dataset
-from workers import losses
+from distsvm.storage import Dataset, open_dataset
+from distsvm.workers import losses
 
 from . import cluster, params, resources
 from .model import ONECLASS_CLASSES, Model
@@ -128,7 +128,7 @@ def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,
     of one-vs-rest — in one job where the solver runs them so (sequential dual CD), else
     problem by problem (:func:`distsvm.solvers.ovr.solve`) — each continued by the primal
     solver where ``primal_switch`` says so (:func:`_switch_to_primal`).  Each problem's C
-    per class index comes from :func:`workers.losses.class_costs`."""
+    per class index comes from :func:`distsvm.workers.losses.class_costs`."""
     spec = registry.SOLVERS[p.solver]
     solver = spec.module()
     held = resident.hold(dataset, plan, p) if spec.joins else None

@@ -37,7 +37,7 @@ import zlib
 import numpy as np
 import scipy.sparse as sp
 
-from storage.checkpoint import json_default, read_bytes, write_bytes
+from distsvm.storage.checkpoint import json_default, read_bytes, write_bytes
 
 from . import __version__
 from .resources import size
@@ -320,7 +320,7 @@ def _bounded_header(path: str, z: zipfile.ZipFile) -> dict:
     ``n_features``, classes and bias call for (at most), and that fits in this machine's
     available memory: a small crafted archive cannot make us decompress or allocate
     gigabytes (ModelFormatError with the sizes otherwise)."""
-    from storage.checkpoint import npy_header
+    from distsvm.storage.checkpoint import npy_header
 
     head, wi = z.getinfo("model.json"), z.getinfo("w.npy")
     if head.file_size > MAX_HEADER_BYTES:

@@ -18,7 +18,7 @@ same way, everywhere.  One name per concept: the stopping tolerance is ``eps``
 estimators say ``tol``, ``max_iter`` and ``random_state``, and pass ``names`` so that their
 messages do too.  Objective scaling is LIBLINEAR's everywhere, ``½‖w‖² + Σᵢ Cᵢ · loss``,
 row i's cost Cᵢ being C · its class weight · its instance weight (the class weights here,
-:func:`class_weights`; the costs in :mod:`workers.losses`).
+:func:`class_weights`; the costs in :mod:`distsvm.workers.losses`).
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ class Params:
       (n_rows / (n_classes · rows of the class), as scikit-learn); row i costs
       Cᵢ = C · class_weight[yᵢ] · its instance weight if the store has them (LIBLINEAR's
       ``-wi`` and ``-W``); in one-vs-rest, problem k's rows of class k cost their weighted C
-      and the others C (:func:`workers.losses.class_costs`).
+      and the others C (:func:`distsvm.workers.losses.class_costs`).
     * ``parallel`` "average", "add" or "line": DCD across the workers (CoCoA, CoCoA+, an
       exact line search); ``inner_passes`` DCD's passes over a block per visit;
       ``join_blocks`` (sequential dual CD): one permutation of all rows per round where
@@ -563,8 +563,8 @@ def choose_solver(dataset, loss: str) -> tuple[str, str]:
     2008, §1), dual CD otherwise (document-like data, where Hsieh et al. 2008
     find it faster); a loss only one solver trains decides by itself.
     """
-    from storage.columns import read_columns_meta
-    from storage.errors import IncompleteStoreError
+    from distsvm.storage.columns import read_columns_meta
+    from distsvm.storage.errors import IncompleteStoreError
 
     m = dataset.meta
     ratio = m.n_rows / max(1, m.n_features)
@@ -602,7 +602,7 @@ def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool
                          "of some row blocks (a cross-validation fold): it reads the store's "
                          "column view, which covers every row")
     if spec.reads == "columns":  # before a cluster starts: the store has one (one line if not)
-        from storage.columns import read_columns_meta
+        from distsvm.storage.columns import read_columns_meta
 
         read_columns_meta(dataset)
     if spec.labels:
@@ -656,7 +656,7 @@ def check_task(p: Params, dataset) -> None:
 def class_weights(owner: str, class_weight, meta) -> np.ndarray:
     """Each class's weight (:class:`Params`' ``class_weight``), in the store's class order;
     a regression store's rows all have class index 0: ``[1.0]``.  C multiplies them in
-    :func:`workers.losses.class_costs`."""
+    :func:`distsvm.workers.losses.class_costs`."""
     if meta.regression:
         return np.ones(1)
     n = np.asarray(meta.class_counts, dtype=np.float64)

@@ -5,7 +5,7 @@ see ``deploy/pipeline/``):
 
 1. **Ingest**: each partition file (LIBSVM text) not yet in the dataset is ingested
    into a temporary store and its row blocks appended to the dataset
-   (:func:`storage.dataset.append`); the dataset's ledger (``source["appended"]``)
+   (:func:`distsvm.storage.dataset.append`); the dataset's ledger (``source["appended"]``)
    records every partition's name and SHA-256.  A partition already in the ledger is
    skipped; one with the same name and other content is refused (exit 2).  The first
    partition creates the dataset.
@@ -25,7 +25,7 @@ already holds the decision, which is reported again (and a promotion that a kill
 run decided but did not make is made) without training.
 
 One run at a time: a run checks the whole spec first (:func:`check`), then holds the
-dataset's lock (:mod:`storage.lock`) until it ends; a second run waits for it (up to
+dataset's lock (:mod:`distsvm.storage.lock`) until it ends; a second run waits for it (up to
 ``lock_timeout``) and then finds the first one's partitions in the ledger.
 
 Exit codes (:data:`EXIT_CODES`): 0 promoted, or nothing to do; 3 candidate not
@@ -41,13 +41,13 @@ import hashlib
 import os
 import tempfile
 
-from storage import StorageError, StoreNotFoundError, open_dataset
-from storage.dataset import append
-from storage.errors import InputDataError, InputFormatError
-from storage.leftovers import remove_leftovers
-from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
-from storage.lock import Lock, LockHeldError
-from storage.paths import canonical, resolve
+from distsvm.storage import StorageError, StoreNotFoundError, open_dataset
+from distsvm.storage.dataset import append
+from distsvm.storage.errors import InputDataError, InputFormatError
+from distsvm.storage.leftovers import remove_leftovers
+from distsvm.storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
+from distsvm.storage.lock import Lock, LockHeldError
+from distsvm.storage.paths import canonical, resolve
 
 from . import jobs, params, registry
 from .errors import ClusterError, MissingDependencyError, message
@@ -167,7 +167,7 @@ def append_partition(store: str, source: str, options: dict, storage_options: di
 
 def _copy_store(part, url: str, record: dict, storage_options):
     """The first partition's store becomes the dataset, committed whole."""
-    from storage import dataset as ds
+    from distsvm.storage import dataset as ds
 
     stage = ds.prepare(url, overwrite=False, storage_options=storage_options)
     try:
@@ -217,9 +217,9 @@ def check(spec: dict) -> list[str]:
 def run(spec: dict, progress: Progress | None = None, client=None,
         lock_timeout: float | None = None) -> tuple[int, dict]:
     """Run one interval of a validated pipeline spec, on ``client`` or the spec's cluster;
-    return (exit code, summary).  The run holds the dataset's lock (:mod:`storage.lock`)
+    return (exit code, summary).  The run holds the dataset's lock (:mod:`distsvm.storage.lock`)
     throughout, waiting up to ``lock_timeout`` seconds (default: the spec's
-    ``lock_timeout``, else 60) for another run: :class:`storage.lock.LockHeldError`."""
+    ``lock_timeout``, else 60) for another run: :class:`distsvm.storage.lock.LockHeldError`."""
     progress = progress or Progress(quiet=True)
     paths = check(spec)  # bad input fails before a cluster starts or anything is written
     if lock_timeout is None:

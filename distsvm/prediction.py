@@ -4,7 +4,7 @@ they mean, probabilities, LIBLINEAR's metrics, and the output — text, Parquet 
 Every prediction of a store — the CLI's ``predict``, a job spec's test store, the pipeline's
 holdout, a cross-validation fold, an estimator's ``score`` — runs :func:`predict`: one task
 a block, on the worker that holds it (:func:`distsvm.cluster.plan`, its block cache), computes
-the block's decision values (:func:`workers.blocks.block_decisions`), their labels by the
+the block's decision values (:func:`distsvm.workers.blocks.block_decisions`), their labels by the
 model's one rule (:meth:`distsvm.model.Model.labels`), probabilities with ``-b 1``
 (:func:`distsvm.model.probabilities`) and the block's share of the metrics.  The
 coordinator then adds the metrics up and writes a text output block by block in the
@@ -24,9 +24,9 @@ import warnings
 
 import numpy as np
 
-import workers.blocks
-from storage import Dataset
-from storage.checkpoint import atomic_file
+import distsvm.workers.blocks
+from distsvm.storage import Dataset
+from distsvm.storage.checkpoint import atomic_file
 
 from . import cluster, jobs
 from .errors import need_tabular
@@ -130,7 +130,7 @@ def block_predictions(url, info, w, columns: Columns, n_features: int, cache_byt
     metrics: (correct,) for classes, LIBLINEAR's six sums for a regression, (correct,
     scores, true ranks) for a ranking model.  Runs on the worker that holds the block."""
     model = columns.rule
-    dv, truth = workers.blocks.block_decisions(url, info, w, model.bias, n_features,
+    dv, truth = distsvm.workers.blocks.block_decisions(url, info, w, model.bias, n_features,
                                                cache_bytes, storage_options)
     if model.rho is not None:  # one-class: wᵀx − ρ, as LIBLINEAR's
         dv = dv - model.rho
@@ -282,8 +282,8 @@ def _whole(output: str, storage_options):
     all: a local one into a temp folder beside it, renamed into place when the block ends;
     a remote one in place (it did not exist), removed if the block fails.  An OSError that
     names no file (a full disk's) is raised naming ``output``."""
-    from storage.checkpoint import remove
-    from storage.paths import resolve
+    from distsvm.storage.checkpoint import remove
+    from distsvm.storage.paths import resolve
 
     local = "://" not in output or output.startswith("file://")
     final = resolve(output).removeprefix("file://") if local else output
@@ -317,7 +317,7 @@ def _zarr(cols, sizes, dec, prob, output, storage_options, attrs):
     import dask
     import dask.array as da
 
-    from storage.dataset import open_group
+    from distsvm.storage.dataset import open_group
 
     chunk = max(1, max(sizes, default=1))
     arrays = {"label": [dask.delayed(lambda c: c["label"])(c) for c in cols]}

@@ -12,7 +12,7 @@ file, and names its checksum); a directory without one (a killed publish) is ski
 and its number is never reused.  Versions are never rewritten: :func:`publish` takes
 the next number and refuses a directory that already holds a ``version.json``.  Publishes
 and promotions of a model hold its lock (``REGISTRY/NAME/.publish.lock``,
-:mod:`storage.lock`), so two concurrent publishes get distinct versions.
+:mod:`distsvm.storage.lock`), so two concurrent publishes get distinct versions.
 ``current.json`` is written whole (temp file + rename locally, one PUT on object
 stores) and only to a complete version, so a promotion killed at any step leaves it
 pointing at the old or the new version, both complete.
@@ -31,10 +31,10 @@ import re
 import subprocess
 import tempfile
 
-from storage import checkpoint as files
-from storage.dataset import now_iso
-from storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
-from storage.lock import Lock
+from distsvm.storage import checkpoint as files
+from distsvm.storage.dataset import now_iso
+from distsvm.storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
+from distsvm.storage.lock import Lock
 
 from . import __version__
 from .model import Model, load_model, save_model
@@ -42,7 +42,7 @@ from .model import Model, load_model, save_model
 MODEL_FILE = "model.dsvm"
 VERSION_FILE = "version.json"
 CURRENT_FILE = "current.json"
-LOCK_FILE = ".publish.lock"  # the writers' lock (storage.lock), beside the versions
+LOCK_FILE = ".publish.lock"  # the writers' lock (distsvm.storage.lock), beside the versions
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -92,7 +92,7 @@ def versions(registry: str, name: str, storage_options: dict | None = None) -> l
 
 def lock(registry: str, name: str, storage_options: dict | None = None,
          timeout: float | None = None, progress=None) -> Lock:
-    """The writers' lock of model ``name`` (``REGISTRY/NAME/.publish.lock``, :mod:`storage.lock`):
+    """The writers' lock of model ``name`` (``REGISTRY/NAME/.publish.lock``, :mod:`distsvm.storage.lock`):
     publishes and promotions of one model take it, so two publishes get distinct versions."""
     root = files.join(str(registry), _check_name(name))
     return Lock(root, storage_options, lock_at=files.join(root, LOCK_FILE),
@@ -147,9 +147,9 @@ def show(registry: str, name: str, version: int | None = None,
 
 
 def _read(path: str, storage_options: dict | None):
-    """A registry document, bounded (:func:`storage.checkpoint.read_json`); a damaged one is
+    """A registry document, bounded (:func:`distsvm.storage.checkpoint.read_json`); a damaged one is
     a RegistryError naming it."""
-    from storage.errors import MalformedDocumentError
+    from distsvm.storage.errors import MalformedDocumentError
 
     try:
         return files.read_json(path, storage_options)

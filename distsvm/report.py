@@ -19,9 +19,9 @@ from __future__ import annotations
 import json
 import os
 
-from storage import bounded
-from storage.checkpoint import read_json
-from storage.errors import MalformedDocumentError
+from distsvm.storage import bounded
+from distsvm.storage.checkpoint import read_json
+from distsvm.storage.errors import MalformedDocumentError
 
 from .errors import MissingDependencyError
 from .progress import ROUNDS_FILE, plain

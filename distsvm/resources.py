@@ -5,9 +5,9 @@ ingests into a few kilobytes, but every solver then keeps at least the weight ve
 its update — two float64 arrays of ``n_features + 1`` — in each worker (16 GiB each here),
 and the job dies much later in a MemoryError or the OOM killer.  Likewise a block size
 (``--block-mb``) larger than a worker's memory: a worker holds the block it solves and the
-next one, prefetched (:mod:`workers.blocks`).  :func:`check_fits` compares that floor with
+next one, prefetched (:mod:`distsvm.workers.blocks`).  :func:`check_fits` compares that floor with
 the workers' memory limit (Dask's ``memory_limit``; the machine's memory when there is no
-cluster or no limit) and raises one :class:`~storage.errors.InputDataError` line with the
+cluster or no limit) and raises one :class:`~distsvm.storage.errors.InputDataError` line with the
 estimate — at ingest (:func:`distsvm.ingest.ingest`, once the feature count is known) and
 before training (:func:`distsvm.jobs.train`, before any task is sent).  The estimate is a
 floor, not a model of any one solver: passing it does not promise the job fits.
@@ -15,7 +15,7 @@ floor, not a model of any one solver: passing it does not promise the job fits.
 
 from __future__ import annotations
 
-from storage.errors import InputDataError
+from distsvm.storage.errors import InputDataError
 
 
 def size(n: float) -> str:

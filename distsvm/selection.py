@@ -11,7 +11,7 @@ and nothing is copied — fold k trains on a view of the store
 block (joined blocks: memory stays bounded by a block) and predicts a view of
 its own rows, so every solver that reads row blocks trains on a fold unchanged.
 The workers make a fold's blocks from their cached stored blocks
-(:func:`workers.blocks.load`): the folds read each stored block once.  More
+(:func:`distsvm.workers.blocks.load`): the folds read each stored block once.  More
 folds than rows become leave-one-out with LIBLINEAR's warning.
 
 The C search (:func:`find_c`) is LIBLINEAR's ``find_parameters`` for ``-s 0``
@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-import workers.blocks
+import distsvm.workers.blocks
 
 from . import cluster, jobs, params, prediction
 from .progress import Progress
@@ -75,7 +75,7 @@ class _Folds:
         # one task a block: its class counts and non-zeros per fold, its largest ‖xᵢ‖²
         # (a regression store's rows all have class index 0: one "class")
         n_classes = 1 if meta.regression else len(meta.classes)
-        futures = [c.submit(workers.blocks.block_stats, dataset.url, info, n_classes,
+        futures = [c.submit(distsvm.workers.blocks.block_stats, dataset.url, info, n_classes,
                             self.fold[starts[b]:starts[b + 1]], n_folds,
                             plan.cache_bytes[plan.owners[b]], dataset.storage_options,
                             workers=[plan.owners[b]], pure=False)

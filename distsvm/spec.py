@@ -27,8 +27,8 @@ import os
 import pathlib
 import uuid
 
-from storage import checkpoint as files
-from storage import open_dataset
+from distsvm.storage import checkpoint as files
+from distsvm.storage import open_dataset
 
 from . import documents
 from .checkpoint import Checkpointer
@@ -194,7 +194,7 @@ def spec_message(message: str, where: str, key: str) -> str:
 
 def check_store(url: str, where: str, key: str, storage_options: dict | None):
     """Open the store a spec's ``key`` names; SpecError naming the key if it cannot."""
-    from storage import StorageError
+    from distsvm.storage import StorageError
 
     try:
         return open_dataset(url, storage_options)
@@ -218,10 +218,10 @@ def resolve_paths(spec: dict, keys) -> dict:
     """A copy of ``spec`` with its local paths at ``keys`` ((section, key), or (key,) at the
     top) absolute and ``~``-expanded against this process's working directory (as they
     were meant), so that workers, ``job.json`` and a later ``resume`` from anywhere all mean
-    the same files; URLs (``s3://…``) are left as they are (:func:`storage.paths.resolve`)."""
+    the same files; URLs (``s3://…``) are left as they are (:func:`distsvm.storage.paths.resolve`)."""
     import copy
 
-    from storage.paths import resolve
+    from distsvm.storage.paths import resolve
 
     spec = copy.deepcopy(spec)
     for *section, key in keys:
@@ -399,7 +399,7 @@ def resume(run_dir: str, progress: Progress | None = None,
     """Continue the run in ``run_dir`` from its latest checkpoint (or return its result if
     it finished).  ``run_dir`` is taken absolute (as ``run`` makes it): the lineage of a
     version it publishes names it so."""
-    from storage.paths import resolve
+    from distsvm.storage.paths import resolve
 
     run_dir = resolve(run_dir)
     try:

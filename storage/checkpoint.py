@@ -5,7 +5,7 @@ A local file is written into a temp file beside it, fsynced and renamed into pla
 (``os.replace``); on an object store (``s3://…``) one PUT is already all or nothing.
 Arrays are ``.npz`` bundles read with ``allow_pickle=False``: no pickle anywhere a file
 of a run is read.  Readers check a bundle against the SHA-256 its writer returned
-(:class:`~storage.errors.CorruptStoreError` naming the file otherwise).
+(:class:`~distsvm.storage.errors.CorruptStoreError` naming the file otherwise).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def json_default(o):
 
 def read_json(url: str, storage_options: dict | None = None,
               max_bytes: int = bounded.MAX_DOCUMENT_BYTES):
-    """The JSON document at ``url``, read and parsed within bounds (:mod:`storage.bounded`:
+    """The JSON document at ``url``, read and parsed within bounds (:mod:`distsvm.storage.bounded`:
     one line naming ``url`` if it is larger, deeper or not JSON); FileNotFoundError if
     there is none."""
     return bounded.loads(read_bytes(url, storage_options, max_bytes + 1), str(url), max_bytes)

@@ -208,7 +208,7 @@ def read_column_block(url: str, info: ColumnInfo, storage_options: dict | None =
 
 
 def check_column_block(url: str, path: str, block: ColumnBlock, n_rows: int) -> None:
-    """The column view's :func:`storage.dataset.check_row_block`: column pointers, row
+    """The column view's :func:`distsvm.storage.dataset.check_row_block`: column pointers, row
     indices in ``[0, n_rows)`` (global, the view covers every row), finite values."""
     ds.check_pointers(url, f"{path}/indptr", block.indptr, len(block.indices))
     ds.check_range(url, f"{path}/indices", block.indices, n_rows, "row index")

@@ -624,7 +624,7 @@ def open_dataset(url: str, storage_options: dict | None = None) -> Dataset:
 
 def _check_header(url: str, storage_options: dict | None) -> None:
     """Refuse the store's ``zarr.json`` before Zarr parses it if it is larger or nested
-    deeper than any header (:func:`storage.bounded.check`); an absent one is Zarr's to
+    deeper than any header (:func:`distsvm.storage.bounded.check`); an absent one is Zarr's to
     report."""
     where = f"{url}/zarr.json"
     limit = bounded.MAX_HEADER_BYTES
@@ -750,7 +750,7 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
     orphans).  A column view (``distsvm columnize``) no longer covers every row and is
     dropped; build it again.
 
-    One writer at a time: the append holds the store's lock (:mod:`storage.lock`, waiting
+    One writer at a time: the append holds the store's lock (:mod:`distsvm.storage.lock`, waiting
     up to ``lock_timeout`` seconds, default 60; re-entrant for a caller holding it), and a
     ``record`` already in the ledger (same ``partition`` and ``sha256``) is not appended
     again: the store is returned as it is.

@@ -1,9 +1,9 @@
 """What a killed writer leaves behind, found and removed.
 
 An ingest into ``DIR/NAME`` on a local disk writes into ``DIR/.NAME.staging-<12 hex>`` and
-renames it into place (:func:`storage.dataset.staging_url`); a pipeline run ingests each
+renames it into place (:func:`distsvm.storage.dataset.staging_url`); a pipeline run ingests each
 partition into ``DIR/.NAME.part-<random>``; every writer holds the lock ``DIR/.NAME.lock``
-(:mod:`storage.lock`).  A SIGKILLed writer leaves them there.  On an object store an
+(:mod:`distsvm.storage.lock`).  A SIGKILLed writer leaves them there.  On an object store an
 ingest writes in place, so a killed one leaves an uncommitted group at ``NAME`` itself.
 
 The next writer to ``NAME``, holding its lock (so no live writer can be using them),

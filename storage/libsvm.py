@@ -9,7 +9,7 @@ lines are accepted; a row may have no features.  Indices are 1-based unless
 ``index_base=0``, strictly increasing within a line.  Anything else — a missing
 label, ``3:``, ``:5``, ``3:0.5x``, index 0 in a 1-based file, unsorted or
 duplicate indices, NaN/inf values or labels, ``qid:`` — raises
-:class:`~storage.errors.InputFormatError` naming the file, the line and the token.
+:class:`~distsvm.storage.errors.InputFormatError` naming the file, the line and the token.
 
 The tokenizer is one Numba kernel over the bytes.  Numbers whose significant
 digits make an integer below 2⁵³ and a decimal exponent within ±22 are converted exactly

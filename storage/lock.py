@@ -28,7 +28,7 @@ has not changed for ``stale_after`` seconds of the waiter's own clock (no clock 
 A stale lock is taken over by compare-and-swap on the version judged stale, so of two
 waiters exactly one wins.  A thread holding a lock may take it again (re-entrant).
 
-A lock is keyed by the guarded thing's one identity (:func:`storage.paths.canonical`:
+A lock is keyed by the guarded thing's one identity (:func:`distsvm.storage.paths.canonical`:
 absolute, symlinks resolved; the URL of a remote store), so every spelling of a store is
 one lock, and a process never waits on itself: a lock object naming this very process
 that none of its live locks holds (one never released, or a recycled pid) is taken over
@@ -65,7 +65,7 @@ class LockLostError(StorageError):
 
 def lock_url(url: str, kind: str = "lock") -> str:
     """Where the lock of a dataset or other path ``url`` lives: ``.NAME.lock`` beside it,
-    ``url`` taken by its one identity (:func:`storage.paths.canonical`: a relative path, a
+    ``url`` taken by its one identity (:func:`distsvm.storage.paths.canonical`: a relative path, a
     symlink and the absolute path of one store have one lock)."""
     url = canonical(url)
     parent, sep, base = url.rpartition("/")
@@ -337,7 +337,7 @@ def _orphan(doc: dict | None) -> bool:
 
 
 def _parse(data: bytes) -> dict:
-    """A lock object's JSON document, bounded (:mod:`storage.bounded`): ValueError if it
+    """A lock object's JSON document, bounded (:mod:`distsvm.storage.bounded`): ValueError if it
     is not one (a torn or foreign object, read as unknown)."""
     doc = bounded.loads(data, "lock object", bounded.MAX_DOCUMENT_BYTES)
     if not isinstance(doc, dict):

@@ -1,7 +1,7 @@
 """Tabular and array pieces → ingest parts: Parquet/CSV files, pandas partitions, matrix chunks.
 
 A Dask collection or a set of tabular files is ingested as the in-memory matrix is
-(:mod:`storage.ingest`, phase 1): each piece — a chunk of rows of a dask array, a
+(:mod:`distsvm.storage.ingest`, phase 1): each piece — a chunk of rows of a dask array, a
 partition of a dask dataframe, a Parquet row group, ~64 MB of a CSV file — becomes one part,
 written by a task on the worker that holds or reads it, so memory is bounded by one
 piece.  A row's position (what its shuffle key is made of) is its global row number in

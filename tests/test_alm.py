@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.optimize
-
-from workers.kernels import alm as kernel
+from distsvm.workers.kernels import alm as kernel
 
 
 def _F(e, t, yi, gamma, p):

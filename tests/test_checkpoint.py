@@ -149,7 +149,7 @@ def test_damaged_checkpoint_is_never_loaded(tmp_path):
     ck = Checkpointer(tmp_path, 1, {"C": 1.0})
     for r in (1, 2):
         d = ck.directory(r)
-        from storage import checkpoint as files
+        from distsvm.storage import checkpoint as files
 
         digest = files.write_arrays(f"{d}/block-000000.npz", {"alpha": np.full(3, float(r))})
         ck.save(r, "dcd", {"w": np.arange(4.0) * r}, {"x": r}, {"block-000000.npz": digest})

@@ -134,7 +134,7 @@ def test_empty_file(tmp_path):
 
 
 def test_parallel_ingest_equals_serial(tmp_path):
-    from storage import open_dataset
+    from distsvm.storage import open_dataset
 
     src = tmp_path / "a9a.svm"
     src.write_bytes(lzma.decompress((DATA / "a9a.xz").read_bytes()))
@@ -181,15 +181,15 @@ def test_c_parameter_error_in_sklearn_wording(stores):
 
 def test_scheduler_option_runs_on_an_existing_cluster(client, stores):
     """--scheduler: the job's blocks land in the existing cluster's worker caches."""
-    import workers.blocks
+    import distsvm.workers.blocks
 
     tmp, train_store, test_store = stores
-    before = sum(client.run(workers.blocks.cached_bytes).values())
+    before = sum(client.run(distsvm.workers.blocks.cached_bytes).values())
     addr = client.scheduler.address
     out = json.loads(run("train", train_store, tmp / "sch.model", "-q", "--json",
                          "--scheduler", addr).stdout)
     assert out["n_rows"] == 32561 and out["converged"]
-    assert sum(client.run(workers.blocks.cached_bytes).values()) > before
+    assert sum(client.run(distsvm.workers.blocks.cached_bytes).values()) > before
     pred = json.loads(run("predict", test_store, tmp / "sch.model", "--json",
                           "--scheduler", addr).stdout)
     assert 0.83 < pred["accuracy"] < 0.86

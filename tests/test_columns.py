@@ -9,6 +9,8 @@ import tracemalloc
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from distsvm.storage import IncompleteStoreError, open_dataset, read_row_block
+from distsvm.storage import columns as cols
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,8 +18,6 @@ from distsvm.cli import main
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
 from distsvm.testing import ReaderTests
-from storage import IncompleteStoreError, open_dataset, read_row_block
-from storage import columns as cols
 
 from .test_store import problems
 
@@ -56,10 +56,10 @@ def test_transpose_equals_scipy_tocsc(tmp_path, problem, block_rows, block_mb, m
 
 
 def test_joined_view_is_the_matrix_in_one_block(a9a_rows):
-    """A run's joined view (workers.pcd.held: one block made in memory from the stored
+    """A run's joined view (distsvm.workers.pcd.held: one block made in memory from the stored
     ones) holds the same CSC matrix and column norms; a small cache keeps the blocks."""
-    from workers import blocks
-    from workers.pcd import held, load_columns
+    from distsvm.workers import blocks
+    from distsvm.workers.pcd import held, load_columns
 
     cm = columnize(a9a_rows, block_mb=0.3)
     assert len(cm.blocks) > 2

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from distsvm.workers.kernels import crammer_singer as kernel
 
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.model import export_liblinear, load_model, save_model
-from workers.kernels import crammer_singer as kernel
 
 from .conftest import DATA, load_xy
 from .test_multiclass import accuracy, liblinear_model
@@ -122,7 +122,7 @@ def test_reaches_liblinears_optimum_where_it_takes_over_1000_rounds(client, tmp_
 
 def test_rounds_run_on_their_worker_as_from_the_coordinator(client, dna, tmp_path):
     """Three blocks visited block-wise: on one worker the rounds run in batches on it
-    (:func:`workers.crammer_singer.batch`), on two each round is a chain of tasks from the
+    (:func:`distsvm.workers.crammer_singer.batch`), on two each round is a chain of tasks from the
     coordinator; the block orders, seeds and stopping rule are the same, so are the rounds,
     the duals (the batch's kept ‖W‖² against the coordinator's sum) and W."""
     (X, y), _ = dna

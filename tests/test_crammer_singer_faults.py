@@ -9,11 +9,11 @@ from __future__ import annotations
 import io
 import warnings
 
+import distsvm.workers.blocks
+import distsvm.workers.crammer_singer
 import numpy as np
 import pytest
 
-import workers.blocks
-import workers.crammer_singer
 from distsvm import jobs
 from distsvm.checkpoint import PAUSE_ENV, Checkpointer
 from distsvm.errors import ConvergenceWarning
@@ -87,7 +87,7 @@ def test_a_killed_owner_of_the_joined_block_is_recovered(two, dna600, dna_store,
     optimum (-e 1e-10), W = W(α) kept."""
     monkeypatch.setattr(dcd, "BATCH_SECONDS", 0.0)
     two.wait_for_workers(2)
-    two.run(workers.blocks.clear_cache)
+    two.run(distsvm.workers.blocks.clear_cache)
     X, y = dna600
     killer = _KillOwner(two, 5, 0)
     model = jobs.train(dna_store, client=two, progress=killer, C=FAULT_C, bias=1.0, eps=1e-12,
@@ -116,23 +116,23 @@ def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(dna_store):
     W = np.zeros((d.meta.n_features + 1, 3))
     try:
         for tag in (1, 2):
-            W, _ = workers.crammer_singer.segment(W, d.url, infos, list(range(len(infos))), run,
+            W, _ = distsvm.workers.crammer_singer.segment(W, d.url, infos, list(range(len(infos))), run,
                                                   unshrink=tag == 1,
                                                   class_cost=np.full(3, 0.1), tag=tag, **kw)
             if tag == 1:
                 W1 = W.copy()
-                alpha1 = [workers.blocks.run_state(run, i.name, dict)["alpha"].copy()
+                alpha1 = [distsvm.workers.blocks.run_state(run, i.name, dict)["alpha"].copy()
                           for i in infos]
         assert np.abs(W - W1).max() > 1e-3  # round 2 moved W and α
         for _ in range(2):
-            rebuilt = workers.crammer_singer.restore(d.url, infos, run, 2, n_classes=3, **kw)
+            rebuilt = distsvm.workers.crammer_singer.restore(d.url, infos, run, 2, n_classes=3, **kw)
             np.testing.assert_allclose(rebuilt, W1, rtol=1e-9, atol=1e-10)
             for info, a1 in zip(infos, alpha1):
-                s = workers.blocks.run_state(run, info.name, dict)
+                s = distsvm.workers.blocks.run_state(run, info.name, dict)
                 np.testing.assert_array_equal(s["alpha"], a1)
                 assert "state" not in s and "active_i" not in s
     finally:
-        workers.blocks.drop_run(run)
+        distsvm.workers.blocks.drop_run(run)
 
 
 def test_job_killed_mid_checkpoint_resumes_to_the_same_w(tmp_path, dna_store, client):

@@ -13,10 +13,10 @@ import os
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from distsvm.storage import open_dataset
+from distsvm.storage.errors import InputDataError
 
 from distsvm.cli import main
-from storage import open_dataset
-from storage.errors import InputDataError
 
 from .conftest import dna_rows
 from .test_s3 import CREDS, _free_port, opts
@@ -318,9 +318,9 @@ def test_s3_parquet_ingest(client, s3, tmp_path, capsys, dna, dna_frame):
 
 
 def test_piece_checks_name_the_row():
-    """The checks of storage.tabular, without a cluster: dask array chunks and the sparse
+    """The checks of distsvm.storage.tabular, without a cluster: dask array chunks and the sparse
     layout's list columns."""
-    from storage import tabular as tab
+    from distsvm.storage import tabular as tab
 
     X = np.ones((4, 3))
     X[2, 1] = np.inf
@@ -354,8 +354,9 @@ def test_a_csv_file_is_read_in_pieces(tmp_path, monkeypatch, dna, dna_frame):
     """An uncompressed CSV file is cut at line ends into pieces of about CSV_PIECE_BYTES, each
     read (header + its bytes) and written as one part: memory bounded by a piece, the store
     the matrix's; a bad value names its piece and row."""
+    from distsvm.storage import tabular as tab
+
     from distsvm import ingest
-    from storage import tabular as tab
 
     X, y = dna
     ref = ingest((X, y), str(tmp_path / "ref.zarr"), block_rows=100)

@@ -6,9 +6,8 @@ import math
 
 import numpy as np
 import pytest
-
-from workers import losses
-from workers.kernels import dcd, linear
+from distsvm.workers import losses
+from distsvm.workers.kernels import dcd, linear
 
 CODES = [losses.HINGE, losses.SQUARED_HINGE, losses.LOGISTIC]
 REGRESSION_CODES = [losses.EPSILON_INSENSITIVE, losses.SQUARED_EPSILON_INSENSITIVE]

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import time
 
+import distsvm.workers.blocks
+import distsvm.workers.dcd
 import numpy as np
 import pytest
+from distsvm.workers import losses
 
-import workers.blocks
-import workers.dcd
 from distsvm.errors import ClusterError
 from distsvm.jobs import train
 from distsvm.progress import Progress
-from workers import losses
 
 from .conftest import Killer, local_client, primal_objective
 
@@ -119,7 +119,7 @@ def test_a_worker_paused_over_its_memory_fails_the_job_instead_of_hanging(small_
 
 
 def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(small_store):
-    """In this process: two rounds of workers.dcd.local_round on all blocks (with a bias
+    """In this process: two rounds of distsvm.workers.dcd.local_round on all blocks (with a bias
     feature), then restore for round 2 gives back round 1's α and w = Σ αᵢyᵢxᵢ, and again
     the same when repeated (a loss during the recovery); restored with it, a second run
     (the other class as +1, as one-vs-rest) that did only round 1 keeps its α and w."""
@@ -131,24 +131,24 @@ def test_restore_rolls_back_to_the_round_start_and_rebuilds_w(small_store):
     w = np.zeros(d.meta.n_features + 1)
     try:
         for tag in (1, 2):
-            dw, _ = workers.dcd.local_round(w, d.url, infos, list(range(len(infos))), run,
+            dw, _ = distsvm.workers.dcd.local_round(w, d.url, infos, list(range(len(infos))), run,
                                             tag=tag, **step)
             if tag == 1:
                 w1 = w + dw
-                alpha1 = [workers.blocks.run_state(run, i.name, dict)["alpha"].copy()
+                alpha1 = [distsvm.workers.blocks.run_state(run, i.name, dict)["alpha"].copy()
                           for i in infos]
             w = w + dw
         assert np.abs(w - w1).max() > 1e-3  # round 2 moved w and α
-        w_other, _ = workers.dcd.local_round(np.zeros_like(w), d.url, infos,
+        w_other, _ = distsvm.workers.dcd.local_round(np.zeros_like(w), d.url, infos,
                                              list(range(len(infos))), other, tag=1,
                                              **{**step, "positive": 0})
         for _ in range(2):
-            rebuilt = [workers.dcd.restore(d.url, infos, run, 2, positive=1, **kw),
-                       workers.dcd.restore(d.url, infos, other, 2, positive=0, **kw)]
+            rebuilt = [distsvm.workers.dcd.restore(d.url, infos, run, 2, positive=1, **kw),
+                       distsvm.workers.dcd.restore(d.url, infos, other, 2, positive=0, **kw)]
             np.testing.assert_allclose(rebuilt, [w1, w_other], rtol=1e-9, atol=1e-10)
             for info, a1 in zip(infos, alpha1):
-                alpha = workers.blocks.run_state(run, info.name, dict)["alpha"]
+                alpha = distsvm.workers.blocks.run_state(run, info.name, dict)["alpha"]
                 np.testing.assert_array_equal(alpha, a1)
     finally:
-        workers.blocks.drop_run(run)
-        workers.blocks.drop_run(other)
+        distsvm.workers.blocks.drop_run(run)
+        distsvm.workers.blocks.drop_run(other)

@@ -5,17 +5,17 @@ after combining, and determinism.  (Lost workers: tests/test_dcd_faults.py.)"""
 
 from __future__ import annotations
 
+import distsvm.workers.blocks
+import distsvm.workers.dcd
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from distsvm.workers import losses
 
-import workers.blocks
-import workers.dcd
 from distsvm.cli import main
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.model import load_model
-from workers import losses
 
 from .conftest import liblinear_optimum, load_xy, local_client, primal_objective, shared_dataset
 
@@ -72,16 +72,16 @@ def test_alpha_consistent_with_combined_w(a9a, a9a_blocks, parallel, K):
     w = np.zeros(d.meta.n_features)
     try:
         for r in range(3):
-            results = [workers.dcd.local_round(
+            results = [distsvm.workers.dcd.local_round(
                 w, d.url, infos, [r * 100 + i for i in range(len(infos))], run, gamma=gamma,
                 sigma=sigma, bias=-1.0, n_features=d.meta.n_features, loss=losses.HINGE,
                 positive=1, class_cost=np.ones(2), eps=1e-9, n_passes=2, cache_bytes=0) for infos in owned]
             dw = np.sum([dw for dw, _ in results], axis=0)
             if gamma is None:  # the line mode: the coordinator's t, then the owners' α
-                t = workers.dcd.line_step(w, dw, [rep for _, rep in results])
+                t = distsvm.workers.dcd.line_step(w, dw, [rep for _, rep in results])
                 assert 0 < t <= min(rep["t_max"] for _, rep in results)
                 for infos in owned:
-                    workers.dcd.apply_step(infos, run, t)
+                    distsvm.workers.dcd.apply_step(infos, run, t)
                 w = w + t * dw
             else:
                 w = w + gamma * dw
@@ -89,7 +89,7 @@ def test_alpha_consistent_with_combined_w(a9a, a9a_blocks, parallel, K):
         for infos in owned:
             for info in infos:
                 b = d.read_block(d.meta.blocks.index(info))
-                alpha = workers.blocks.run_state(run, info.name, dict)["alpha"]
+                alpha = distsvm.workers.blocks.run_state(run, info.name, dict)["alpha"]
                 assert np.all((alpha >= 0) & (alpha <= 1.0))  # the box of the L1-loss dual
                 Xb = sp.csr_matrix((b.data, b.indices, b.indptr),
                                    shape=(b.n_rows, d.meta.n_features)).astype(np.float64)
@@ -97,7 +97,7 @@ def test_alpha_consistent_with_combined_w(a9a, a9a_blocks, parallel, K):
         assert np.abs(expected).max() > 0.1  # the rounds moved w
         np.testing.assert_allclose(w, expected, rtol=1e-9, atol=1e-9)
     finally:
-        workers.blocks.drop_run(run)
+        distsvm.workers.blocks.drop_run(run)
 
 
 def test_same_seed_same_w_and_cli(client, a9a_blocks, tmp_path):
@@ -139,7 +139,7 @@ def test_shared_datasets_two_and_three_workers(request, tmp_path, name):
 
 
 def test_line_step_minimizes_the_dual_along_the_combined_change():
-    """:func:`workers.dcd.line_step` against the dual objective ½‖Σαᵢyᵢxᵢ‖² + ½ΣDᵢᵢαᵢ² − Σαᵢ
+    """:func:`distsvm.workers.dcd.line_step` against the dual objective ½‖Σαᵢyᵢxᵢ‖² + ½ΣDᵢᵢαᵢ² − Σαᵢ
     computed in NumPy along α + tΔα on a grid: the same minimizer over [0, t_max], for both
     losses, with t_max binding or not."""
     rng = np.random.default_rng(4)
@@ -153,8 +153,8 @@ def test_line_step_minimizes_the_dual_along_the_combined_change():
             alpha = rng.uniform(0, 0.6, 60)
             delta = np.clip(alpha + scale * rng.standard_normal(60), 0, upper) - alpha
             w, dw = X.T @ (alpha * y), X.T @ (delta * y)
-            lin, quad, t_max = workers.kernels.dcd.step_terms(alpha, delta, loss, cost)
-            t = workers.dcd.line_step(w, dw, [{"lin": lin, "quad": quad, "t_max": t_max}])
+            lin, quad, t_max = distsvm.workers.kernels.dcd.step_terms(alpha, delta, loss, cost)
+            t = distsvm.workers.dcd.line_step(w, dw, [{"lin": lin, "quad": quad, "t_max": t_max}])
 
             def dual(tt):
                 a = alpha + tt * delta

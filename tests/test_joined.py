@@ -4,15 +4,15 @@ them block by block stalls short of LIBLINEAR's stopping rule, docs/solvers/dcd.
 
 from __future__ import annotations
 
+import distsvm.workers.blocks
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from distsvm.storage.dataset import RowBlock, join_infos, joined_block, read_row_block, take_rows
 
-import workers.blocks
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.solvers import dcd
-from storage.dataset import RowBlock, join_infos, joined_block, read_row_block, take_rows
 
 from .conftest import Killer, dna_rows, liblinear_optimum, local_client, primal_objective
 
@@ -150,7 +150,7 @@ class _KillOwner(Killer):
 
     def round(self, row, text=None):
         if row.get("round") == self.at and self.killed is None:
-            cached = self.client.run(workers.blocks.cached_bytes)
+            cached = self.client.run(distsvm.workers.blocks.cached_bytes)
             self.victim = sorted(cached).index(max(cached, key=cached.get))
         super().round(row, text)
 
@@ -163,7 +163,7 @@ def test_a_killed_owner_restarts_the_problem_elsewhere(two, a9a_stores, monkeypa
     two.wait_for_workers(2)
     kw = dict(loss="squared_hinge", C=0.5, seed=3)
     ref = train(a9a_stores[10], client=two, **kw)
-    two.run(workers.blocks.clear_cache)
+    two.run(distsvm.workers.blocks.clear_cache)
     killer = _KillOwner(two, 5, 0)
     model = train(a9a_stores[10], client=two, progress=killer, **kw)
     log = killer.stream.getvalue()

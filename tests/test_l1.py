@@ -12,12 +12,12 @@ import tempfile
 
 import numpy as np
 import pytest
+from distsvm.storage import IncompleteStoreError
 
 from distsvm import LinearSVC, LogisticRegression, jobs
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
 from distsvm.model import export_liblinear, load_model
-from storage import IncompleteStoreError
 
 from .conftest import dna_rows, load_xy, shared_dataset
 
@@ -213,7 +213,7 @@ PARALLEL_EPS = {5: 1e-4, 6: 1e-5}  # relative to Gnorm1₀ and scaled by min(#po
 @pytest.fixture(scope="module")
 def dna_blocks(tmp_path_factory, dna_binary):
     """dna_binary's rows with a column view of 8 blocks (4 per worker)."""
-    from storage.columns import read_columns_meta
+    from distsvm.storage.columns import read_columns_meta
 
     X, y, _ = dna_binary
     d = ingest((X, y), str(tmp_path_factory.mktemp("l1") / "dna8.zarr"), block_rows=500)

@@ -1,7 +1,10 @@
 """Dependencies point one way: distsvm → workers → storage."""
 
 import ast
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -9,14 +12,26 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN = {"storage": {"workers", "distsvm"}, "workers": {"distsvm", "distributed"}}
 
 
+def _floor(module: str) -> str:
+    """The floor a module belongs to: distsvm.workers.x → workers, distsvm.storage → storage,
+    distsvm.jobs → distsvm; anything else → its top-level name."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "distsvm" and parts[1:2] in (["workers"], ["storage"]) else parts[0]
+
+
 def _imports(path):
+    """(line, floor) of each import in a file; a relative import that climbs out of the
+    workers or storage package (``from .. import``) lands in distsvm."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    depth = len(path.relative_to(REPO).parts) - 1  # workers/kernels/x.py: 2 levels to its top
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                yield node.lineno, a.name.split(".")[0]
+                yield node.lineno, _floor(a.name)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield node.lineno, node.module.split(".")[0]
+            yield node.lineno, _floor(node.module)
+        elif isinstance(node, ast.ImportFrom) and node.level > depth:
+            yield node.lineno, "distsvm"
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
@@ -31,6 +46,43 @@ def test_the_check_sees_imports():
     """The scan above must find real imports, or it could never fail."""
     found = {mod for p in (REPO / "distsvm").rglob("*.py") for _, mod in _imports(p)}
     assert {"workers", "storage"} <= found
+    assert [m for _, m in _imports(REPO / "workers" / "kernels" / "dcd.py")] != []
+
+
+def _python_files():
+    for folder in ("distsvm", "workers", "storage", "tests", "benchmarks", "deploy", "docs"):
+        yield from sorted((REPO / folder).rglob("*.py"))
+
+
+def test_nothing_imports_the_generic_top_level_names():
+    """workers and storage are distsvm.workers and distsvm.storage (issue 29.1): an import of a
+    top-level ``storage`` or ``workers`` would find a user's own storage.py first."""
+    bad = []
+    for p in _python_files():
+        for node in ast.walk(ast.parse(p.read_text(), filename=str(p))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0
+                     else [])
+            bad += [f"{p.relative_to(REPO)}:{node.lineno} imports {n}" for n in names
+                    if n and n.split(".")[0] in ("storage", "workers")]
+    assert not bad, bad
+
+
+def test_the_installed_packages_are_the_folders():
+    """pyproject's package list names every package folder of the three floors, and each
+    under distsvm (nothing generic at the top of site-packages)."""
+    import tomllib
+
+    conf = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    where = {"distsvm": "distsvm", **conf["package-dir"]}
+    folders = {p.parent.relative_to(REPO).as_posix() for floor in ("distsvm", "workers", "storage")
+               for p in (REPO / floor).rglob("__init__.py")}
+    listed = {}
+    for name in conf["packages"]:
+        assert name.split(".")[0] == "distsvm", name
+        head = max((k for k in where if name == k or name.startswith(k + ".")), key=len)
+        listed[name] = "/".join([where[head], *name[len(head):].split(".")[1:]])
+    assert set(listed.values()) == folders
 
 
 def _distsvm_modules() -> dict[str, pathlib.Path]:
@@ -151,3 +203,31 @@ def test_namesakes_say_how_they_differ():
             missing += [f"{p} does not name {q}" for q in paths if q != p
                         and ".".join(q.with_suffix("").parts) not in doc]
     assert not missing, missing
+
+
+def test_the_installed_distribution_is_one_namespace(tmp_path):
+    """Installed (``pip install .``), distsvm is the only package at the top of
+    site-packages, and a user's own storage.py and workers/ beside their script shadow
+    nothing: the estimator fits and the workers' kernels run (issue 29.1)."""
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                    "--target", str(site), str(REPO)], check=True, capture_output=True, timeout=300)
+    top = sorted(p.name for p in site.iterdir() if not p.name.endswith(".dist-info") and p.name != "bin")
+    assert top == ["distsvm"], top
+    assert (site / "distsvm" / "workers" / "kernels" / "dcd.py").is_file()
+    assert (site / "distsvm" / "storage" / "dataset.py").is_file()
+    proj = tmp_path / "proj"
+    (proj / "workers").mkdir(parents=True)
+    (proj / "storage.py").write_text("x = 1\n")
+    (proj / "workers" / "__init__.py").write_text("raise ImportError('the user s own workers')\n")
+    code = ("import numpy as np, distsvm\n"
+            "rng = np.random.default_rng(0)\n"
+            "X = rng.normal(size=(200, 5)); y = np.where(X[:, 0] + 0.1 * X[:, 1] > 0, 1, -1)\n"
+            "m = distsvm.LinearSVC().fit(X, y)\n"
+            "print(distsvm.__file__); print(m.score(X, y))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=proj, env={**env, "PYTHONPATH": str(site)},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    where, score = out.stdout.split()
+    assert where.startswith(str(site)) and float(score) > 0.95

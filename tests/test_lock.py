@@ -18,12 +18,12 @@ import threading
 import time
 
 import pytest
+from distsvm.storage import open_dataset
+from distsvm.storage.leftovers import leftovers_of, scan
+from distsvm.storage.lock import Lock, LockHeldError, LockLostError, lock_url, read_lock
 
 from distsvm import registry
 from distsvm.cli import main
-from storage import open_dataset
-from storage.leftovers import leftovers_of, scan
-from storage.lock import Lock, LockHeldError, LockLostError, lock_url, read_lock
 
 from .conftest import DATA, REPO
 
@@ -64,7 +64,7 @@ def _python(code: str, *args) -> subprocess.Popen:
 # a process that takes the lock of argv[1] (storage options argv[2]), says so, and waits
 HOLDER = """
     import json, sys, time
-    from storage.lock import Lock
+    from distsvm.storage.lock import Lock
     lock = Lock(sys.argv[1], json.loads(sys.argv[2]) or None, timeout=0).acquire()
     print("held", flush=True)
     time.sleep(600)
@@ -413,7 +413,7 @@ def test_a_lock_naming_this_process_that_it_does_not_hold_is_taken_over_at_once(
     of its locks has — a killed writer's whose pid this process now has (containers
     restart with the same pids) — is not another writer's: taken over at once, not waited
     on until its heartbeat ages (30 s)."""
-    from storage import lock as locks
+    from distsvm.storage import lock as locks
 
     url = str(tmp_path / "d.zarr")
     now = time.time()

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from distsvm.workers import losses
+from distsvm.workers.kernels import newton as kernel
 
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.solvers.newton import stopping_tolerance
 from distsvm.solvers.registry import LIBLINEAR_TYPES
-from workers import losses
-from workers.kernels import newton as kernel
 
 from .conftest import DATA, load_xy, primal_objective, shared_dataset, weighted_stores
 
@@ -101,14 +101,14 @@ def test_gradient_and_hessian_vector_match_finite_differences(a9a, loss, bias):
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_step_pass_evaluates_at_w_plus_s_and_keeps_xw_for_the_trials(a9a, a9a_store, loss):
-    """The fused pass along s (workers.newton.step, run in this process on the 4 blocks):
+    """The fused pass along s (distsvm.workers.newton.step, run in this process on the 4 blocks):
     its evaluation at w + s is the evaluation pass's at w + s, bit for bit; its loss at
     α = 1 and the later trials (the line search's α < 1 path) are f(w + αs)'s loss part,
     computed independently; and the coordinator's BLAS-free dot is the inner product."""
     import uuid
 
-    import workers.blocks
-    import workers.newton
+    import distsvm.workers.blocks
+    import distsvm.workers.newton
 
     X, y = a9a
     rng = np.random.default_rng(3)
@@ -125,19 +125,19 @@ def test_step_pass_evaluates_at_w_plus_s_and_keeps_xw_for_the_trials(a9a, a9a_st
         return primal_objective(v, X, y, loss, 0.8) - 0.5 * float(v @ v)
 
     try:
-        workers.newton.evaluate(url, infos, run, w, class_cost=cost, **common)
-        got = workers.newton.step(url, infos, run, s, **common)
-        want = workers.newton.evaluate(url, infos, ref, w + s, class_cost=cost, **common)
+        distsvm.workers.newton.evaluate(url, infos, run, w, class_cost=cost, **common)
+        got = distsvm.workers.newton.step(url, infos, run, s, **common)
+        want = distsvm.workers.newton.evaluate(url, infos, ref, w + s, class_cost=cost, **common)
         assert got["loss"] == want["loss"] and got["correct"] == want["correct"]
         np.testing.assert_array_equal(got["grad"], want["grad"])
         np.testing.assert_array_equal(got["diag"], want["diag"])
         assert got["along"] == pytest.approx(loss_part(1.0), rel=1e-10)
         for alpha in (0.5, 0.125):
-            assert workers.newton.trial(url, infos, run, alpha, **common) == pytest.approx(
+            assert distsvm.workers.newton.trial(url, infos, run, alpha, **common) == pytest.approx(
                 loss_part(alpha), rel=1e-10)
     finally:
-        workers.blocks.drop_run(run)
-        workers.blocks.drop_run(ref)
+        distsvm.workers.blocks.drop_run(run)
+        distsvm.workers.blocks.drop_run(ref)
 
 
 def test_logistic_loss_is_stable_at_extreme_margins():
@@ -292,9 +292,8 @@ def test_instance_weights_equal_duplicated_rows(client, weighted, loss):
 def test_weight_file_ingest_matches_array_ingest(client, weighted, tmp_path):
     """A LIBSVM file with a -W weight file (shuffled, parsed in pieces on the cluster) stores
     the same rows with the same weights as the in-memory ingest."""
+    from distsvm.storage.errors import InputDataError
     from sklearn.datasets import dump_svmlight_file
-
-    from storage.errors import InputDataError
 
     X, y, sw, store, _ = weighted
     dump_svmlight_file(X, y, str(tmp_path / "d.svm"), zero_based=False)

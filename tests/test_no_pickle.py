@@ -11,9 +11,8 @@ import re
 import numpy as np
 import pytest
 import zarr
-
-from storage import open_dataset
-from storage.errors import CorruptStoreError
+from distsvm.storage import open_dataset
+from distsvm.storage.errors import CorruptStoreError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # unpickling calls, and loaders that unpickle unless told not to
@@ -80,7 +79,7 @@ def test_store_with_a_pickle_codec_is_refused_unread(tmp_path):
 def test_zarr_v2_arrays_are_refused(tmp_path):
     """Any Zarr v2 array in a store is refused by ``checked_array`` before it is read (v2
     metadata can name numcodecs' pickle codec)."""
-    from storage.dataset import checked_array
+    from distsvm.storage.dataset import checked_array
 
     a = zarr.create_array(str(tmp_path / "v2"), shape=(3,), dtype="float32", zarr_format=2)
     with pytest.raises(CorruptStoreError, match="x.zarr: array rows/b/data is a Zarr v2 array"):

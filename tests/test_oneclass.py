@@ -146,9 +146,9 @@ def test_estimator(rows, tight):
 
 
 def _holds_state() -> bool:
-    import workers.blocks
+    import distsvm.workers.blocks
 
-    return any(workers.blocks._runs.values())
+    return any(distsvm.workers.blocks._runs.values())
 
 
 @pytest.mark.slow

@@ -8,12 +8,12 @@ import shutil
 import threading
 import time
 
+import distsvm.workers.blocks
 import numpy as np
 import psutil
 import pytest
 import scipy.sparse as sp
 
-import workers.blocks
 from distsvm.cluster import WorkerPlan, workers_info
 from distsvm.generate import generate
 from distsvm.ingest import ingest
@@ -52,7 +52,7 @@ class PeakRSS:
 def _reads(client, url: str) -> dict[str, int]:
     """Store reads of each block of ``url`` on all workers so far."""
     out: dict[str, int] = {}
-    for counts in client.run(workers.blocks.read_counts).values():
+    for counts in client.run(distsvm.workers.blocks.read_counts).values():
         for (u, name), n in counts.items():
             if u == url:
                 out[name] = out.get(name, 0) + n
@@ -82,7 +82,7 @@ def test_store_8x_memory_trains_in_bounded_memory(client, tmp_path):
                               parallel="average", client=c)
             assert list(c.run(os.getpid).values()) == pids  # never restarted by its nanny
             cpu = sum(psutil.Process(p).cpu_times().user for p in pids) - cpu
-            cached = sum(c.run(workers.blocks.cached_bytes).values())
+            cached = sum(c.run(distsvm.workers.blocks.cached_bytes).values())
             reads = _reads(c, store.url)
     finally:
         shutil.rmtree(path, ignore_errors=True)
@@ -141,12 +141,12 @@ def test_fully_shrunk_block_is_not_read(client, a9a, tmp_path):
 def test_stream_yields_each_block_in_order_read_once(a9a, tmp_path, prefetch):
     X, y = a9a
     store = ingest((X[:4000], y[:4000]), str(tmp_path / "s.zarr"), block_rows=1000)
-    before = workers.blocks.read_counts()
-    workers.blocks.set_prefetch(prefetch)
+    before = distsvm.workers.blocks.read_counts()
+    distsvm.workers.blocks.set_prefetch(prefetch)
     try:
-        got = list(workers.blocks.stream(store.url, list(store.meta.blocks), 0))
+        got = list(distsvm.workers.blocks.stream(store.url, list(store.meta.blocks), 0))
     finally:
-        workers.blocks.set_prefetch(True)
+        distsvm.workers.blocks.set_prefetch(True)
     assert len(got) == store.n_blocks == 4
     for i, (block, sqnorm) in enumerate(got):
         ref = store.read_block(i)
@@ -154,6 +154,6 @@ def test_stream_yields_each_block_in_order_read_once(a9a, tmp_path, prefetch):
             np.testing.assert_array_equal(getattr(block, k), getattr(ref, k))
         np.testing.assert_allclose(sqnorm, np.add.reduceat(ref.data.astype(np.float64) ** 2,
                                                           ref.indptr[:-1]))
-    after = workers.blocks.read_counts()
+    after = distsvm.workers.blocks.read_counts()
     assert [after[store.url, b.name] - before.get((store.url, b.name), 0)
             for b in store.meta.blocks] == [1] * 4

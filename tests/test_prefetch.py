@@ -1,4 +1,4 @@
-"""The kernels' prefetching (workers.kernels.linear.prefetch) is only a hint: on a block large
+"""The kernels' prefetching (distsvm.workers.kernels.linear.prefetch) is only a hint: on a block large
 enough to use it, a DCD pass is still Algorithm 1 iterate by iterate."""
 
 from __future__ import annotations
@@ -6,9 +6,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pytest
-
-from workers.kernels import dcd as kernel
-from workers.kernels.linear import PREFETCH_MIN, prefetch, row_sqnorms
+from distsvm.workers.kernels import dcd as kernel
+from distsvm.workers.kernels.linear import PREFETCH_MIN, prefetch, row_sqnorms
 
 
 @numba.njit

@@ -8,10 +8,10 @@ import ctypes
 import dataclasses
 import io
 
+import distsvm.workers.blocks
 import numpy as np
 import pytest
 
-import workers.blocks
 from distsvm import cluster
 from distsvm.generate import generate
 from distsvm.ingest import ingest
@@ -65,8 +65,8 @@ def test_newton_passes_are_one_task_per_worker_whatever_the_blocks(client, a9a, 
     X, y = a9a
     store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 8 + 1)
     assert len(store.meta.blocks) == 8
-    client.run(workers.blocks.clear_cache)
-    before = client.run(workers.blocks.read_counts)
+    client.run(distsvm.workers.blocks.clear_cache)
+    before = client.run(distsvm.workers.blocks.read_counts)
     with get_task_stream(client) as ts:
         model = train(store, solver="newton", loss=loss, client=client)
     names = [t["key"].split("-")[0] if isinstance(t["key"], str) else str(t["key"])
@@ -74,7 +74,7 @@ def test_newton_passes_are_one_task_per_worker_whatever_the_blocks(client, a9a, 
     cg = sum(row["cg_iterations"] for row in model.summary["history"])
     assert names.count("hess_vec") == 2 * cg
     assert names.count("step") == 2 * model.summary["rounds"]
-    after = client.run(workers.blocks.read_counts)
+    after = client.run(distsvm.workers.blocks.read_counts)
     reads = {k: n - before[a].get(k, 0) for a in after for k, n in after[a].items()
              if k[0] == store.url}
     assert sorted(reads.values()) == [1] * 8
@@ -96,10 +96,10 @@ def test_a_store_spread_over_workers_stays_decoded_in_their_memory(tmp_path):
                          nnz_per_row=nnz_per_row, block_rows=rows, seed=1)
         assert len(store.meta.blocks) == 2
         for solver, loss in (("newton", "squared_hinge"), ("dcd", "squared_hinge")):
-            c.run(workers.blocks.clear_cache)
-            before = c.run(workers.blocks.read_counts)
+            c.run(distsvm.workers.blocks.clear_cache)
+            before = c.run(distsvm.workers.blocks.read_counts)
             model = train(store, solver=solver, loss=loss, client=c, max_rounds=50)
-            after = c.run(workers.blocks.read_counts)
+            after = c.run(distsvm.workers.blocks.read_counts)
             reads = sum(n - before[a].get(k, 0) for a in after for k, n in after[a].items()
                         if k[0] == store.url)
             assert reads == 2, (solver, reads)

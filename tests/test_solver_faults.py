@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import time
 
+import distsvm.workers.pcd
 import numpy as np
 import pytest
+from distsvm.storage.columns import read_columns_meta
+from distsvm.workers import losses
 
-import workers.pcd
 from distsvm.columns import columnize
 from distsvm.errors import ClusterError
 from distsvm.ingest import ingest
 from distsvm.jobs import train
-from storage.columns import read_columns_meta
-from workers import losses
 
 from .conftest import Killer, local_client, primal_objective
 
@@ -45,7 +45,7 @@ def test_state_is_rebuilt_from_w(small, store, loss):
     NumPy, at a random w with a bias feature."""
     X, y = small
     w = np.random.default_rng(0).normal(scale=0.1, size=124)
-    state = workers.pcd.initial(store.url, read_columns_meta(store), 124, losses.code(loss),
+    state = distsvm.workers.pcd.initial(store.url, read_columns_meta(store), 124, losses.code(loss),
                                 np.array([0.5, 0.5]), w=w, bias=2.0, positive=1)
     s = np.where(y == y.max(), 1.0, -1.0)
     np.testing.assert_allclose(state["b"], 1 - s * (X @ w[:123] + 2.0 * w[123]), atol=1e-12)

@@ -9,11 +9,7 @@ import pathlib
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from distsvm.ingest import ingest
-from storage import (
+from distsvm.storage import (
     CorruptStoreError,
     FormatVersionError,
     IncompleteStoreError,
@@ -22,6 +18,10 @@ from storage import (
     StoreNotFoundError,
     open_dataset,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distsvm.ingest import ingest
 
 
 def to_csr(dataset):

@@ -8,10 +8,9 @@ import re
 
 import numpy as np
 import pytest
-
-from workers import losses
-from workers.kernels import svr_dual as K
-from workers.kernels.linear import row_sqnorms
+from distsvm.workers import losses
+from distsvm.workers.kernels import svr_dual as K
+from distsvm.workers.kernels.linear import row_sqnorms
 
 from .conftest import DATA, load_xy
 
@@ -382,7 +381,7 @@ def test_a_killed_owner_restarts_the_svr_problem_elsewhere(svr_stores, monkeypat
     loss, kw = "squared_epsilon_insensitive", dict(eps=1e-3, seed=3)
     with local_client(2) as c:
         ref = _train(svr_stores[0], c, loss, **kw)
-        c.run(__import__("workers.blocks").blocks.clear_cache)
+        c.run(__import__("distsvm.workers.blocks").blocks.clear_cache)
         killer = _KillOwner(c, 5, 0)
         model = _train(svr_stores[0], c, loss, progress=killer, **kw)
     log = killer.stream.getvalue()

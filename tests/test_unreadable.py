@@ -16,15 +16,15 @@ import shutil
 import numpy as np
 import pytest
 import zarr
+from distsvm.storage import CorruptStoreError, open_dataset
+from distsvm.storage import columns as cols
+from distsvm.storage import dataset as ds
+from distsvm.storage.errors import InputDataError
 
 from distsvm import cli, registry
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
 from distsvm.model import Model
-from storage import CorruptStoreError, open_dataset
-from storage import columns as cols
-from storage import dataset as ds
-from storage.errors import InputDataError
 
 from .conftest import dna_rows
 
@@ -149,7 +149,7 @@ def test_a_deeply_nested_header_is_refused_unparsed(tmp_path, pristine, capsys, 
 
 
 def test_an_oversized_header_is_refused_unread(tmp_path, pristine, capsys, monkeypatch):
-    from storage import bounded
+    from distsvm.storage import bounded
 
     url = _copy(pristine, tmp_path)
     size = (tmp_path / "s.zarr" / "zarr.json").stat().st_size
@@ -280,8 +280,8 @@ def test_a_damaged_run_document_is_named(tmp_path, capsys):
     (run / "job.json").write_text("[" * 100_000)
     assert cli.main(["resume", str(run), "-q"]) in (1, 2)
     _one_line(capsys, f"{run}/job.json")
-    from storage.checkpoint import read_json
-    from storage.errors import MalformedDocumentError
+    from distsvm.storage.checkpoint import read_json
+    from distsvm.storage.errors import MalformedDocumentError
 
     with pytest.raises(MalformedDocumentError, match=f"^{run}/job.json: nested more than"):
         read_json(str(run / "job.json"))

@@ -252,7 +252,7 @@ def test_a_pipeline_whose_holdout_is_its_dataset_by_another_spelling(tmp_path, s
         (tmp_path / "pipeline.json").write_text(json.dumps({**doc, "holdout": holdout}))
         _refused(capsys, ["pipeline", "run", "pipeline.json", "-q"], "key 'holdout'",
                  "the dataset itself")
-    from storage import open_dataset
+    from distsvm.storage import open_dataset
 
     assert open_dataset(doc["dataset"]).meta.n_rows == 4
 
@@ -263,8 +263,9 @@ def test_the_python_api_checks_as_the_command_line(tmp_path, store):
     (which never timed out)."""
     import math
 
+    from distsvm.storage.lock import Lock
+
     import distsvm
-    from storage.lock import Lock
 
     with pytest.raises(ValueError, match="The 'nu' parameter of train belongs to solver"):
         distsvm.train(store, solver="newton", loss="squared_hinge", nu=0.5)

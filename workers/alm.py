@@ -3,7 +3,7 @@
 Each task covers all the blocks of one worker and returns one small reply (a
 few n_features-vectors and scalars), which the coordinator sums over workers.
 The per-row vectors λ and e stay in the memory of the worker that owns the
-block (:func:`workers.blocks.run_state`) for the whole run; they are never
+block (:func:`distsvm.workers.blocks.run_state`) for the whole run; they are never
 gathered.  The vector ``x`` passed around is ``[w; b]`` when ``bias >= 0``
 (b as the weight of a constant-1 feature) and ``w`` otherwise.
 """
@@ -11,8 +11,7 @@ gathered.  The vector ``x`` passed around is ``[w; b]`` when ``bias >= 0``
 from __future__ import annotations
 
 import numpy as np
-
-from storage import BlockInfo, CorruptStoreError
+from distsvm.storage import BlockInfo, CorruptStoreError
 
 from . import blocks
 from .kernels import alm as kernel
@@ -55,7 +54,7 @@ def gradient_pass(url: str, infos: list[BlockInfo], run: str, x: np.ndarray, *, 
     """Steps (9), objective (4), (10) and the Xr of (16) at ``x``, in one pass over the blocks
     (shared among ``threads`` threads, :func:`blocks.each_block`).
 
-    See :func:`workers.kernels.alm.alm_pass`.  Returns the sums over this worker's blocks:
+    See :func:`distsvm.workers.kernels.alm.alm_pass`.  Returns the sums over this worker's blocks:
     ``loss`` = Σ ξᵢᵖ, ``gloss`` = Σ ∂ξᵢᵖ/∂x (n_features [+1]), ``xtr`` = [Xᵀr; Σ r],
     ``resid_sq`` = ‖Xᵀw + 1b − y + e‖² of the previous iteration, ``correct`` rows.
     """

@@ -16,10 +16,9 @@ import concurrent.futures
 import threading
 
 import numpy as np
-
-from storage import BlockInfo, RowBlock, read_row_block
-from storage import checkpoint as files
-from storage.dataset import join_parts
+from distsvm.storage import BlockInfo, RowBlock, read_row_block
+from distsvm.storage import checkpoint as files
+from distsvm.storage.dataset import join_parts
 
 from .kernels.linear import decision_values, row_sqnorms
 
@@ -257,7 +256,7 @@ def column_rows(url: str, cmeta, row_infos: list[BlockInfo] | None,
     """The class index yⱼ and the instance weight of every row of a column view (primal CD,
     L1), in the view's row order: the labels from the view, the weights (a weighted store)
     from the row blocks ``row_infos``, all of them in order; None: unweighted."""
-    from storage.columns import read_labels
+    from distsvm.storage.columns import read_labels
 
     y = read_labels(url, cmeta, storage_options)
     weight = None if row_infos is None else np.concatenate(

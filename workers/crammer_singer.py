@@ -1,6 +1,6 @@
-"""The per-block tasks of the Crammer–Singer solver (:mod:`workers.kernels.crammer_singer`).
+"""The per-block tasks of the Crammer–Singer solver (:mod:`distsvm.workers.kernels.crammer_singer`).
 
-As in sequential DCD (:mod:`workers.dcd`), each block's α (n_rows × K) and shrinking
+As in sequential DCD (:mod:`distsvm.workers.dcd`), each block's α (n_rows × K) and shrinking
 state stay in the memory of the worker that owns the block; only W travels, from
 task to task.  Each block also keeps a copy of its α from the start of the current round
 (``tag``), so that after a worker loss the coordinator can roll the survivors back to it
@@ -16,8 +16,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
-from storage import BlockInfo
+from distsvm.storage import BlockInfo
 
 from . import blocks, losses, resident
 from .dcd import block_seed

@@ -1,7 +1,7 @@
 """The per-block tasks of dual coordinate descent.
 
 A block's α, shrinking state and last visit's statistics stay in the memory
-of the worker that owns the block (:func:`workers.blocks.run_state`); only
+of the worker that owns the block (:func:`distsvm.workers.blocks.run_state`); only
 ``w`` travels, from task to task.  Each block also keeps a copy of its α from
 the start of the current round (``tag``), so that after a worker loss the
 coordinator can roll the survivors back to it (:func:`restore`).
@@ -12,9 +12,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
-from storage import BlockInfo
-from storage.dataset import join_blocks, take_rows
+from distsvm.storage import BlockInfo
+from distsvm.storage.dataset import join_blocks, take_rows
 
 from . import blocks, losses, resident
 from .kernels import dcd as kernel
@@ -69,7 +68,7 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps
 
 def _visit_svr(w, block, sqnorm, s, seed, *, bias, n_features, loss, cost, eps, n_passes,
                shrink, epsilon):
-    """SVR dual CD passes (:mod:`workers.kernels.svr_dual`, LIBLINEAR's -s 12/13) on one
+    """SVR dual CD passes (:mod:`distsvm.workers.kernels.svr_dual`, LIBLINEAR's -s 12/13) on one
     block: β in ``s["alpha"]``, w = Σ βᵢxᵢ.  ``shrink`` is ``(M̄, −∞)``, M̄ the round's
     largest violation over all blocks (LIBLINEAR's Gmax_old), or None to reactivate every
     row.  Its statistics fit the coordinator's round (:func:`stopping`): ``pg_max`` the
@@ -91,7 +90,7 @@ def _visit_svr(w, block, sqnorm, s, seed, *, bias, n_features, loss, cost, eps, 
 
 
 def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, cost, eps, n_passes, positive):
-    """Dual CD passes for logistic regression (:mod:`workers.kernels.dcd_lr`) on one block.
+    """Dual CD passes for logistic regression (:mod:`distsvm.workers.kernels.dcd_lr`) on one block.
 
     Its statistics fit the coordinator's round: ``pg_max`` = max |g′| (LIBLINEAR's
     stopping quantity for ``-s 7``, against eps) and ``pg_min`` = 0; every row is always

@@ -1,9 +1,9 @@
 """The worker tasks of L1-regularized classification (LIBLINEAR -s 5 CDN, -s 6 newGLMNET).
 
 Exact mode (:func:`exact_rounds`): one worker runs LIBLINEAR's sequential algorithm over
-every column block, read through its block cache (:func:`workers.pcd.load_columns`) with
+every column block, read through its block cache (:func:`distsvm.workers.pcd.load_columns`) with
 the next block prefetched, the state staying on the worker between tasks
-(:func:`workers.blocks.run_state`):
+(:func:`distsvm.workers.blocks.run_state`):
 
 * CDN: w, bⱼ = 1 − yⱼwᵀxⱼ, Cⱼ, the active (unshrunk) features and the shrinking bound;
 * newGLMNET: w, wᵀxⱼ, τ, D, Cⱼ, the gradient and Hessian diagonal at w with the
@@ -27,9 +27,8 @@ import math
 import time
 
 import numpy as np
-
-from storage import BlockInfo
-from storage.columns import ColumnsMeta
+from distsvm.storage import BlockInfo
+from distsvm.storage.columns import ColumnsMeta
 
 from . import blocks, losses
 from .kernels import l1 as kernel
@@ -259,7 +258,7 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
     """Rounds r, r+1, … of LIBLINEAR's algorithm on this worker until its stopping rule
     (Gnorm1 ≤ ``eps``·Gnorm1 of the first iteration; ``eps`` already scaled by
     max(min(#pos, #neg), 1)/l as linear.cpp's ``train_one``), ``max_rounds``, ``seconds``
-    or round ``stop_at``, over the view :func:`~workers.pcd.held` (joined into one block
+    or round ``stop_at``, over the view :func:`~distsvm.workers.pcd.held` (joined into one block
     where this worker's cache holds it).  ``resume`` (w, the shrinking bound, the active set / inner
     tolerance) makes the state on a worker that has none (the run's first task, or after
     a recovery).  Returns {"reports": [per round], "resume": the same, after the last}."""

@@ -61,7 +61,7 @@ def costs(class_cost: np.ndarray, y: np.ndarray, weight: np.ndarray | None) -> n
     """Each row's cost Cᵢ = ``class_cost[yᵢ]`` (:func:`class_costs`) times row i's instance
     weight if the store has them: LIBLINEAR's ``-wi`` and ``-W``, and the constants Dᵢᵢ and U
     of the dual (:func:`dual_diag`, :func:`dual_upper`) take it (the kernel
-    :func:`workers.kernels.linear.loss_sums` applies the same rule row by row)."""
+    :func:`distsvm.workers.kernels.linear.loss_sums` applies the same rule row by row)."""
     cost = np.asarray(class_cost, dtype=np.float64)[y]
     return cost if weight is None else cost * weight
 

@@ -3,7 +3,7 @@
 Each task covers all the blocks of one worker and returns one small reply
 (an n_features[+1]-vector and a few scalars) that the coordinator sums over
 workers.  The per-row vectors stay in the memory of the worker that owns the
-block for the whole run (:func:`workers.blocks.run_state`): z = Xw, the
+block for the whole run (:func:`distsvm.workers.blocks.run_state`): z = Xw, the
 Hessian's weights D, t = Xs of the current direction, z₀ = Xw of the point the
 direction starts from, the costs Cᵢ and the labels; and per worker, the w of
 the last evaluation, so that :func:`step` need not be sent it.  Only
@@ -20,8 +20,7 @@ is the iteration either way.
 from __future__ import annotations
 
 import numpy as np
-
-from storage import BlockInfo
+from distsvm.storage import BlockInfo
 
 from . import blocks, losses
 from .kernels import newton as kernel
@@ -92,7 +91,7 @@ def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, bias:
              cache_bytes: int, storage_options: dict | None = None, threads: int = 1,
              epsilon: float = 0.0) -> dict:
     """f's loss part, ∇ of it and the preconditioner's Σ Dᵢxᵢⱼ² at ``w``, over this worker's
-    blocks (:func:`workers.kernels.newton.fun_grad`), keeping z = Xw, D and w.
+    blocks (:func:`distsvm.workers.kernels.newton.fun_grad`), keeping z = Xw, D and w.
 
     z is computed afresh from ``w`` (the pass reads the block anyway), not updated as
     z + αt: so an evaluation at w depends on w alone, and a run resumed or recovered at w

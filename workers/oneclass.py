@@ -1,4 +1,4 @@
-"""The per-block tasks of the one-class SVM solver (:mod:`workers.kernels.oneclass`).
+"""The per-block tasks of the one-class SVM solver (:mod:`distsvm.workers.kernels.oneclass`).
 
 LIBLINEAR's iteration needs the whole problem at two points: the maximal violation (m, M)
 over every active row decides the stop and the shrinking, and the k pairs are the k most
@@ -22,8 +22,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
-from storage import BlockInfo
+from distsvm.storage import BlockInfo
 
 from . import blocks, resident
 from .kernels import oneclass as kernel

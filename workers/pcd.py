@@ -3,11 +3,11 @@
 The solver's state is ``{"w", "b", "c", "f"}``: the weights, bⱼ(w) = 1 − yⱼwᵀxⱼ and
 the cost Cⱼ (C times the row's class and instance weights) for every row (length l), and
 f(w).  In exact mode it stays on the one worker for the
-whole run (:func:`workers.blocks.run_state`) and :func:`exact_rounds` updates it in
+whole run (:func:`distsvm.workers.blocks.run_state`) and :func:`exact_rounds` updates it in
 place; in parallel mode it lives in a Dask future that the coordinator threads from
 task to task: :func:`part` tasks read it (and copy what they change) and
 :func:`combine` makes the next one.  The labels ``cols/y`` are read
-once per worker and run (:func:`workers.blocks.run_state`); column blocks come
+once per worker and run (:func:`distsvm.workers.blocks.run_state`); column blocks come
 through the worker's block cache.
 
 Everything but w is a function of w (:func:`initial` rebuilds it in one pass over the
@@ -21,9 +21,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-
-from storage import BlockInfo
-from storage.columns import ColumnInfo, ColumnsMeta, join_blocks, joined, read_column_block, read_labels
+from distsvm.storage import BlockInfo
+from distsvm.storage.columns import (
+    ColumnInfo,
+    ColumnsMeta,
+    join_blocks,
+    joined,
+    read_column_block,
+    read_labels,
+)
 
 from . import blocks, losses
 from .kernels import pcd as kernel
@@ -60,7 +66,7 @@ def initial(url: str, cmeta: ColumnsMeta, dim: int, loss: int, class_cost: np.nd
 def load_columns(url: str, info: ColumnInfo, cache_bytes: int,
                  storage_options: dict | None = None):
     """``(block, colsq)``: a column block and Σⱼ xⱼᵢ² of its columns, cached.  A joined
-    block (:func:`storage.columns.joined`) is made from its parts, loaded the same way."""
+    block (:func:`distsvm.storage.columns.joined`) is made from its parts, loaded the same way."""
     def read():
         if info.parts:
             loaded = [load_columns(url, part, cache_bytes, storage_options)
@@ -81,7 +87,7 @@ def load_columns(url: str, info: ColumnInfo, cache_bytes: int,
 
 def held(cmeta: ColumnsMeta, cache_bytes: int) -> ColumnsMeta:
     """The view a run on this worker passes over: joined into one block
-    (:func:`storage.columns.joined`) if it and its stored blocks fit in the block cache
+    (:func:`distsvm.storage.columns.joined`) if it and its stored blocks fit in the block cache
     together, else as stored.  A pass over the joined block visits all columns in one
     random order: on pypi-summaries' 2 blocks, CDN (-s 5) stopped after 30 outer iterations
     instead of 39 (LIBLINEAR: 31)."""
@@ -188,7 +194,7 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
     trip per outer iteration), or round ``stop_at`` is done (a checkpoint is due).
 
     The view is :func:`held`: joined into one block where this worker's cache holds it.
-    The state stays on this worker for the whole run (:func:`workers.blocks.run_state`)
+    The state stays on this worker for the whole run (:func:`distsvm.workers.blocks.run_state`)
     and is updated in place; the first batch of a run makes it by :func:`initial`, at ``w0``
     (the w a resumed or recovered run continues from) or at w = 0 in round 1.  Returns
     ``{"reports": [one per round], "w": w after the last one}``.

@@ -1,6 +1,6 @@
 """Dual variables resident on the worker that owns their block: the parts the per-block tasks
-of the dual block solvers (DCD, :mod:`workers.dcd`; Crammer–Singer,
-:mod:`workers.crammer_singer`) share to survive a worker loss and a checkpoint.
+of the dual block solvers (DCD, :mod:`distsvm.workers.dcd`; Crammer–Singer,
+:mod:`distsvm.workers.crammer_singer`) share to survive a worker loss and a checkpoint.
 
 A block's state is a dict of arrays in :func:`blocks.run_state`, its dual variables under
 ``"alpha"``, with w = X̂ᵀV for coefficients V that the solver derives from α (X̂: the rows
@@ -15,8 +15,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
-
-from storage import BlockInfo, CorruptStoreError
+from distsvm.storage import BlockInfo, CorruptStoreError
 
 from . import blocks
 

@@ -14,7 +14,7 @@ min(``rho``·µₖ, ``MU_MAX``), geometric as in Lin et al. 2009; (29) only boun
 
 * inexact SVM-ALM (Algorithm 2, ``method="inexact"``, the default): the e-update (10) —
   closed forms (12) for p = 1, (13) for p = 2, a safeguarded Newton–bisection on (11)
-  otherwise (:mod:`workers.kernels.alm`) — one gradient step (16) on (w, b) with the optimal
+  otherwise (:mod:`distsvm.workers.kernels.alm`) — one gradient step (16) on (w, b) with the optimal
   step size (18), and (9);
 * exact SVM-ALM (Algorithm 1, ``method="exact"``): the (w, b) subproblem (15) solved by
   SciPy's LSQR on a ``LinearOperator`` whose products are distributed passes.
@@ -24,7 +24,7 @@ iterations, or ``max_iter``.
 
 Distributed: λ and e live on the workers with their row blocks; the coordinator holds [w; b],
 the gradients and µ (O(n_features)).  An inexact iteration is two passes over the data
-(:func:`workers.alm.gradient_pass`, :func:`workers.alm.direction_pass`) where the paper counts
+(:func:`distsvm.workers.alm.gradient_pass`, :func:`distsvm.workers.alm.direction_pass`) where the paper counts
 three matrix-vector products; we start from w = 0, not the paper's w = 1.  Faults (run by
 :mod:`distsvm.solvers.driver`): RELOAD — every block takes λ and e of the latest checkpoint
 and the run continues from its iterate, else λ = e = 0 at the current w and µ.
@@ -37,8 +37,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse.linalg
 
-import workers.alm
-from storage import Dataset
+import distsvm.workers.alm
+from distsvm.storage import Dataset
 
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
@@ -95,7 +95,7 @@ class _ALM(driver.Solver):
     def step(self, k):
         ctx, d, x, mu = self.ctx, self.d, self.x, self.mu
         # pass A: (9) of the previous iteration, obj (4) and ∇obj, (10), Xr of (16)
-        reps = self.passes.each(workers.alm.gradient_pass, ctx.run, x, positive=self.positive,
+        reps = self.passes.each(distsvm.workers.alm.gradient_pass, ctx.run, x, positive=self.positive,
                                 mu_prev=self.mu_prev, mu=mu, C=self.C, p=self.p, threaded=True)
         obj = _objective(x, sum(r["loss"] for r in reps), self.C, d)
         grad = self.C * sum(r["gloss"] for r in reps)
@@ -146,7 +146,7 @@ class _ALM(driver.Solver):
         return {"grad_norm": self.histories[0][-1]["grad_norm"], "passes": self.passes.count}
 
     def save_workers(self, directory):
-        return resident.write(self.ctx, workers.alm.save_blocks,
+        return resident.write(self.ctx, distsvm.workers.alm.save_blocks,
                               resident.held(self.ctx, self.ctx.run), directory)
 
     def state(self):
@@ -156,7 +156,7 @@ class _ALM(driver.Solver):
     def resume(self, found):
         """Everything as checkpoint ``found`` has it; λ and e of every block loaded by its
         (present) owner."""
-        resident.load(self.ctx, workers.alm.load_blocks, resident.held(self.ctx, self.ctx.run),
+        resident.load(self.ctx, distsvm.workers.alm.load_blocks, resident.held(self.ctx, self.ctx.run),
                       found)
         self.x, self.mu, self.mu_prev = found.arrays["x"], found.state["mu"], found.state["mu_prev"]
         self.passes.count = found.state["passes"]
@@ -177,7 +177,7 @@ def _gradient_step(passes, xg, x, mu, d):
     num = float(xg @ xg)  # the simplified numerator of (18)
     if num == 0.0:
         return x
-    den = sum(passes.each(workers.alm.direction_pass, xg, threaded=True)) \
+    den = sum(passes.each(distsvm.workers.alm.direction_pass, xg, threaded=True)) \
         + float(xg[:d] @ xg[:d]) / mu
     return x - (num / den) * xg  # (18)
 
@@ -189,14 +189,14 @@ def _lsqr_correction(passes, run, x, mu, d, tol, iter_lim, positive):
     current x the right side of the correction's problem is [−r; −µ^-½ w] with
     r = Xᵀw + 1b − z.  Row vectors are laid out worker by worker, block by block.
     """
-    parts = passes.each(workers.alm.residuals, run, x, positive=positive, mu=mu)
+    parts = passes.each(distsvm.workers.alm.residuals, run, x, positive=positive, mu=mu)
     sizes = [[len(v) for v in part] for part in parts]
     r = np.concatenate([v for part in parts for v in part])
     n, scale = len(r), mu ** -0.5
 
     def matvec(v):
         v = np.ravel(v)
-        rows = np.concatenate([b for part in passes.each(workers.alm.matvec, v) for b in part])
+        rows = np.concatenate([b for part in passes.each(distsvm.workers.alm.matvec, v) for b in part])
         return np.concatenate([rows, scale * v[:d]])
 
     def rmatvec(u):
@@ -206,7 +206,7 @@ def _lsqr_correction(passes, run, x, mu, d, tol, iter_lim, positive):
         for ws in sizes:
             pieces.append([u[bounds[j + i]:bounds[j + i + 1]] for i in range(len(ws))])
             j += len(ws)
-        out = sum(passes.each(workers.alm.rmatvec, per_worker=pieces))
+        out = sum(passes.each(distsvm.workers.alm.rmatvec, per_worker=pieces))
         out[:d] += scale * u[n:]
         return out
 

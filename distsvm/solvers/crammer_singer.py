@@ -5,7 +5,7 @@ Problem and algorithm: Appendix E of the LIBLINEAR paper (Fan et al. 2008), afte
 Keerthi, Sundararajan, Chang, Hsieh & Lin (KDD 2008): the dual (15) of (14), one
 row's K variables at a time by the exact sub-problem solver of E.3, with
 LIBLINEAR's shrinking (E.5) and stopping rule (E.4); kernel
-:mod:`workers.kernels.crammer_singer`, per-block tasks :mod:`workers.crammer_singer`.
+:mod:`distsvm.workers.kernels.crammer_singer`, per-block tasks :mod:`distsvm.workers.crammer_singer`.
 
 Distribution, as sequential DCD (:mod:`distsvm.solvers.dcd`): each round visits all
 blocks in a fresh random order, one pass over the active rows of each, with
@@ -23,14 +23,14 @@ primal objective
 lower bound of the primal optimum) and their gap.
 
 Where one worker owns every block (the joined store, by default), its rounds run on it in
-batches (:func:`workers.crammer_singer.batch`): the same block orders, seeds and decisions,
+batches (:func:`distsvm.workers.crammer_singer.batch`): the same block orders, seeds and decisions,
 with no task, no transfer of W and no primal pass per round.  A round over one block is one
 LIBLINEAR outer iteration over the active set; LIBLINEAR allows 100000 of them for ``-s 4``,
 the registry's default ``max_rounds`` here (news20 takes ~20,000).
 
 Worker faults: the round driver's ROLLBACK (:mod:`distsvm.solvers.driver`) — the lost
 blocks restart at α = 0 (feasible for (15)), the others roll back to the round's start
-(:func:`workers.crammer_singer.restore`), W = Σ_b X̂_bᵀα_b is summed from them and the
+(:func:`distsvm.workers.crammer_singer.restore`), W = Σ_b X̂_bᵀα_b is summed from them and the
 round runs again with every row and class active; checkpoints hold each block's α and
 shrinking state, W, the block orders' RNG state and the stopping rule's state.
 docs/solvers/multiclass.md has the details and measurements.
@@ -42,10 +42,10 @@ from __future__ import annotations
 
 import numpy as np
 
-import workers.crammer_singer
-import workers.dcd
-import workers.resident
-from storage import Dataset
+import distsvm.workers.crammer_singer
+import distsvm.workers.dcd
+import distsvm.workers.resident
+from distsvm.storage import Dataset
 
 from .. import cluster
 from ..checkpoint import Checkpointer
@@ -59,8 +59,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, c
           progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> Result:
     """Train W (K × n [+1]) on the cluster behind ``client``; see the module docstring.
     ``p`` are the checked parameters; ``positive`` is not read (the K classes are one
-    problem).  ``cost`` (C per class index, :func:`workers.losses.class_costs`) and the
-    store's instance weights give row i its bound Cᵢ (:func:`workers.losses.costs`); the
+    problem).  ``cost`` (C per class index, :func:`distsvm.workers.losses.class_costs`) and the
+    store's instance weights give row i its bound Cᵢ (:func:`distsvm.workers.losses.costs`); the
     primal is then ½‖W‖² + Σ Cᵢξᵢ.  ``p.gap_tol`` > 0 also stops once the duality gap is
     ≤ gap_tol·P(W), which bounds P(W) − P* by the same amount (LIBLINEAR's rule gives no
     such bound).
@@ -75,11 +75,11 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, c
 
 class _CrammerSinger(driver.Solver):
     """One step: one round over all blocks, W chained from block to block.  Policy
-    ROLLBACK: α resident on the blocks' owners (:func:`workers.crammer_singer.restore`)."""
+    ROLLBACK: α resident on the blocks' owners (:func:`distsvm.workers.crammer_singer.restore`)."""
 
     name = "crammer_singer"
     policy = driver.ROLLBACK
-    restore = staticmethod(workers.crammer_singer.restore)
+    restore = staticmethod(distsvm.workers.crammer_singer.restore)
 
     def __init__(self, ctx, *, cost, eps, bias, seed, gap_tol, max_rounds):
         super().__init__(ctx)
@@ -104,18 +104,18 @@ class _CrammerSinger(driver.Solver):
         if self.order[0] != r:
             self.order = (r, [int(b) for b in self.rng.permutation(len(meta.blocks))])
         self.W, reports = resident.chained_round(
-            ctx, workers.crammer_singer, self.W, self.order[1], r, self.seed,
+            ctx, distsvm.workers.crammer_singer, self.W, self.order[1], r, self.seed,
             segment_kw=dict(unshrink=self.unshrink, **self.common), report_kw=self.common)
-        row = workers.crammer_singer.round_row(r, reports, meta.n_rows)
+        row = distsvm.workers.crammer_singer.round_row(r, reports, meta.n_rows)
         converged, self.unshrink, self.start_from_all, self.eps_shrink = \
-            workers.crammer_singer.next_round(
+            distsvm.workers.crammer_singer.next_round(
                 max(p["stopping"] for p in reports), row, eps=self.eps, gap_tol=self.gap_tol,
                 eps_shrink=self.eps_shrink, start_from_all=self.start_from_all)
         self.done[0] = self.converged[0] = converged
         return [(0, row)]
 
     def batch(self, r, owners):
-        """Rounds from r on the one owner (:func:`workers.crammer_singer.batch`): the same
+        """Rounds from r on the one owner (:func:`distsvm.workers.crammer_singer.batch`): the same
         block orders (the generator's state goes with the batch and comes back), seeds and
         decisions as the chained rounds, with no task, no transfer of W and no primal pass
         per round."""
@@ -123,7 +123,7 @@ class _CrammerSinger(driver.Solver):
         shrink = {"eps_shrink": self.eps_shrink, "unshrink": self.unshrink,
                   "start_from_all": self.start_from_all}
         ctx.pending = [ctx.client.submit(
-            workers.crammer_singer.batch, self.W, ctx.dataset.url, list(meta.blocks), ctx.run,
+            distsvm.workers.crammer_singer.batch, self.W, ctx.dataset.url, list(meta.blocks), ctx.run,
             first=r, rng_state=self.rng.bit_generator.state, seed=self.seed,
             n_rows=meta.n_rows, max_rounds=self.max_rounds,
             every=ctx.checkpoint.every if ctx.checkpoint is not None else None,
@@ -148,7 +148,7 @@ class _CrammerSinger(driver.Solver):
         return np.ascontiguousarray(self.W.T)
 
     def save_workers(self, directory):
-        return resident.write(self.ctx, workers.crammer_singer.save_blocks,
+        return resident.write(self.ctx, distsvm.workers.crammer_singer.save_blocks,
                               resident.held(self.ctx, {"": self.ctx.run}), directory)
 
     def state(self):
@@ -157,7 +157,7 @@ class _CrammerSinger(driver.Solver):
                                "start_from_all": self.start_from_all}
 
     def resume(self, found):
-        resident.load(self.ctx, workers.resident.load_blocks,
+        resident.load(self.ctx, distsvm.workers.resident.load_blocks,
                       resident.held(self.ctx, {"": self.ctx.run}), found)
         self.W, self.rng.bit_generator.state = found.arrays["w"], found.state["rng"]
         self.eps_shrink = found.state["eps_shrink"]

@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 
-import workers.blocks
-import workers.cutting_plane
-from storage import Dataset
-from workers.kernels.cutting_plane import concordant_pairs, pair_counts, rank_thresholds
+import distsvm.workers.blocks
+import distsvm.workers.cutting_plane
+from distsvm.storage import Dataset
+from distsvm.workers.kernels.cutting_plane import concordant_pairs, pair_counts, rank_thresholds
 
 from .. import cluster
 from ..checkpoint import Checkpointer
@@ -115,7 +115,7 @@ def _classification_cut(client, dataset, plan, w, common, n, positive=1):
     """One pass: (g, b, ξ′) of Algorithm 1's most violated constraint at w."""
     meta = dataset.meta
     owners = [a for a in plan.workers if plan.blocks_of(a)]
-    futures = [client.submit(workers.cutting_plane.hinge_cut, w, dataset.url,
+    futures = [client.submit(distsvm.workers.cutting_plane.hinge_cut, w, dataset.url,
                              [meta.blocks[b] for b in plan.blocks_of(a)], positive=positive,
                              cache_bytes=plan.cache_bytes[a], workers=[a], pure=False, **common)
                for a in owners]
@@ -126,7 +126,7 @@ def _classification_cut(client, dataset, plan, w, common, n, positive=1):
 def _ordinal_scores(client, dataset, plan, w, common):
     """Scores wᵀxᵢ and ranks of every row, in block order (one pass)."""
     meta = dataset.meta
-    futures = [client.submit(workers.blocks.block_decisions, dataset.url, info, w,
+    futures = [client.submit(distsvm.workers.blocks.block_decisions, dataset.url, info, w,
                              common["bias"], common["n_features"],
                              plan.cache_bytes[plan.owners[b]], common["storage_options"],
                              workers=[plan.owners[b]], pure=False)
@@ -161,7 +161,7 @@ def _ordinal_g(client, dataset, plan, coef, common, m):
         if mine:
             owners.append(a)
             futures.append(client.submit(
-                workers.cutting_plane.weighted_sum, [coef[starts[b]:starts[b + 1]] for b in mine],
+                distsvm.workers.cutting_plane.weighted_sum, [coef[starts[b]:starts[b + 1]] for b in mine],
                 dataset.url, [meta.blocks[b] for b in mine], dim=common["dim"],
                 bias=common["bias"], n_features=common["n_features"],
                 cache_bytes=plan.cache_bytes[a], storage_options=common["storage_options"],

@@ -5,11 +5,11 @@ L2 (squared hinge, ``-s 1``) loss, solved through its dual (4) of Hsieh, Chang, 
 & Sundararajan (ICML 2008, "A dual coordinate descent method for large-scale linear SVM"),
 Algorithm 1 with the random permutation of §3.1 and the shrinking of §3.2, stopping on
 LIBLINEAR's rule (17) or, with ``gap_tol``, on a certified duality gap.  Kernel:
-:mod:`workers.kernels.dcd`.  With the logistic loss (``-s 7``) the same coordinator runs the
-dual CD of Yu, Huang & Lin 2011 on each block (:mod:`workers.kernels.dcd_lr`: no shrinking,
+:mod:`distsvm.workers.kernels.dcd`.  With the logistic loss (``-s 7``) the same coordinator runs the
+dual CD of Yu, Huang & Lin 2011 on each block (:mod:`distsvm.workers.kernels.dcd_lr`: no shrinking,
 stopping on max |g′| < eps, sequential mode only).  With the SVR losses (``-s 13``, ``-s 12``,
 ``epsilon`` the tube's p) it runs the dual CD of Fan et al. 2008, Appendix A.6, on β
-(:mod:`workers.kernels.svr_dual`; sequential mode only), stopping on LIBLINEAR's Σ-violation
+(:mod:`distsvm.workers.kernels.svr_dual`; sequential mode only), stopping on LIBLINEAR's Σ-violation
 rule (docs/solvers/svr.md).
 
 Distributed: the rows are split into blocks whose α and shrinking state stay on the worker
@@ -38,10 +38,10 @@ import uuid
 
 import numpy as np
 
-import workers.blocks
-import workers.dcd
-from storage import Dataset
-from workers import losses
+import distsvm.workers.blocks
+import distsvm.workers.dcd
+from distsvm.storage import Dataset
+from distsvm.workers import losses
 
 from .. import cluster
 from ..checkpoint import Checkpoint, Checkpointer
@@ -69,8 +69,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, c
     the SVR losses, LIBLINEAR's ``-p``).  ``positive`` is the class index whose rows have
     yᵢ = +1 (the others −1): the binary problem of one class against the rest (one-vs-rest,
     :mod:`distsvm.solvers.ovr`).  ``cost`` (C per class index,
-    :func:`workers.losses.class_costs`) and the store's instance weights give each row its
-    Cᵢ (:func:`workers.losses.costs`).
+    :func:`distsvm.workers.losses.class_costs`) and the store's instance weights give each row its
+    Cᵢ (:func:`distsvm.workers.losses.costs`).
 
     With ``checkpoint``, the run continues from its latest checkpoint if there is one, and
     writes one every ``checkpoint.every`` rounds (docs/solvers/dcd.md, "Checkpoints").
@@ -97,12 +97,12 @@ def _max_rounds(p) -> int:
 
 class _Blocks(driver.Solver):
     """What sequential and parallel DCD share: one binary problem, α resident on the blocks'
-    owners (policy ROLLBACK: :func:`workers.dcd.restore`), w at the coordinator between
+    owners (policy ROLLBACK: :func:`distsvm.workers.dcd.restore`), w at the coordinator between
     rounds."""
 
     name = "dcd"
     policy = driver.ROLLBACK
-    restore = staticmethod(workers.dcd.restore)
+    restore = staticmethod(distsvm.workers.dcd.restore)
 
     def __init__(self, ctx, *, loss, cost, eps, bias, max_rounds, seed, inner_passes, gap_tol,
                  parallel, positive, epsilon):
@@ -126,14 +126,14 @@ class _Blocks(driver.Solver):
         return self.x
 
     def save_workers(self, directory):
-        return resident.write(self.ctx, workers.dcd.save_blocks,
+        return resident.write(self.ctx, distsvm.workers.dcd.save_blocks,
                               resident.held(self.ctx, {"": self.ctx.run}), directory)
 
     def state(self):
         return {"w": self.x}, {}
 
     def resume(self, found):
-        resident.load(self.ctx, workers.dcd.load_blocks,
+        resident.load(self.ctx, distsvm.workers.dcd.load_blocks,
                       resident.held(self.ctx, {"": self.ctx.run}), found)
         self.x = found.arrays["w"]
 
@@ -151,19 +151,19 @@ class _Chained(_Blocks):
 
     def step(self, r):
         meta = self.ctx.dataset.meta
-        order = workers.dcd.block_order(self.seed, r, len(meta.blocks))
+        order = distsvm.workers.dcd.block_order(self.seed, r, len(meta.blocks))
         # the next round starts from the gathered w, not from a future: a worker lost
         # between rounds then cannot make Dask re-run an old segment
         self.x, reports = resident.chained_round(
-            self.ctx, workers.dcd, self.x, order, r, self.seed,
+            self.ctx, distsvm.workers.dcd, self.x, order, r, self.seed,
             segment_kw=dict(eps=self.eps, n_passes=self.inner_passes, shrink=self.shrink,
                             **self.common), report_kw=self.common)
-        row = workers.dcd.round_row(r, reports, meta.n_rows)
+        row = distsvm.workers.dcd.round_row(r, reports, meta.n_rows)
         row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
-        self.converged[0], self.shrink = workers.dcd.stopping(
+        self.converged[0], self.shrink = distsvm.workers.dcd.stopping(
             row, reports, self.eps,
-            workers.dcd.certified(row, self.gap_tol) and not row["stale_blocks"],
-            workers.dcd.first_gnorm1(self.histories[0]))
+            distsvm.workers.dcd.certified(row, self.gap_tol) and not row["stale_blocks"],
+            distsvm.workers.dcd.first_gnorm1(self.histories[0]))
         self.done[0] = self.converged[0]
         return [(0, row)]
 
@@ -193,7 +193,7 @@ class _Parallel(_Blocks):
     def step(self, r):
         ctx = self.ctx
         meta, plan = ctx.dataset.meta, ctx.plan
-        order = workers.dcd.block_order(self.seed, r, len(meta.blocks))
+        order = distsvm.workers.dcd.block_order(self.seed, r, len(meta.blocks))
         owners = resident.owners(plan)
         K = len(owners)  # γ and σ′ for the workers left; the line mode's γ is its step t
         gamma, sigma = {"average": (1.0 / K, 1.0), "add": (1.0, float(K)),
@@ -202,14 +202,15 @@ class _Parallel(_Blocks):
         for a in owners:
             mine = [b for b in order if plan.owners[b] == a]
             ctx.pending.append(ctx.client.submit(
-                workers.dcd.local_round, self.x, ctx.dataset.url, [meta.blocks[b] for b in mine],
-                [workers.dcd.block_seed(self.seed, r, b) for b in mine], ctx.run, gamma=gamma, sigma=sigma,
-                cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False, **self.common))
+                distsvm.workers.dcd.local_round, self.x, ctx.dataset.url, [meta.blocks[b] for b in mine],
+                [distsvm.workers.dcd.block_seed(self.seed, r, b) for b in mine], ctx.run,
+                gamma=gamma, sigma=sigma, cache_bytes=plan.cache_bytes[a], tag=r, workers=[a],
+                pure=False, **self.common))
         results = cluster.gather(ctx.client, ctx.pending, owners)
-        row = workers.dcd.round_row(r, [rep for _, rep in results], meta.n_rows)
+        row = distsvm.workers.dcd.round_row(r, [rep for _, rep in results], meta.n_rows)
         # (17) at the broadcast w, or certified by the gap: keep that w
         self.done[0] = self.converged[0] = row["pg_violation"] <= self.eps or \
-            workers.dcd.certified(row, self.gap_tol)
+            distsvm.workers.dcd.certified(row, self.gap_tol)
         if not self.done[0] and r < self.max_rounds:  # else the w whose objectives were measured
             dw = np.sum([dw for dw, _ in results], axis=0)
             if gamma is None:
@@ -218,11 +219,11 @@ class _Parallel(_Blocks):
         return [(0, row)]
 
     def line_step(self, dw, reports, owners) -> float:
-        """The line mode's step t (:func:`workers.dcd.line_step`); the owners' α then move
-        by t (:func:`workers.dcd.apply_step`)."""
+        """The line mode's step t (:func:`distsvm.workers.dcd.line_step`); the owners' α then move
+        by t (:func:`distsvm.workers.dcd.apply_step`)."""
         ctx, plan = self.ctx, self.ctx.plan
-        t = workers.dcd.line_step(self.x, dw, reports)
-        ctx.pending = [ctx.client.submit(workers.dcd.apply_step,
+        t = distsvm.workers.dcd.line_step(self.x, dw, reports)
+        ctx.pending = [ctx.client.submit(distsvm.workers.dcd.apply_step,
                                          [ctx.dataset.meta.blocks[b] for b in plan.blocks_of(a)],
                                          ctx.run, t, workers=[a], pure=False)
                        for a in owners]
@@ -235,12 +236,12 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, p, *, costs: list,
               checkpoint: Checkpointer | None = None) -> list[Result]:
     """One-vs-rest for K classes by sequential DCD, problem k the rows of class index
     ``positives[k]`` (default k) against the rest at C per class index ``costs[k]``
-    (:func:`workers.losses.class_costs`); or one binary problem (:func:`solve` on a plan
+    (:func:`distsvm.workers.losses.class_costs`); or one binary problem (:func:`solve` on a plan
     whose blocks one worker holds).  Returns the results in problem order.
 
     Problem k goes to slot k mod (number of slots), a slot being one thread of one worker
     (``plan.threads``); the slot's worker keeps its α and shrinking state for every block,
-    and its task (:func:`workers.dcd.ovr_batch`) runs the problems' rounds over the whole
+    and its task (:func:`distsvm.workers.dcd.ovr_batch`) runs the problems' rounds over the whole
     store in batches of up to ``BATCH_SECONDS``, sharing each block read among them and
     testing the stopping rule on the worker.  So a round costs no task, no transfer of W and
     no primal pass, and each problem takes the path of its binary run (block orders and
@@ -259,7 +260,7 @@ def solve_ovr(client, dataset: Dataset, plan: WorkerPlan, p, *, costs: list,
 
 class _Batched(driver.Solver):
     """K problems dealt to the workers' slots, each slot's task running its problems'
-    rounds in batches (:func:`workers.dcd.ovr_batch`).  Policy RELOAD: a problem's state is
+    rounds in batches (:func:`distsvm.workers.dcd.ovr_batch`).  Policy RELOAD: a problem's state is
     on its slot's worker only; a lost worker's problems restart elsewhere from the latest
     checkpoint, or from α = 0."""
 
@@ -290,7 +291,7 @@ class _Batched(driver.Solver):
             every=ctx.checkpoint.every if ctx.checkpoint is not None else None,
             seconds=BATCH_SECONDS, eps=eps, gap_tol=gap_tol, n_passes=inner_passes, bias=bias,
             n_features=meta.n_features, loss=code, epsilon=epsilon,
-            informative=workers.dcd.cache_rows(self.infos, code, ctx.plan.budget(), K),
+            informative=distsvm.workers.dcd.cache_rows(self.infos, code, ctx.plan.budget(), K),
             storage_options=ctx.dataset.storage_options)
         self.reload_from: dict[int, Checkpoint] = {}  # problems to load from a checkpoint
 
@@ -324,10 +325,10 @@ class _Batched(driver.Solver):
                          and not self.done[k]] for slot in self.slots()}
         groups = {slot: g for slot, g in groups.items() if g}
         ctx.pending = [ctx.client.submit(
-            workers.dcd.ovr_batch, W[g], ctx.dataset.url, self.infos,
+            distsvm.workers.dcd.ovr_batch, W[g], ctx.dataset.url, self.infos,
             [self.runs[k] for k in g], [self.positives[k] for k in g],
             [self.costs[k] for k in g], [len(h[k]) for k in g], [self.shrink[k] for k in g],
-            inits=[workers.dcd.first_gnorm1(h[k]) for k in g],
+            inits=[distsvm.workers.dcd.first_gnorm1(h[k]) for k in g],
             from_checkpoint=self.from_checkpoint(g), cache_bytes=ctx.plan.cache_bytes[a],
             workers=[a], pure=False, **self.common)
             for (a, t), g in groups.items()]
@@ -363,7 +364,7 @@ class _Batched(driver.Solver):
         return [k for k in range(self.problems) if not self.done[k]]
 
     def save_workers(self, directory):
-        return resident.write(self.ctx, workers.dcd.save_blocks, self.holders(self.live()),
+        return resident.write(self.ctx, distsvm.workers.dcd.save_blocks, self.holders(self.live()),
                               directory)
 
     def state(self):
@@ -371,7 +372,7 @@ class _Batched(driver.Solver):
                                "converged": self.converged}
 
     def resume(self, found):
-        resident.load(self.ctx, workers.dcd.load_blocks, self.holders(range(self.problems)),
+        resident.load(self.ctx, distsvm.workers.dcd.load_blocks, self.holders(range(self.problems)),
                       found)
         self.W, self.shrink = found.arrays["w"], found.state["shrink"]
         self.done, self.converged = found.state["done"], found.state["converged"]

@@ -32,8 +32,8 @@ import warnings
 
 import numpy as np
 
-import workers.blocks
-from storage import Dataset
+import distsvm.workers.blocks
+from distsvm.storage import Dataset
 
 from .. import cluster
 from ..checkpoint import Checkpoint, Checkpointer
@@ -197,7 +197,7 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
                               ConvergenceWarning, stacklevel=3)
         _finish(solver, range(solver.problems))
     finally:  # a worker that left meanwhile (the scheduler may not know yet) held nothing
-        ctx.client.run(workers.blocks.drop_run, *ctx.runs, ctx.run, on_error="ignore")
+        ctx.client.run(distsvm.workers.blocks.drop_run, *ctx.runs, ctx.run, on_error="ignore")
     seconds = time.perf_counter() - start
     results = []
     for k, history in enumerate(histories):
@@ -334,7 +334,7 @@ class Passes:
     def each(self, fn, *args, per_worker=None, threaded=False, **kw) -> list:
         """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass.
         ``threaded``: ``fn`` also takes ``threads``, the worker's (:class:`WorkerPlan`), and
-        shares its blocks among them (:func:`workers.blocks.each_block`)."""
+        shares its blocks among them (:func:`distsvm.workers.blocks.each_block`)."""
         futures, owners = self._submit(fn, args, per_worker, threaded, kw)
         return cluster.gather(self.ctx.client, futures, owners)
 
@@ -350,7 +350,7 @@ class Passes:
         level, where = futures, owners
         while len(level) > 1:
             pairs = range(0, len(level) - 1, 2)
-            level, where = ([self.ctx.client.submit(workers.blocks.add_replies, level[i],
+            level, where = ([self.ctx.client.submit(distsvm.workers.blocks.add_replies, level[i],
                                                     level[i + 1], workers=[where[i]],
                                                     pure=False) for i in pairs]
                             + level[len(level) - len(level) % 2:],

@@ -6,8 +6,8 @@ Problems (Fan et al. 2008, 2022 revision)::
     -s 6:  min_w ‖w‖₁ + Σⱼ Cⱼ log(1 + e^{−yⱼwᵀxⱼ})    newGLMNET, Appendix G
 
 Both are coordinate methods over features, so they read the store's column view
-(``distsvm columnize``), as primal CD does.  Kernels: :mod:`workers.kernels.l1`; tasks:
-:mod:`workers.l1`.  Stopping and defaults are LIBLINEAR 2.50's (``solve_l1r_l2_svc``,
+(``distsvm columnize``), as primal CD does.  Kernels: :mod:`distsvm.workers.kernels.l1`; tasks:
+:mod:`distsvm.workers.l1`.  Stopping and defaults are LIBLINEAR 2.50's (``solve_l1r_l2_svc``,
 ``solve_l1r_lr`` in linear.cpp): stop when the 1-norm of the minimum-norm subgradient,
 summed over the features, falls to eps·max(min(#pos, #neg), 1)/l of its value at the
 first iteration (eps = 0.01); shrinking of zero weights with gradients inside (−1, 1).
@@ -23,7 +23,7 @@ every owner runs the round's work on its own features from the same w (CDN: one 
 Appendix F, shrinking its features; newGLMNET: its features' gradient and Hessian diagonal,
 then the inner CD of Appendix G on the quadratic model restricted to them — a block-diagonal
 Hessian, still positive definite); the summed direction d gets a line search on the full
-objective (:func:`workers.l1.combine`: Tseng & Yun 2009's Armijo rule, β = 1, ½, …, σ = 0.01;
+objective (:func:`distsvm.workers.l1.combine`: Tseng & Yun 2009's Armijo rule, β = 1, ½, …, σ = 0.01;
 Appendix G's own for newGLMNET), and the next round's tasks are in flight before the report is
 read.  Every round decreases F, and Tseng & Yun's CGD convergence (their Theorem 1) covers
 directions from a positive definite model as newGLMNET's; CDN's summed passes are Jacobi steps
@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import numpy as np
 
-import workers.l1
-from storage import Dataset
-from storage.columns import read_columns_meta
-from workers import losses
-from workers.kernels import l1 as kernel
+import distsvm.workers.l1
+from distsvm.storage import Dataset
+from distsvm.storage.columns import read_columns_meta
+from distsvm.workers import losses
+from distsvm.workers.kernels import l1 as kernel
 
 from .. import cluster
 from ..checkpoint import Checkpointer
@@ -59,7 +59,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, c
           progress: Progress | None = None, checkpoint: Checkpointer | None = None) -> driver.Result:
     """Train -s 5 (``loss="squared_hinge"``) or -s 6 (``"logistic"``) on the cluster behind
     ``client``, ``p`` the checked parameters; rows of class index ``positive`` are +1.
-    ``cost`` is C per class index (:func:`workers.losses.class_costs`); the store's instance
+    ``cost`` is C per class index (:func:`distsvm.workers.losses.class_costs`); the store's instance
     weights multiply it.  ``p.pcd_mode``: "exact" (one worker) or "parallel" (the feature
     blocks on their owners)."""
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
@@ -118,12 +118,12 @@ class _L1(driver.Solver):
         ctx = self.ctx
         addrs, owners = self.workers_of()
         kw = dict(self.common, run=ctx.run)
-        parts = [ctx.client.submit(workers.l1.part, prev, ctx.dataset.url, self.cmeta,
+        parts = [ctx.client.submit(distsvm.workers.l1.part, prev, ctx.dataset.url, self.cmeta,
                                    [k for k in range(self.n_items) if owners[k] == a], r,
                                    self.seed, cache_bytes=ctx.plan.cache_bytes[a],
                                    n_parts=len(addrs), workers=[a], pure=False, **kw)
                  for a in addrs]
-        return parts + [ctx.client.submit(workers.l1.combine, prev, parts, r,
+        return parts + [ctx.client.submit(distsvm.workers.l1.combine, prev, parts, r,
                                           url=ctx.dataset.url, cmeta=self.cmeta,
                                           eps=self.eps_rel, workers=addrs[:1], pure=False,
                                           **kw)]
@@ -133,7 +133,7 @@ class _L1(driver.Solver):
         addrs, _ = self.workers_of()
         if self.fresh:
             first = ctx.client.submit(
-                workers.l1.parallel_initial, ctx.dataset.url, self.cmeta, ctx.run,
+                distsvm.workers.l1.parallel_initial, ctx.dataset.url, self.cmeta, ctx.run,
                 cache_bytes=ctx.plan.cache_bytes[addrs[0]],
                 resume={**self.carry, "gnorm1_init": self.gnorm1_init} if self.carry else None,
                 workers=addrs[:1], pure=False, **self.common)
@@ -141,13 +141,13 @@ class _L1(driver.Solver):
         current = self.ahead  # round r + 1 is submitted before round r's report is read
         self.ahead = self.parallel_round(current[-1], r + 1) if r < self.max_rounds else []
         ctx.pending = current + self.ahead + [ctx.client.submit(
-            workers.l1.reports, current[-1], workers=addrs[:1], pure=False)]
+            distsvm.workers.l1.reports, current[-1], workers=addrs[:1], pure=False)]
         reps = cluster.gather(ctx.client, ctx.pending[-1:], addrs)[0]  # waits on all parts
         got = reps[-1]["resume"]  # w by its non-zeros, the active set as bits
         self.carry = {k: v for k, v in got.items() if k not in ("gnorm1_init", "w")}
-        self.carry["w"] = workers.l1.unpack_w(got["w"])
+        self.carry["w"] = distsvm.workers.l1.unpack_w(got["w"])
         if self.code == losses.SQUARED_HINGE:
-            self.carry["active"] = workers.l1.unpack_active(got["w"])
+            self.carry["active"] = distsvm.workers.l1.unpack_active(got["w"])
         if reps[-1]["done"] and self.ahead:
             ctx.client.cancel(self.ahead)
         return {"reports": reps}
@@ -161,7 +161,7 @@ class _L1(driver.Solver):
         addr = ctx.plan.workers[0]
         every = ctx.checkpoint.every if ctx.checkpoint is not None else None
         ctx.pending = [ctx.client.submit(
-            workers.l1.exact_rounds, ctx.dataset.url, self.cmeta, r, self.max_rounds,
+            distsvm.workers.l1.exact_rounds, ctx.dataset.url, self.cmeta, r, self.max_rounds,
             self.seed, ctx.run, eps=self.eps_rel, gnorm1_init=self.gnorm1_init,
             seconds=BATCH_SECONDS, stop_at=-(-r // every) * every if every else None,
             resume=(self.carry or None) if self.fresh else None,

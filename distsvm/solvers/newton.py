@@ -3,7 +3,7 @@ L2-regularized logistic regression (``-s 0``), the L2-loss SVM (``-s 2``) and th
 (``-s 11``).
 
 Problem: ``min_w f(w) = ½wᵀw + Σᵢ Cᵢ ξ(yᵢwᵀxᵢ)`` with ξ the logistic loss or the squared
-hinge (:mod:`workers.kernels.newton`) and Cᵢ = C times the class weight of yᵢ; for SVR
+hinge (:mod:`distsvm.workers.kernels.newton`) and Cᵢ = C times the class weight of yᵢ; for SVR
 (Fan et al. 2008, A.6 (9)) ``½wᵀw + Σᵢ Cᵢ max(0, |wᵀxᵢ − yᵢ| − p)²`` on a regression store
 (real targets yᵢ; Cᵢ = C times the instance weight), LIBLINEAR's ``l2r_l2_svr_fun``.  With
 ``bias >= 0`` the last coordinate of w weighs a constant feature of that value (``-B``);
@@ -14,18 +14,18 @@ Algorithm: the line-search truncated Newton method of Galli & Lin (2021, "A stud
 truncated Newton methods for linear classification", IEEE TNNLS), which replaced the
 trust-region method TRON (Lin, Weng & Keerthi 2008; Fan et al. 2008, Appendix) in LIBLINEAR
 2.40; we follow LIBLINEAR's ``newton.cpp``: the Newton direction by preconditioned CG
-(:func:`workers.newton.pcg`) with LIBLINEAR's diagonal preconditioner (Hsia, Chiang & Lin 2018) and the
-quadratic-model stopping rule of Galli & Lin (2021, §4); a backtracking line search from
+(:func:`distsvm.workers.newton.pcg`) with LIBLINEAR's diagonal preconditioner (Hsia, Chiang &
+Lin 2018) and the quadratic-model stopping rule of Galli & Lin (2021, §4); a backtracking line search from
 α = 1 (η = 0.01, at most 20 halvings); stop when ‖∇f(w)‖ ≤ eps'·‖∇f(0)‖ with LIBLINEAR's eps'
 (:func:`stopping_tolerance`, ``train_one()`` of linear.cpp: eps' = eps for SVR), when the
 line search fails or f no longer decreases, or after ``max_rounds`` iterations.
 
 Distributed: the data are touched only through map-reduce passes over the row blocks
-(:mod:`workers.newton`), each returning a vector of n_features[+1]; the workers keep z = Xw and
+(:mod:`distsvm.workers.newton`), each returning a vector of n_features[+1]; the workers keep z = Xw and
 the Hessian's weights D, and a direction's pass also evaluates f, ∇f and D at w + s, so an
 iteration with k CG steps reads the data k + 1 times when α = 1 where LIBLINEAR reads it
 k + 2 times, with the same iterates.  Where one worker owns every block, an iteration is
-one task on it (:func:`workers.newton.iteration`: the same passes, called there), not a
+one task on it (:func:`distsvm.workers.newton.iteration`: the same passes, called there), not a
 task a pass; over more than four workers a pass's replies are added up a tree on them
 (:meth:`driver.Passes.total`).  Faults (run by :mod:`distsvm.solvers.driver`): REBUILD
 — z and D are functions of w, recomputed on the survivors from the coordinator's w.
@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 
-import workers.newton
-from storage import Dataset
-from workers import losses
-from workers.kernels.newton import dot
+import distsvm.workers.newton
+from distsvm.storage import Dataset
+from distsvm.workers import losses
+from distsvm.workers.kernels.newton import dot
 
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
@@ -60,7 +60,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, c
 
     ``p`` are the checked parameters (:class:`distsvm.params.Params`): ``warm_start`` an
     initial w of n_features (+1 with a bias) entries, ``epsilon`` the SVR loss's p
-    (LIBLINEAR's ``-p``).  ``cost`` is C per class index (:func:`workers.losses.class_costs`);
+    (LIBLINEAR's ``-p``).  ``cost`` is C per class index (:func:`distsvm.workers.losses.class_costs`);
     rows of class index ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  With ``checkpoint`` the run
     continues from its latest checkpoint and writes one every ``checkpoint.every``
     iterations (docs/solvers/newton.md, "Checkpoints and worker faults").
@@ -105,7 +105,7 @@ class _Newton(driver.Solver):
 
     def evaluate(self, w):
         """(f, ∇f, diag(∇²f), rows right) at w, computing the workers' z and D."""
-        reps = self.passes.total(workers.newton.evaluate, self.ctx.run, w,
+        reps = self.passes.total(distsvm.workers.newton.evaluate, self.ctx.run, w,
                                  class_cost=self.class_cost, threaded=True, **self.kw)
         self.fresh = False
         return self.totals(w, reps)
@@ -143,11 +143,11 @@ class _Newton(driver.Solver):
             self.f, self.g, self.M, _ = self.evaluate(self.x)
         passes, start = self.passes, (self.x, self.g, self.M, self.f, self.reg)
         if len(passes.owned()) == 1:  # the iteration in one task on the owner of every block
-            out, count = passes.each(workers.newton.iteration, self.ctx.run, *start,
+            out, count = passes.each(distsvm.workers.newton.iteration, self.ctx.run, *start,
                                      class_cost=self.class_cost, threaded=True, **self.kw)[0]
             passes.count += count - 1
         else:
-            out = workers.newton.advance(passes.total, self.ctx.run, self.kw, self.class_cost,
+            out = distsvm.workers.newton.advance(passes.total, self.ctx.run, self.kw, self.class_cost,
                                          *start)
         s, cg, warning, alpha, reps = out
         if warning:

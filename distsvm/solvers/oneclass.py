@@ -11,14 +11,14 @@ Algorithm: LIBLINEAR's — Algorithm 7 of the supplement of Chou, Lin, Lin & Lin
 from α = 1 on the first ⌊νl⌋ rows, each iteration computes G = Xw on the active rows, stops
 when the maximal violation m − M < eps with every row active (else reactivates them all),
 shrinks, and updates the k = max(active/10, 1) most violating pairs, each a two-variable
-step that keeps eᵀα (kernel :mod:`workers.kernels.oneclass`).  The working set is global,
-so a step is one iteration on every worker (:func:`workers.oneclass.iterate`): G and (m, M)
+step that keeps eᵀα (kernel :mod:`distsvm.workers.kernels.oneclass`).  The working set is global,
+so a step is one iteration on every worker (:func:`distsvm.workers.oneclass.iterate`): G and (m, M)
 on each block, the global (m, M), each block's shrinking and best candidates with their
 rows, and the pair updates on the coordinator, whose α changes go back with the next
 iteration's w.  Block-by-block pair updates alone would keep each block's Σα and stall
 short of the optimum, so they are not used.  Where one worker owns every block (the joined
 store, by default: one block), the iterations run on it in batches
-(:func:`workers.oneclass.batch`).  One round = one iteration; the last round is the one
+(:func:`distsvm.workers.oneclass.batch`).  One round = one iteration; the last round is the one
 whose test stops (LIBLINEAR's ``#iter`` + 1).  Each round logs the dual −½‖w‖² and the
 violation; the last one also the primal at LIBLINEAR's ρ and the gap.
 
@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import numpy as np
 
-import workers.oneclass as tasks
-import workers.resident
-from storage import Dataset
+import distsvm.workers.resident
+from distsvm.storage import Dataset
+from distsvm.workers import oneclass as tasks
 
 from .. import cluster
 from ..checkpoint import Checkpointer
@@ -58,7 +58,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, c
 
 
 class _OneClass(driver.Solver):
-    """One step: one iteration on every worker (:func:`workers.oneclass.iterate`), or a
+    """One step: one iteration on every worker (:func:`distsvm.workers.oneclass.iterate`), or a
     batch of them on the one owner of every block.  Policy ROLLBACK: α resident on the
     blocks' owners; the lost blocks refilled to eᵀα = νl (:meth:`rolled_back`)."""
 
@@ -109,7 +109,7 @@ class _OneClass(driver.Solver):
         return [(0, row) for row in rows]
 
     def batch(self, r, owners, fill):
-        """Iterations from r on the one owner (:func:`workers.oneclass.batch`), the blocks'
+        """Iterations from r on the one owner (:func:`distsvm.workers.oneclass.batch`), the blocks'
         start (``fill``) and the run's end (:meth:`finish`) in the same task."""
         ctx, meta = self.ctx, self.ctx.dataset.meta
         common = dict(offsets=self.offsets, cache_bytes=ctx.plan.cache_bytes[owners[0]],
@@ -165,7 +165,7 @@ class _OneClass(driver.Solver):
         return {"w": self.w_, "update_ids": ids, "update_alpha": alpha}, {"started": True}
 
     def resume(self, found):
-        resident.load(self.ctx, workers.resident.load_blocks,
+        resident.load(self.ctx, distsvm.workers.resident.load_blocks,
                       resident.held(self.ctx, {"": self.ctx.run}), found)
         self.w_ = found.arrays["w"]
         self.updates = (found.arrays["update_ids"], found.arrays["update_alpha"])

@@ -17,7 +17,7 @@ the block plan rotated by k workers (block b owned by worker ``(b + k) mod W``),
 so a sequential solver — whose ``w`` visits one block, hence one worker, at a
 time — starts each problem on a different worker and the workers stay busy even
 with fewer blocks than workers.  Reads are shared through each worker's block
-cache (:func:`workers.blocks.load`): a block that fits is read from the store
+cache (:func:`distsvm.workers.blocks.load`): a block that fits is read from the store
 once per worker, whatever K.  Sequential DCD (the default ``dcd``) does better: one job
 deals the K problems to the workers, each running its problems' rounds in batches with
 one read of each block for all of them (:func:`distsvm.solvers.dcd.solve_ovr`).

@@ -5,7 +5,7 @@ Problem: LIBLINEAR's ``min_w ½wᵀw + C Σⱼ ξ(w; xⱼ, yⱼ)`` in the primal
 Algorithm 1 with sub-problems solved by Algorithm 2 (Newton step (13), line search (12) with
 the λ̄ shortcut (15)), bⱼ(w) maintained by (17), and logistic regression as in §6.2; stopping
 as §5.3: max |D′ᵢ(0)| over an outer iteration ≤ eps · max |∇f(0)ᵢ|.  Kernel:
-:mod:`workers.kernels.pcd`; tasks: :mod:`workers.pcd`.  Needs the store's column view
+:mod:`distsvm.workers.kernels.pcd`; tasks: :mod:`distsvm.workers.pcd`.  Needs the store's column view
 (``distsvm columnize``).
 
 Distributed: the residuals b (length l) stay with the worker(s) doing the work.  In
@@ -15,7 +15,7 @@ restricted to keep a block's features together, a choice the paper leaves open (
 converges, Theorem 3) — one task running rounds for up to ``BATCH_SECONDS``.  In
 **parallel** mode the column blocks are split among the workers, each runs the round's inner
 iterations on its own blocks from the same w and b, and a global line search on the summed
-step (:func:`workers.pcd.combine`) keeps the objective decreasing.  Faults (run by
+step (:func:`distsvm.workers.pcd.combine`) keeps the objective decreasing.  Faults (run by
 :mod:`distsvm.solvers.driver`): REBUILD — b is a function of w, rebuilt on the survivors from
 the w of the last round reported.
 
@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import numpy as np
 
-import workers.pcd
-from storage import Dataset
-from storage.columns import read_columns_meta
-from workers import losses
-from workers.kernels import pcd as kernel
+import distsvm.workers.pcd
+from distsvm.storage import Dataset
+from distsvm.storage.columns import read_columns_meta
+from distsvm.workers import losses
+from distsvm.workers.kernels import pcd as kernel
 
 from .. import cluster
 from ..checkpoint import Checkpointer
@@ -48,9 +48,9 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, c
     docstring.  ``plan`` supplies the workers and their cache budgets; ``p`` the checked
     parameters (:class:`distsvm.params.Params`, ``pcd_mode`` the mode).  Rows of class index
     ``positive`` have yᵢ = +1, the others −1 (one-vs-rest).  ``cost`` (C per class index,
-    :func:`workers.losses.class_costs`) and the store's instance weights give row j
+    :func:`distsvm.workers.losses.class_costs`) and the store's instance weights give row j
     its Cⱼ (the worker reads the weights from the row blocks once per run,
-    :func:`workers.pcd.initial`).
+    :func:`distsvm.workers.pcd.initial`).
 
     With ``checkpoint`` (:mod:`distsvm.checkpoint`), every ``checkpoint.every`` rounds the
     coordinator writes w and the history, and a run continues from its latest checkpoint
@@ -77,7 +77,7 @@ class _PCD(driver.Solver):
         self.code = losses.code(loss)
         self.cmeta = read_columns_meta(ctx.dataset)
         self.dim = meta.n_features + (1 if bias >= 0 else 0)
-        self.n_items = workers.pcd.n_items(self.cmeta, bias)
+        self.n_items = distsvm.workers.pcd.n_items(self.cmeta, bias)
         self.class_cost = np.asarray(cost, dtype=np.float64)
         self.row_infos = list(meta.blocks) if meta.weighted else None
         self.common = dict(bias=bias, n_features=meta.n_features, loss=self.code,
@@ -100,12 +100,12 @@ class _PCD(driver.Solver):
         """Round r's tasks: the parts, then the combine (last) that makes the next state."""
         ctx = self.ctx
         addrs, owners = self.workers_of()
-        parts = [ctx.client.submit(workers.pcd.part, prev, ctx.dataset.url, self.cmeta,
+        parts = [ctx.client.submit(distsvm.workers.pcd.part, prev, ctx.dataset.url, self.cmeta,
                                    [k for k in range(self.n_items) if owners[k] == a], r,
                                    self.seed, ctx.run, cache_bytes=ctx.plan.cache_bytes[a],
                                    workers=[a], pure=False, **self.common)
                  for a in addrs]
-        return parts + [ctx.client.submit(workers.pcd.combine, prev, parts, loss=self.code,
+        return parts + [ctx.client.submit(distsvm.workers.pcd.combine, prev, parts, loss=self.code,
                                           workers=addrs[:1], pure=False)]
 
     def step(self, r):
@@ -114,7 +114,7 @@ class _PCD(driver.Solver):
         if self.mode == "exact":  # the state stays on the worker: reports and w come back
             every = ctx.checkpoint.every if ctx.checkpoint is not None else None
             ctx.pending = [ctx.client.submit(
-                workers.pcd.exact_rounds, ctx.dataset.url, self.cmeta, r, self.max_rounds,
+                distsvm.workers.pcd.exact_rounds, ctx.dataset.url, self.cmeta, r, self.max_rounds,
                 self.seed, ctx.run, eps=self.eps, g0=self.g0, seconds=BATCH_SECONDS,
                 stop_at=-(-r // every) * every if every else None,
                 w0=self.x if self.fresh else None, cache_bytes=ctx.plan.cache_bytes[addrs[0]],
@@ -124,7 +124,7 @@ class _PCD(driver.Solver):
         else:  # round r + 1 is submitted before round r's report is read
             if self.fresh:
                 self.ahead = self.parallel_round(ctx.client.submit(
-                    workers.pcd.initial, ctx.dataset.url, self.cmeta, self.dim, self.code,
+                    distsvm.workers.pcd.initial, ctx.dataset.url, self.cmeta, self.dim, self.code,
                     self.class_cost, self.row_infos, ctx.dataset.storage_options, self.x,
                     bias=self.common["bias"], positive=self.common["positive"],
                     cache_bytes=ctx.plan.cache_bytes[addrs[0]], workers=addrs[:1],
@@ -132,7 +132,7 @@ class _PCD(driver.Solver):
             current = self.ahead
             self.ahead = self.parallel_round(current[-1], r + 1) if r < self.max_rounds else []
             ctx.pending = current + self.ahead + [ctx.client.submit(
-                workers.pcd.reports, current[-1], workers=addrs[:1], pure=False)]
+                distsvm.workers.pcd.reports, current[-1], workers=addrs[:1], pure=False)]
             reps = cluster.gather(ctx.client, ctx.pending[-1:], addrs)[0]  # waits on all parts
             self.x = reps[-1]["w"]
         self.fresh = False

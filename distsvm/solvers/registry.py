@@ -18,7 +18,7 @@ scikit-learn's ``_get_liblinear_solver_type``.
 
 Importing this module is cheap (the CLI's ``--help`` reads it): a solver module is imported
 when it runs.  Losses are named here; their integer codes for the kernels live with the
-kernels (:mod:`workers.losses`).
+kernels (:mod:`distsvm.workers.losses`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Solver:
     """A solver's entry.  Its module (:meth:`module`) has
     ``solve(client, dataset, plan, p, *, positive, cost, progress, checkpoint)``, which runs
     one problem: rows of class index ``positive`` are +1, ``cost`` is C per class index
-    (:func:`workers.losses.class_costs`).  ``joins``: every problem trains on the rows and
+    (:func:`distsvm.workers.losses.class_costs`).  ``joins``: every problem trains on the rows and
     plan of :func:`distsvm.solvers.resident.hold` (dual CD's joined blocks);
     ``batches_ovr``: the module's ``solve_ovr(client, dataset, plan, p, *, costs, progress,
     checkpoint)`` runs the K one-vs-rest problems of a sequential run in one job, problem k

@@ -1,5 +1,5 @@
 """Worker-resident state (each block's α, or SVM-ALM's λ and e, on the worker that owns it,
-:mod:`workers.resident`): what the dual block solvers — DCD (:mod:`distsvm.solvers.dcd`) and
+:mod:`distsvm.workers.resident`): what the dual block solvers — DCD (:mod:`distsvm.solvers.dcd`) and
 Crammer–Singer (:mod:`distsvm.solvers.crammer_singer`) — share: where the blocks are visited
 (joined blocks) and the chained sequential round; and, with SVM-ALM too, writing and loading
 the blocks' state for checkpoints.  Rolling it back after a worker loss is the round driver's ROLLBACK policy
@@ -16,9 +16,9 @@ import dataclasses
 
 import numpy as np
 
-import workers.dcd
-from storage import Dataset
-from storage.dataset import join_infos
+import distsvm.workers.dcd
+from distsvm.storage import Dataset
+from distsvm.storage.dataset import join_infos
 
 from .. import cluster
 from ..checkpoint import Checkpoint
@@ -39,7 +39,7 @@ def held_by_one(dataset: Dataset, plan: WorkerPlan) -> tuple[Dataset, WorkerPlan
     whole store, as one joined block (:func:`held_by_each`), so that each round of dual CD
     visits all rows in one random permutation, as LIBLINEAR does; else as they are, streamed
     through that worker, whose rounds revisit a cache of informative rows with every block
-    (:func:`workers.dcd.ovr_batch`).  Visiting the rows block by block without it, as the
+    (:func:`distsvm.workers.dcd.ovr_batch`).  Visiting the rows block by block without it, as the
     chained rounds over several owners do, stalls short of LIBLINEAR's stopping rule
     (docs/solvers/dcd.md, "Blocks and the stopping rule")."""
     if len(dataset.meta.blocks) <= 1:
@@ -135,7 +135,7 @@ def chained_round(ctx, tasks, w, order: list[int], r: int, seed: int, *,
     same owner (:func:`segments`), chained so that w goes from task to task and never
     through the coordinator, the last one reporting on its owner's blocks and
     ``tasks.report`` on every other owner's, all at the round's final w; block b's seed is
-    :func:`workers.dcd.block_seed` of (``seed``, r, b).  Returns (w, the owners' reports)."""
+    :func:`distsvm.workers.dcd.block_seed` of (``seed``, r, b).  Returns (w, the owners' reports)."""
     meta, plan, client = ctx.dataset.meta, ctx.plan, ctx.client
     parts, prev, futures = segments(order, plan.owners), w, []
     ctx.pending = futures
@@ -143,7 +143,7 @@ def chained_round(ctx, tasks, w, order: list[int], r: int, seed: int, *,
         last = k == len(parts) - 1
         prev = client.submit(
             tasks.segment, prev, ctx.dataset.url, [meta.blocks[b] for b in blocks],
-            [workers.dcd.block_seed(seed, r, b) for b in blocks], ctx.run,
+            [distsvm.workers.dcd.block_seed(seed, r, b) for b in blocks], ctx.run,
             report_infos=[meta.blocks[b] for b in plan.blocks_of(a)] if last else None,
             cache_bytes=plan.cache_bytes[a], tag=r, workers=[a], pure=False, **segment_kw)
         futures.append(prev)

@@ -16,7 +16,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from storage import CorruptStoreError
+from distsvm.storage import CorruptStoreError
 
 from ..columns import columnize
 from ..ingest import ingest

@@ -2,11 +2,11 @@
 
 Notation of the paper: eᵢ = yᵢ − (wᵀxᵢ + b) with the constraint
 ``Xᵀw + 1b − y + e = 0`` (5), multipliers λ, penalty µ, γ = C/µ.  The Lp loss
-of a row is ``(yᵢeᵢ)₊ᵖ = max(0, 1 − yᵢ(wᵀxᵢ + b))ᵖ`` (:func:`workers.losses.power_hinge`).
+of a row is ``(yᵢeᵢ)₊ᵖ = max(0, 1 − yᵢ(wᵀxᵢ + b))ᵖ`` (:func:`distsvm.workers.losses.power_hinge`).
 
 The bias b is passed as the last entry of ``w`` with ``bias = 1.0`` (a feature
 of constant value 1 whose weight is *not* regularized by the coordinator), or
-absent with ``bias < 0``; :func:`workers.kernels.linear.row_dot` handles both.
+absent with ``bias < 0``; :func:`distsvm.workers.kernels.linear.row_dot` handles both.
 Data may be float32 or float64; ``w``, λ, e and every accumulator are float64.
 """
 

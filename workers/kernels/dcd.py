@@ -4,7 +4,7 @@ Problem (the dual (4) of the L1-/L2-loss SVM, LIBLINEAR's ``-s 1`` and ``-s 3``)
 
     min_α  ½ αᵀ(Q + D)α − eᵀα   s.t. 0 ≤ αᵢ ≤ U,   Qᵢⱼ = yᵢyⱼxᵢᵀxⱼ
     L1 loss (hinge):          Dᵢᵢ = 0,        Uᵢ = Cᵢ
-    L2 loss (squared hinge):  Dᵢᵢ = 1/(2Cᵢ),  Uᵢ = ∞      (workers.losses.dual_diag, dual_upper)
+    L2 loss (squared hinge):  Dᵢᵢ = 1/(2Cᵢ),  Uᵢ = ∞      (distsvm.workers.losses.dual_diag, dual_upper)
 
 with w = Σ yᵢαᵢxᵢ maintained by (13), so the gradient (12) costs one sparse dot.
 Cᵢ is row i's cost (``cost``, float64): C times its class and instance weights, the

@@ -3,7 +3,7 @@ preconditioner, and Hessian-vector products, over one CSR block.
 
 The objective is LIBLINEAR's ``f(w) = ½wᵀw + Σᵢ Cᵢ ξ(yᵢwᵀxᵢ)`` with a per-row cost Cᵢ (C
 times the class and instance weights).  For row i with zᵢ = wᵀxᵢ and mᵢ = yᵢzᵢ,
-∂/∂zᵢ = Cᵢyᵢξ′(mᵢ) and Dᵢ = Cᵢξ″(mᵢ) (ξ and its derivatives from :mod:`workers.losses`):
+∂/∂zᵢ = Cᵢyᵢξ′(mᵢ) and Dᵢ = Cᵢξ″(mᵢ) (ξ and its derivatives from :mod:`distsvm.workers.losses`):
 
 * logistic (LIBLINEAR ``-s 0``): ξ(m) = log(1 + e^{−m});
   ∂/∂zᵢ = −Cᵢyᵢσ(−mᵢ) and Dᵢ = Cᵢσ(mᵢ)σ(−mᵢ) (Lin, Weng & Keerthi 2008, §3);

@@ -13,10 +13,10 @@ and the generalized second derivative D″ᵢ(0) of (10), then λ = 1, β, β²,
 z = λd meets the sufficient decrease condition (12) Dᵢ(z) − Dᵢ(0) ≤ −σz², σ = 0.01,
 β = 0.5.  Before evaluating Dᵢ(λd) by (18), λ is checked against λ̄ = D″ᵢ(0)/(Hᵢ/2 + σ)
 (15), with Hᵢ = 1 + 2C Σⱼ xⱼᵢ² (14) precomputed (``colsq``, by
-:func:`workers.kernels.linear.row_sqnorms` on the CSC arrays); when λ ≤ λ̄ (12) holds without
+:func:`distsvm.workers.kernels.linear.row_sqnorms` on the CSC arrays); when λ ≤ λ̄ (12) holds without
 evaluating anything.  ``b`` is kept up to date by (17), bⱼ ← bⱼ − z yⱼ xⱼᵢ, so a
 sub-problem costs O(nnz of the column).  ξ, ξ′, ξ″ and the bound sup ξ″ of (14) are
-:mod:`workers.losses`'s functions of the margin yⱼwᵀxⱼ = 1 − bⱼ.
+:mod:`distsvm.workers.losses`'s functions of the margin yⱼwᵀxⱼ = 1 − bⱼ.
 
 Logistic regression (§6.2): D′ᵢ(0) and D″ᵢ(0) are the formulas of §6.2, written
 with τⱼ = 1/(1 + e^{yⱼwᵀxⱼ}); the line search is the same.  The paper leaves Hᵢ

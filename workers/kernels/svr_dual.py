@@ -5,7 +5,7 @@ Problem (Fan et al. 2008, Appendix A.6, the dual (10) of L2-regularized SVR; LIB
 
     min_β  ½ βᵀ(Q + D)β − yᵀβ + p Σᵢ|βᵢ|   s.t. −Uᵢ ≤ βᵢ ≤ Uᵢ,   Qᵢⱼ = xᵢᵀxⱼ
     L1-loss SVR:  Dᵢᵢ = 0,        Uᵢ = Cᵢ
-    L2-loss SVR:  Dᵢᵢ = 1/(2Cᵢ),  Uᵢ = ∞           (workers.losses.svr_diag, svr_upper)
+    L2-loss SVR:  Dᵢᵢ = 1/(2Cᵢ),  Uᵢ = ∞           (distsvm.workers.losses.svr_diag, svr_upper)
 
 with y the real targets, p the tube's half-width (``-p``) and w = Σ βᵢxᵢ maintained as
 the β move, so that the gradient G = wᵀxᵢ − yᵢ + Dᵢᵢβᵢ of the smooth part costs one sparse
@@ -18,7 +18,7 @@ LIBLINEAR 2.50 line by line.  Cᵢ is row i's cost (C times its instance weight;
 has one C for all rows).
 
 The distributed version runs the kernel on one block at a time (block minimization, as
-:mod:`workers.kernels.dcd`); the block's shrinking state (active rows, M̄, and the first
+:mod:`distsvm.workers.kernels.dcd`); the block's shrinking state (active rows, M̄, and the first
 pass's Σ violation) is kept by the caller between visits, and the coordinator takes the
 stopping test over all blocks.  ``w`` is updated in place; so are ``beta``, ``index`` and
 ``state``; every other array is read only.
