@@ -85,7 +85,6 @@ def first_within(history, key, target, setup):
 
 def timed_train(client, store, **kw):
     import distsvm.workers.blocks
-
     from distsvm.jobs import train
 
     client.run(distsvm.workers.blocks.clear_cache)

@@ -19,10 +19,10 @@ import tempfile
 import time
 
 import numpy as np
-from distsvm.storage import dataset as ds
 from sklearn.datasets import load_svmlight_file
 
 from distsvm.ingest import ingest
+from distsvm.storage import dataset as ds
 
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "datasets"
 

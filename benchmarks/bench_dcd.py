@@ -115,9 +115,9 @@ def liblinear_peak_rss(path, loss, eps):
 
 
 def bench_dataset(name, tmp, client, repeats, losses, log):
-    import distsvm.workers.blocks
     from sklearn.datasets import load_svmlight_file
 
+    import distsvm.workers.blocks
     from distsvm.ingest import ingest
     from distsvm.jobs import train
 

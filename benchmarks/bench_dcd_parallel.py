@@ -130,7 +130,6 @@ def main():
     a = ap.parse_args()
 
     import distsvm.workers.blocks
-
     from distsvm.jobs import train
 
     curves = {}

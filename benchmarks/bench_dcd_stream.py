@@ -101,9 +101,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     a = ap.parse_args()
 
-    import distsvm.workers.blocks
     from distributed import Client, LocalCluster
 
+    import distsvm.workers.blocks
     from distsvm.errors import ConvergenceWarning
     from distsvm.generate import generate
     from distsvm.jobs import train

@@ -50,9 +50,8 @@ def sent(client) -> int:
 
 def run(store, client, s, mode):
     import distsvm.workers.blocks
-    from distsvm.storage.columns import read_columns_meta
-
     from distsvm.jobs import train
+    from distsvm.storage.columns import read_columns_meta
 
     client.run(distsvm.workers.blocks.clear_cache)
     before = sent(client)
@@ -82,11 +81,11 @@ def _histories(model):
 
 def main():
     from distributed import Client, LocalCluster
-    from distsvm.storage import open_dataset
     from sklearn.datasets import load_svmlight_file
 
     from distsvm.columns import columnize
     from distsvm.ingest import ingest
+    from distsvm.storage import open_dataset
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="news20")

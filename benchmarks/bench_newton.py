@@ -47,7 +47,6 @@ def main():
     a = common_arguments(__doc__, TYPES).parse_args()
 
     import distsvm.workers.blocks
-
     from distsvm.jobs import train
     from tests.conftest import primal_objective
 

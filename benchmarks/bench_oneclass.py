@@ -38,12 +38,12 @@ def main():
     ap.add_argument("--block-rows", type=int, default=100_000)
     a = ap.parse_args()
 
-    from distsvm.storage.dataset import join_infos
-    from distsvm.workers import oneclass as tasks
     from liblinear.liblinearutil import parameter, problem, train
     from sklearn.datasets import load_svmlight_file
 
     from distsvm.ingest import ingest
+    from distsvm.storage.dataset import join_infos
+    from distsvm.workers import oneclass as tasks
 
     with lzma.open(a.data) if a.data.endswith(".xz") else open(a.data, "rb") as f:
         X, y = load_svmlight_file(f)

@@ -66,11 +66,11 @@ def main():
 
     import psutil
     from distributed import Client, LocalCluster
-    from distsvm.storage import open_dataset
 
     from distsvm.generate import generate
     from distsvm.jobs import train
     from distsvm.progress import Progress
+    from distsvm.storage import open_dataset
 
     store = pathlib.Path(a.store)
     kw = dict(threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0")

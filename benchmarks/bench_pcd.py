@@ -52,7 +52,6 @@ def primal(w, X, s, loss, C=1.0):
 def time_to(store, client, target, pids, **kw):
     """Seconds to the first round within ``target``, rounds, peak worker RSS (or None)."""
     import distsvm.workers.blocks
-
     from distsvm.jobs import train
 
     client.run(distsvm.workers.blocks.clear_cache)

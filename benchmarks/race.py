@@ -616,6 +616,7 @@ def print_row(r, flush=False):
 
 def beyond_memory(a):
     from distributed import Client, LocalCluster
+
     from distsvm.storage import open_dataset
     from distsvm.storage.generate import block_seed, generate_rows
 

@@ -84,6 +84,7 @@ class SimClient:
 
     def submit(self, fn, *args, workers=None, pure=False, **kwargs):
         from dask.sizeof import sizeof
+
         from distsvm.workers import blocks as worker_blocks
 
         args = [a.value if isinstance(a, _Done) else a for a in args]
@@ -141,11 +142,10 @@ def simulate(store: str, s: int, k: int, a, parallel: str | None = None) -> dict
     """Train -s ``s`` on ``k`` simulated workers (see the module docstring), dual CD in the
     parallel mode ``parallel`` if given."""
     import distsvm.workers.blocks
-    from distsvm.storage import open_dataset
-
     from distsvm import cluster
     from distsvm.jobs import train
     from distsvm.solvers import registry
+    from distsvm.storage import open_dataset
 
     ds = open_dataset(store)
     if len(ds.meta.blocks) < k:

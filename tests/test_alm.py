@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.optimize
+
 from distsvm.workers.kernels import alm as kernel
 
 

@@ -18,15 +18,15 @@ import zipfile
 
 import numpy as np
 import pytest
-from distsvm.storage import CorruptStoreError, InputDataError, open_dataset
-from distsvm.storage import checkpoint as files
-from distsvm.storage import dataset as ds
 
 from distsvm import model as model_module
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.model import Model, ModelFormatError, load_model, save_model
 from distsvm.spec import SpecError, read_document
+from distsvm.storage import CorruptStoreError, InputDataError, open_dataset
+from distsvm.storage import checkpoint as files
+from distsvm.storage import dataset as ds
 
 from .conftest import REPO
 

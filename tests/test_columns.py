@@ -9,14 +9,14 @@ import tracemalloc
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from distsvm.storage import IncompleteStoreError, open_dataset, read_row_block
-from distsvm.storage import columns as cols
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distsvm.cli import main
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
+from distsvm.storage import IncompleteStoreError, open_dataset, read_row_block
+from distsvm.storage import columns as cols
 from distsvm.testing import ReaderTests
 
 from .test_store import problems

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from distsvm.workers.kernels import crammer_singer as kernel
 
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.model import export_liblinear, load_model, save_model
+from distsvm.workers.kernels import crammer_singer as kernel
 
 from .conftest import DATA, load_xy
 from .test_multiclass import accuracy, liblinear_model

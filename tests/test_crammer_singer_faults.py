@@ -9,11 +9,11 @@ from __future__ import annotations
 import io
 import warnings
 
-import distsvm.workers.blocks
-import distsvm.workers.crammer_singer
 import numpy as np
 import pytest
 
+import distsvm.workers.blocks
+import distsvm.workers.crammer_singer
 from distsvm import jobs
 from distsvm.checkpoint import PAUSE_ENV, Checkpointer
 from distsvm.errors import ConvergenceWarning

@@ -9,7 +9,6 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from distsvm.workers.kernels import cutting_plane as kernel
 
 from distsvm import cluster
 from distsvm.errors import ConvergenceWarning
@@ -19,6 +18,7 @@ from distsvm.model import ModelFormatError, export_liblinear, load_model, save_m
 from distsvm.params import Params
 from distsvm.prediction import predict
 from distsvm.solvers import cutting_plane
+from distsvm.workers.kernels import cutting_plane as kernel
 
 from .conftest import liblinear_optimum, load_xy, primal_objective, shared_dataset
 from .test_cli import run

@@ -13,10 +13,10 @@ import os
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from distsvm.storage import open_dataset
-from distsvm.storage.errors import InputDataError
 
 from distsvm.cli import main
+from distsvm.storage import open_dataset
+from distsvm.storage.errors import InputDataError
 
 from .conftest import dna_rows
 from .test_s3 import CREDS, _free_port, opts
@@ -354,9 +354,8 @@ def test_a_csv_file_is_read_in_pieces(tmp_path, monkeypatch, dna, dna_frame):
     """An uncompressed CSV file is cut at line ends into pieces of about CSV_PIECE_BYTES, each
     read (header + its bytes) and written as one part: memory bounded by a piece, the store
     the matrix's; a bad value names its piece and row."""
-    from distsvm.storage import tabular as tab
-
     from distsvm import ingest
+    from distsvm.storage import tabular as tab
 
     X, y = dna
     ref = ingest((X, y), str(tmp_path / "ref.zarr"), block_rows=100)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from distsvm.workers import losses
 from distsvm.workers.kernels import dcd, linear
 

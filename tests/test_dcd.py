@@ -6,12 +6,12 @@ import warnings
 
 import numpy as np
 import pytest
-from distsvm.workers.kernels import dcd as kernel
-from distsvm.workers.kernels.linear import row_sqnorms
 
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.jobs import train
+from distsvm.workers.kernels import dcd as kernel
+from distsvm.workers.kernels.linear import row_sqnorms
 
 from .conftest import liblinear_optimum, load_xy, local_client, primal_objective, shared_dataset
 

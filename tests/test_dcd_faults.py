@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import time
 
-import distsvm.workers.blocks
-import distsvm.workers.dcd
 import numpy as np
 import pytest
-from distsvm.workers import losses
 
+import distsvm.workers.blocks
+import distsvm.workers.dcd
 from distsvm.errors import ClusterError
 from distsvm.jobs import train
 from distsvm.progress import Progress
+from distsvm.workers import losses
 
 from .conftest import Killer, local_client, primal_objective
 

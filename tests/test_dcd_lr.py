@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from distsvm.workers.kernels import dcd_lr
-from distsvm.workers.kernels.linear import row_sqnorms
 
 from distsvm.ingest import ingest
 from distsvm.jobs import train
+from distsvm.workers.kernels import dcd_lr
+from distsvm.workers.kernels.linear import row_sqnorms
 
 from .conftest import DATA, liblinear_optimum, load_xy, primal_objective
 from .test_multiclass import liblinear_model, ovr_objectives

@@ -5,17 +5,17 @@ after combining, and determinism.  (Lost workers: tests/test_dcd_faults.py.)"""
 
 from __future__ import annotations
 
-import distsvm.workers.blocks
-import distsvm.workers.dcd
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from distsvm.workers import losses
 
+import distsvm.workers.blocks
+import distsvm.workers.dcd
 from distsvm.cli import main
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.model import load_model
+from distsvm.workers import losses
 
 from .conftest import liblinear_optimum, load_xy, local_client, primal_objective, shared_dataset
 

@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 import pytest
-from distsvm.storage.errors import StorageError
 
 from distsvm import cli, registry
 from distsvm.model import Model
+from distsvm.storage.errors import StorageError
 
 from .conftest import DATA
 

@@ -31,12 +31,12 @@ import zipfile
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from distsvm.storage import InputFormatError, libsvm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distsvm import model as mdl
 from distsvm import pipeline, spec
+from distsvm.storage import InputFormatError, libsvm
 
 from .conftest import DATA
 

@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from distsvm.storage import open_dataset
 
 from distsvm.cli import main
 from distsvm.generate import generate
 from distsvm.jobs import train
+from distsvm.storage import open_dataset
 
 from .conftest import liblinear_optimum, primal_objective
 

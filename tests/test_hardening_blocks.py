@@ -16,15 +16,15 @@ import sys
 import numpy as np
 import pytest
 import zarr
-from distsvm.storage import CorruptStoreError, Dataset, open_dataset
-from distsvm.storage import columns as cols
-from distsvm.storage import dataset as ds
 
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.prediction import predict
 from distsvm.selection import cross_validate
+from distsvm.storage import CorruptStoreError, Dataset, open_dataset
+from distsvm.storage import columns as cols
+from distsvm.storage import dataset as ds
 
 from .conftest import REPO, dna_rows
 

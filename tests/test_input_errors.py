@@ -8,9 +8,9 @@ import gzip
 import lzma
 
 import pytest
-from distsvm.storage import InputFormatError, libsvm
 
 from distsvm import cli
+from distsvm.storage import InputFormatError, libsvm
 
 from .conftest import DATA
 
@@ -123,11 +123,11 @@ def test_relative_and_home_paths_are_resolved_before_workers_see_them(tmp_path, 
     client, in another one, names the input, the store and the home-relative paths as it
     sees them, and the workers must open the same files."""
     import numpy as np
-    from distsvm.storage import open_dataset
 
     from distsvm import prediction
     from distsvm.ingest import ingest
     from distsvm.model import Model
+    from distsvm.storage import open_dataset
 
     raw = lzma.decompress((DATA / "a9a.t.xz").read_bytes())[:60_000]
     (tmp_path / "rel.svm").write_bytes(raw[: raw.rfind(b"\n") + 1])
@@ -154,9 +154,8 @@ def test_relative_and_home_paths_are_resolved_before_workers_see_them(tmp_path, 
         ingest("cut.gz", "cut.zarr", client=client, block_rows=100)
     assert not [p for p in tmp_path.iterdir() if "cut.zarr" in p.name]
 
-    from distsvm.storage.paths import resolve
-
     from distsvm.checkpoint import Checkpointer
+    from distsvm.storage.paths import resolve
 
     assert resolve("s3://b/k") == "s3://b/k" and resolve("file://x") == f"file://{tmp_path}/x"
     # where the workers write their blocks' state at a checkpoint

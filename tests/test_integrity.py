@@ -13,13 +13,13 @@ import pathlib
 
 import numpy as np
 import pytest
-from distsvm.storage import CorruptStoreError, open_dataset
-from distsvm.storage import columns as cols
-from distsvm.storage import dataset as ds
 
 from distsvm.checkpoint import MANIFEST, Checkpointer
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
+from distsvm.storage import CorruptStoreError, open_dataset
+from distsvm.storage import columns as cols
+from distsvm.storage import dataset as ds
 
 
 def _run(tmp_path) -> Checkpointer:
@@ -161,10 +161,9 @@ def test_a_forged_block_state_is_refused_on_resume(tmp_path, store, client):
     import io
     import warnings
 
-    from distsvm.storage import checkpoint as files
-
     from distsvm.errors import ConvergenceWarning
     from distsvm.jobs import train
+    from distsvm.storage import checkpoint as files
 
     ck = Checkpointer(str(tmp_path / "run"), every=2, params={"job": "forged"})
     kw = dict(client=client, solver="dcd", eps=1e-12, seed=3)

@@ -4,15 +4,15 @@ them block by block stalls short of LIBLINEAR's stopping rule, docs/solvers/dcd.
 
 from __future__ import annotations
 
-import distsvm.workers.blocks
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from distsvm.storage.dataset import RowBlock, join_infos, joined_block, read_row_block, take_rows
 
+import distsvm.workers.blocks
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.solvers import dcd
+from distsvm.storage.dataset import RowBlock, join_infos, joined_block, read_row_block, take_rows
 
 from .conftest import Killer, dna_rows, liblinear_optimum, local_client, primal_objective
 

@@ -12,12 +12,12 @@ import tempfile
 
 import numpy as np
 import pytest
-from distsvm.storage import IncompleteStoreError
 
 from distsvm import LinearSVC, LogisticRegression, jobs
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
 from distsvm.model import export_liblinear, load_model
+from distsvm.storage import IncompleteStoreError
 
 from .conftest import dna_rows, load_xy, shared_dataset
 

@@ -9,11 +9,11 @@ import lzma
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from distsvm.storage import InputFormatError, libsvm
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from distsvm.ingest import ingest
+from distsvm.storage import InputFormatError, libsvm
 
 from .conftest import DATA, SHARED
 from .test_store import to_csr

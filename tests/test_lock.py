@@ -18,12 +18,12 @@ import threading
 import time
 
 import pytest
-from distsvm.storage import open_dataset
-from distsvm.storage.leftovers import leftovers_of, scan
-from distsvm.storage.lock import Lock, LockHeldError, LockLostError, lock_url, read_lock
 
 from distsvm import registry
 from distsvm.cli import main
+from distsvm.storage import open_dataset
+from distsvm.storage.leftovers import leftovers_of, scan
+from distsvm.storage.lock import Lock, LockHeldError, LockLostError, lock_url, read_lock
 
 from .conftest import DATA, REPO
 

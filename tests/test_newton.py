@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from distsvm.workers import losses
-from distsvm.workers.kernels import newton as kernel
 
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.solvers.newton import stopping_tolerance
 from distsvm.solvers.registry import LIBLINEAR_TYPES
+from distsvm.workers import losses
+from distsvm.workers.kernels import newton as kernel
 
 from .conftest import DATA, load_xy, primal_objective, shared_dataset, weighted_stores
 
@@ -292,8 +292,9 @@ def test_instance_weights_equal_duplicated_rows(client, weighted, loss):
 def test_weight_file_ingest_matches_array_ingest(client, weighted, tmp_path):
     """A LIBSVM file with a -W weight file (shuffled, parsed in pieces on the cluster) stores
     the same rows with the same weights as the in-memory ingest."""
-    from distsvm.storage.errors import InputDataError
     from sklearn.datasets import dump_svmlight_file
+
+    from distsvm.storage.errors import InputDataError
 
     X, y, sw, store, _ = weighted
     dump_svmlight_file(X, y, str(tmp_path / "d.svm"), zero_based=False)

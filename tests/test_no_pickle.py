@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 import zarr
+
 from distsvm.storage import open_dataset
 from distsvm.storage.errors import CorruptStoreError
 

@@ -8,12 +8,12 @@ import shutil
 import threading
 import time
 
-import distsvm.workers.blocks
 import numpy as np
 import psutil
 import pytest
 import scipy.sparse as sp
 
+import distsvm.workers.blocks
 from distsvm.cluster import WorkerPlan, workers_info
 from distsvm.generate import generate
 from distsvm.ingest import ingest

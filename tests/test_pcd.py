@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from distsvm.storage import IncompleteStoreError
-from distsvm.workers import losses
-from distsvm.workers.kernels import pcd as kernel
-from distsvm.workers.kernels.linear import row_sqnorms
 
 from distsvm.columns import columnize
 from distsvm.errors import ConvergenceWarning
 from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.params import choose_solver
+from distsvm.storage import IncompleteStoreError
+from distsvm.workers import losses
+from distsvm.workers.kernels import pcd as kernel
+from distsvm.workers.kernels.linear import row_sqnorms
 
 from .conftest import liblinear_optimum, load_xy, primal_objective, shared_dataset
 

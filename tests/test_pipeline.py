@@ -12,13 +12,13 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from distsvm.storage import open_dataset
-from distsvm.storage.dataset import append
-from distsvm.storage.errors import InputDataError
 
 from distsvm import pipeline, registry
 from distsvm.ingest import ingest
 from distsvm.progress import Progress
+from distsvm.storage import open_dataset
+from distsvm.storage.dataset import append
+from distsvm.storage.errors import InputDataError
 
 from .conftest import DATA
 

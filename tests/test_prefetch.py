@@ -6,6 +6,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pytest
+
 from distsvm.workers.kernels import dcd as kernel
 from distsvm.workers.kernels.linear import PREFETCH_MIN, prefetch, row_sqnorms
 

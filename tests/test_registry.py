@@ -8,10 +8,10 @@ import os
 
 import numpy as np
 import pytest
-from distsvm.storage import checkpoint as files
 
 from distsvm import cli, registry
 from distsvm.model import Model
+from distsvm.storage import checkpoint as files
 
 
 def _model(k: float) -> Model:

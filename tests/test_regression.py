@@ -10,12 +10,12 @@ import json
 
 import numpy as np
 import pytest
-from distsvm.storage import open_dataset
-from distsvm.storage.dataset import FORMAT_VERSION, append
-from distsvm.storage.errors import InputDataError
 
 from distsvm import jobs, params, prediction
 from distsvm.ingest import ingest
+from distsvm.storage import open_dataset
+from distsvm.storage.dataset import FORMAT_VERSION, append
+from distsvm.storage.errors import InputDataError
 
 from .conftest import DATA, liblinear_svr_optimum, load_xy, shared_dataset, svr_objective
 

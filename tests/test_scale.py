@@ -8,10 +8,10 @@ import ctypes
 import dataclasses
 import io
 
-import distsvm.workers.blocks
 import numpy as np
 import pytest
 
+import distsvm.workers.blocks
 from distsvm import cluster
 from distsvm.generate import generate
 from distsvm.ingest import ingest

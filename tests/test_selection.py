@@ -6,13 +6,13 @@ import dataclasses
 
 import numpy as np
 import pytest
-from distsvm.storage import Dataset, StorageError
-from distsvm.storage.columns import read_columns_meta
-from distsvm.storage.dataset import join_infos
 
 from distsvm import jobs, selection
 from distsvm.ingest import ingest
 from distsvm.selection import fold_of_rows, start_c
+from distsvm.storage import Dataset, StorageError
+from distsvm.storage.columns import read_columns_meta
+from distsvm.storage.dataset import join_infos
 
 from .conftest import load_xy, shared_dataset
 

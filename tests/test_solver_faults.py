@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import time
 
-import distsvm.workers.pcd
 import numpy as np
 import pytest
-from distsvm.storage.columns import read_columns_meta
-from distsvm.workers import losses
 
+import distsvm.workers.pcd
 from distsvm.columns import columnize
 from distsvm.errors import ClusterError
 from distsvm.ingest import ingest
 from distsvm.jobs import train
+from distsvm.storage.columns import read_columns_meta
+from distsvm.workers import losses
 
 from .conftest import Killer, local_client, primal_objective
 

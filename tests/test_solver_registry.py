@@ -12,12 +12,12 @@ import sys
 
 import numpy as np
 import pytest
-from distsvm.workers import losses
 
 from distsvm import arguments, params
 from distsvm.arguments import build_parser
 from distsvm.params import Params
 from distsvm.solvers import registry
+from distsvm.workers import losses
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # parameters every solver takes: the common ones, and the seed (every front end passes it,

@@ -13,12 +13,12 @@ import sys
 import psutil
 import pytest
 from distributed import Client
-from distsvm.storage import open_dataset
 
 from distsvm import cluster, registry, spec
 from distsvm.ingest import ingest
 from distsvm.model import load_model
 from distsvm.progress import Progress
+from distsvm.storage import open_dataset
 
 from .conftest import DATA
 

@@ -9,6 +9,10 @@ import pathlib
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distsvm.ingest import ingest
 from distsvm.storage import (
     CorruptStoreError,
     FormatVersionError,
@@ -18,10 +22,6 @@ from distsvm.storage import (
     StoreNotFoundError,
     open_dataset,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from distsvm.ingest import ingest
 
 
 def to_csr(dataset):

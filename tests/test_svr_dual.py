@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+
 from distsvm.workers import losses
 from distsvm.workers.kernels import svr_dual as K
 from distsvm.workers.kernels.linear import row_sqnorms

@@ -16,15 +16,15 @@ import shutil
 import numpy as np
 import pytest
 import zarr
-from distsvm.storage import CorruptStoreError, open_dataset
-from distsvm.storage import columns as cols
-from distsvm.storage import dataset as ds
-from distsvm.storage.errors import InputDataError
 
 from distsvm import cli, registry
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
 from distsvm.model import Model
+from distsvm.storage import CorruptStoreError, open_dataset
+from distsvm.storage import columns as cols
+from distsvm.storage import dataset as ds
+from distsvm.storage.errors import InputDataError
 
 from .conftest import dna_rows
 

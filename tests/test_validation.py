@@ -263,9 +263,8 @@ def test_the_python_api_checks_as_the_command_line(tmp_path, store):
     (which never timed out)."""
     import math
 
-    from distsvm.storage.lock import Lock
-
     import distsvm
+    from distsvm.storage.lock import Lock
 
     with pytest.raises(ValueError, match="The 'nu' parameter of train belongs to solver"):
         distsvm.train(store, solver="newton", loss="squared_hinge", nu=0.5)

@@ -11,6 +11,7 @@ gathered.  The vector ``x`` passed around is ``[w; b]`` when ``bias >= 0``
 from __future__ import annotations
 
 import numpy as np
+
 from distsvm.storage import BlockInfo, CorruptStoreError
 
 from . import blocks

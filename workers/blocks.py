@@ -16,6 +16,7 @@ import concurrent.futures
 import threading
 
 import numpy as np
+
 from distsvm.storage import BlockInfo, RowBlock, read_row_block
 from distsvm.storage import checkpoint as files
 from distsvm.storage.dataset import join_parts

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
 from distsvm.storage import BlockInfo
 
 from . import blocks, losses, resident

@@ -8,6 +8,7 @@ n_features [+1] — the worker's part of the new constraint — however many blo
 from __future__ import annotations
 
 import numpy as np
+
 from distsvm.storage import BlockInfo
 
 from . import blocks

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
 from distsvm.storage import BlockInfo
 from distsvm.storage.dataset import join_blocks, take_rows
 

@@ -27,6 +27,7 @@ import math
 import time
 
 import numpy as np
+
 from distsvm.storage import BlockInfo
 from distsvm.storage.columns import ColumnsMeta
 

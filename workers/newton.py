@@ -20,6 +20,7 @@ is the iteration either way.
 from __future__ import annotations
 
 import numpy as np
+
 from distsvm.storage import BlockInfo
 
 from . import blocks, losses

@@ -21,6 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
 from distsvm.storage import BlockInfo
 from distsvm.storage.columns import (
     ColumnInfo,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+
 from distsvm.storage import BlockInfo, CorruptStoreError
 
 from . import blocks
