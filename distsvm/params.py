@@ -133,7 +133,8 @@ class Option:
     (its group in the help; default: its first taker's); ``kind``: int, float, str or bool
     (the command line's type, the spec schema's); ``check``: the constraints its value
     meets; ``takers``: the solvers that take it ({name: the losses, None: every one}; None:
-    every solver) and ``refusal``, the message (:func:`check_solver`) for one that does not;
+    every solver; :data:`BY_SOLVER`: those whose registry entry lists it in its ``options``)
+    and ``refusal``, the message (:func:`check_solver`) for one that does not;
     ``record``: a model keeps it in its params "always", where its solver "taken" it, or
     where it is "set" away from its default (:func:`recorded`); ``spec``: a job spec's
     ``solver`` section takes it (:func:`spec_schema`)."""
@@ -186,12 +187,10 @@ LIBLINEAR = "liblinear"  # the section of LIBLINEAR's own options in the help, l
 TRAINING = "training"  # the section of the options every solver takes
 # SVM-ALM (solver "alm"): the exponent p of each loss; "lp" takes any p >= 1.
 ALM_P = {"hinge": 1.0, "squared_hinge": 2.0}
-ALM = {"alm": None}
+BY_SOLVER = "by solver"  # takers: the solvers whose registry entry lists the option
 ALM_REFUSAL = ("The parameters p, method, mu0, rho and rtol of {owner} belong to solver "
                "{takers}; solver {solver!r} does not take them.")
 BELONGS = "The '{name}' parameter of {owner} belongs to solver(s) {takers}. Got solver {solver!r}."
-DUAL_CD = ("dcd", "crammer_singer")  # the dual CD solvers with a duality-gap certificate
-WEIGHTED = {s: None for s in ("dcd", "pcd", "newton", "crammer_singer", "l1")}
 SVR = {s.name: tuple(loss for loss in s.losses if loss in registry.REGRESSION_LOSSES)
        for s in registry.SOLVERS.values()
        if set(s.losses) & set(registry.REGRESSION_LOSSES)}  # the SVR losses, by solver
@@ -250,7 +249,7 @@ class Params:
                 "epsilon-insensitive losses of SVR ({losses}; solver {takers}). Got solver "
                 "{solver!r}, loss {loss!r}.")
     nu: float = option(  # one-class SVM's ν (LIBLINEAR's -n): 0 < ν ≤ 1
-        0.5, "-n", check=(Real(0.0, 1.0),), takers={"oneclass": None}, section=LIBLINEAR,
+        0.5, "-n", check=(Real(0.0, 1.0),), takers=BY_SOLVER, section=LIBLINEAR,
         record="taken",
         help="one-class SVM (-s 21): nu, 0 < nu <= 1 (default {default:g}), LIBLINEAR's",
         refusal="The 'nu' parameter of {owner} belongs to solver {takers} (LIBLINEAR's -n of "
@@ -264,7 +263,7 @@ class Params:
                          and np.isfinite(v), "a finite float (< 0 for no bias feature)"),),
         help="bias feature value; < 0 means none (default {default:g})")
     regularize_bias: bool = option(
-        True, "-R", kind=bool, store=False, takers={"newton": None, "l1": None},
+        True, "-R", kind=bool, store=False, takers=BY_SOLVER,
         section=LIBLINEAR, record="set",
         help="newton: leave the bias feature's weight out of the regularization (LIBLINEAR's "
              "-R; needs -B >= 0)",
@@ -272,7 +271,7 @@ class Params:
                 "to solver(s) {takers}, with a bias feature (bias >= 0). Got solver "
                 "{solver!r} and bias {bias!r}.")
     class_weight: object = option(  # the command line's -wi: distsvm.arguments.class_weights
-        None, "-wi", kind=dict, metavar="W", takers=WEIGHTED, section=LIBLINEAR,
+        None, "-wi", kind=dict, metavar="W", takers=BY_SOLVER, section=LIBLINEAR,
         check=(None, Satisfies(lambda v: isinstance(v, dict) or (isinstance(v, str)
                                                                  and v == "balanced"),
                                "None, a dict or 'balanced'")),
@@ -292,20 +291,20 @@ class Params:
         0, "--seed", kind=int, check=(Int(0),), section=TRAINING, record="always",
         help="solver seed, and the draw of the blocks into folds (default {default})")
     inner_passes: int = option(
-        1, "--inner-passes", kind=int, check=(Int(1),), takers={"dcd": None},
+        1, "--inner-passes", kind=int, check=(Int(1),), takers=BY_SOLVER,
         record="always", refusal=BELONGS,
         help="DCD passes over a block per visit (default {default}); with --parallel, local "
              "passes per round")
     gap_tol: float = option(
         0.0, "--gap-tol", check=(Real(0.0, low_open=False),), metavar="TOL",
-        takers=dict.fromkeys(DUAL_CD), record="always",
+        takers=BY_SOLVER, record="always",
         help="also stop when the duality gap is <= TOL x the primal objective (a certified "
              "relative accuracy; default 0: off)",
         refusal="The 'gap_tol' parameter of {owner} applies to solvers {takers} only (their "
                 "duality gaps are the certificates). Got solver {solver!r}.")
     parallel: str | None = option(
         None, "--parallel", kind=str, check=(OneOf((None, "average", "add", "line")),),
-        takers={"dcd": ("hinge", "squared_hinge")}, record="set",
+        takers=BY_SOLVER, record="set",
         help="dcd across workers as CoCoA (average, gamma=1/K), CoCoA+ (add, gamma=1, "
              "sigma'=K) or with an exact line search on the combined step (line, sigma'=1): "
              "w broadcast once per round, only dw returned",
@@ -313,7 +312,7 @@ class Params:
                 "{losses} loss.")
     join_blocks: bool = option(
         True, "--no-join-blocks", kind=bool, store=False,
-        takers=dict.fromkeys((*DUAL_CD, "oneclass")), refusal=BELONGS,
+        takers=BY_SOLVER, refusal=BELONGS,
         help="sequential dcd: visit the rows block by block even where one worker's memory "
              "holds the whole store (default: one permutation of all rows per round there, as "
              "LIBLINEAR)")
@@ -326,12 +325,12 @@ class Params:
                 "{solver!r}, loss {loss!r}.")
     pcd_mode: str = option(
         "exact", "--pcd-mode", kind=str, check=(OneOf(("exact", "parallel")),),
-        takers={"pcd": None, "l1": None}, record="taken", refusal=BELONGS,
+        takers=BY_SOLVER, record="taken", refusal=BELONGS,
         help="pcd and l1: one worker per round (exact), or all workers on their column "
              "blocks with a global line search (parallel)")
     objective: str = option(
         "classification", "--objective", kind=str,
-        check=(OneOf(("classification", "ordinal")),), takers={"cutting_plane": None},
+        check=(OneOf(("classification", "ordinal")),), takers=BY_SOLVER,
         record="taken",
         help="cutting-plane only: ordinal = a ranking model of the labels' order (R >= 2 "
              "ordered ranks; ROC area for two labels)",
@@ -339,29 +338,29 @@ class Params:
                 "with the {bare} solver only). Got {value!r} with solver {solver!r} instead.")
     c_perf: float | None = option(
         None, "--c-perf", check=(None, Real(0.0)), metavar="C_PERF", exclusive="cost",
-        takers={"cutting_plane": None},
+        takers=BY_SOLVER,
         help="cutting-plane only: SVMperf's C instead, C = 100*C_PERF/l (l = rows, or ranked "
              "pairs for --objective ordinal)",
         refusal="The 'c_perf' parameter of {owner} (SVMperf's C) applies to the {bare} solver "
                 "only; use C with solver {solver!r}")
     p: float | None = option(  # checked with the loss: check_alm
-        None, "--p", takers=ALM, refusal=ALM_REFUSAL, help="loss exponent p >= 1 of --loss lp")
+        None, "--p", takers=BY_SOLVER, refusal=ALM_REFUSAL, help="loss exponent p >= 1 of --loss lp")
     method: str = option(
-        "inexact", "--method", kind=str, check=(OneOf(("inexact", "exact")),), takers=ALM,
+        "inexact", "--method", kind=str, check=(OneOf(("inexact", "exact")),), takers=BY_SOLVER,
         refusal=ALM_REFUSAL,
         help="inexact = Algorithm 2, one gradient step per iteration (default); exact = "
              "Algorithm 1, LSQR per iteration")
-    mu0: float = option(0.01, "--mu0", check=(Real(0.0),), takers=ALM, refusal=ALM_REFUSAL,
+    mu0: float = option(0.01, "--mu0", check=(Real(0.0),), takers=BY_SOLVER, refusal=ALM_REFUSAL,
                         help="first penalty mu = mu0*C ({default:g})")
-    rho: float = option(1.02, "--rho", check=(Real(1.0, low_open=False),), takers=ALM,
+    rho: float = option(1.02, "--rho", check=(Real(1.0, low_open=False),), takers=BY_SOLVER,
                         refusal=ALM_REFUSAL,
                         help="penalty growth per iteration, capped at 1e5 ({default:g})")
-    rtol: float = option(1e-6, "--rtol", check=(Real(0.0, low_open=False),), takers=ALM,
+    rtol: float = option(1e-6, "--rtol", check=(Real(0.0, low_open=False),), takers=BY_SOLVER,
                          refusal=ALM_REFUSAL,
                          help="stop when the objective changed by <= rtol (relative) over 10 "
                               "iterations (1e-6)")
     warm_start: object = option(  # checked against the data: check_data
-        None, kind=list, takers={"newton": None}, spec=False,
+        None, kind=list, takers=BY_SOLVER, spec=False,
         help="the initial w: n_features (+1 with a bias) weights",
         refusal="The 'warm_start' parameter of {owner} belongs to solver(s) {listed}. Got "
                 "solver {solver!r}.")
@@ -387,8 +386,12 @@ class Folds:
 
 def options(table=Params) -> dict[str, Option]:
     """{field name: its :class:`Option`} of ``table`` (:class:`Params`, :class:`Folds`), in
-    the declaration's order."""
-    return {f.name: f.metadata["option"] for f in dataclasses.fields(table)}
+    the declaration's order; :data:`BY_SOLVER` takers read from the registry's entries."""
+    found = {f.name: f.metadata["option"] for f in dataclasses.fields(table)}
+    return {name: dataclasses.replace(o, takers={s.name: s.options[name]
+                                                 for s in registry.SOLVERS.values()
+                                                 if name in s.options})
+            if o.takers == BY_SOLVER else o for name, o in found.items()}
 
 
 OPTIONS = options(Params)

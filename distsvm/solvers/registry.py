@@ -5,8 +5,9 @@
 the pipeline and model selection read these tables, and only them: adding a solver is
 adding an entry (:data:`SOLVERS`), and a row of :data:`TYPES` if it solves one of
 LIBLINEAR's types.  Each entry names the losses it trains and its default ``eps`` (what
-that tolerance bounds differs per solver); which training options each solver takes is
-declared with the options (:class:`distsvm.params.Params`).  The solver itself is the
+that tolerance bounds differs per solver) and the training options of some solvers that it
+takes (``options``; an option itself — flag, help, values, refusal — is declared once, in
+:class:`distsvm.params.Params`).  The solver itself is the
 module of the entry's name in :mod:`distsvm.solvers`, whose ``solve`` takes the checked
 :class:`~distsvm.params.Params` (:meth:`Solver.module`).
 
@@ -54,7 +55,10 @@ class Solver:
     ``batches_ovr``: the module's ``solve_ovr(client, dataset, plan, p, *, costs, progress,
     checkpoint)`` runs the K one-vs-rest problems of a sequential run in one job, problem k
     at ``costs[k]``; ``recorded(params, meta)`` the solver's own entries of the model's
-    params."""
+    params; ``options``: the training options that belong to some solvers
+    (:data:`distsvm.params.BY_SOLVER`) which this one takes — {name: the losses it takes it
+    with, None: all its losses}.  The options every solver takes, and ``epsilon`` (the SVR
+    losses') and ``primal_switch`` (the :data:`TYPES` that switch), are not listed."""
 
     name: str
     help: str
@@ -71,6 +75,7 @@ class Solver:
     loss_eps: Mapping[str, float] = dataclasses.field(default_factory=dict)  # eps per loss
     labels: bool = True  # False: one problem whatever the store's labels (one-class SVM)
     bias_feature: bool = True  # False: bias >= 0 is refused (LIBLINEAR's -s 21)
+    options: Mapping[str, tuple[str, ...] | None] = dataclasses.field(default_factory=dict)
 
     def default_eps(self, loss: str) -> float:
         """The default ``eps`` of this solver with ``loss`` (``loss_eps``, else ``eps``):
@@ -107,28 +112,36 @@ SOLVERS = {s.name: s for s in (
                                                 "epsilon_insensitive",
                                                 "squared_epsilon_insensitive"),
            0.1, "the projected-gradient violation (SVR: the summed violation relative to "
-           "round 1's)", joins=True, batches_ovr=True),
+           "round 1's)", joins=True, batches_ovr=True,
+           options={"class_weight": None, "inner_passes": None, "gap_tol": None,
+                    "parallel": ("hinge", "squared_hinge"), "join_blocks": None}),
     Solver("pcd", "primal CD over column blocks", ("squared_hinge", "logistic"), 0.1,
-           "max |D'(0)| relative to the gradient at w = 0", reads="columns"),
+           "max |D'(0)| relative to the gradient at w = 0", reads="columns",
+           options={"class_weight": None, "pcd_mode": None}),
     Solver("cutting_plane", "Joachims 2006", ("hinge",), 1e-3,
-           "the precision of the average loss", recorded=_cutting_plane_recorded),
+           "the precision of the average loss", recorded=_cutting_plane_recorded,
+           options={"objective": None, "c_perf": None}),
     Solver("alm", "SVM-ALM primal solver", ("hinge", "squared_hinge", "lp"), 0.01,
-           "the gradient norm (the paper's)", intercept=True),
+           "the gradient norm (the paper's)", intercept=True,
+           options=dict.fromkeys(("p", "method", "mu0", "rho", "rtol"))),
     Solver("newton", "LIBLINEAR's line-search Newton",
            ("logistic", "squared_hinge", "squared_epsilon_insensitive"), 0.01,
            "|grad f| relative to the gradient at w = 0, LIBLINEAR's (-s 11: 0.0001)",
-           loss_eps={"squared_epsilon_insensitive": 1e-4}),  # train.c's default for -s 11
+           loss_eps={"squared_epsilon_insensitive": 1e-4},  # train.c's default for -s 11
+           options=dict.fromkeys(("class_weight", "regularize_bias", "warm_start"))),
     Solver("crammer_singer", "Crammer-Singer multi-class SVM by dual CD", ("crammer_singer",),
            0.1, "the projected-gradient violation",
            max_rounds=100000,  # LIBLINEAR's for -s 4: one round is one of its iterations
-           multiclass=True, joins=True),
+           multiclass=True, joins=True,
+           options=dict.fromkeys(("class_weight", "gap_tol", "join_blocks"))),
     Solver("l1", "L1-regularized SVC (CDN) and LR (newGLMNET) over column blocks",
            ("squared_hinge", "logistic"), 0.01,
            "the subgradient's 1-norm relative to the first iteration's, LIBLINEAR's",
-           reads="columns"),
+           reads="columns",
+           options=dict.fromkeys(("class_weight", "regularize_bias", "pcd_mode"))),
     Solver("oneclass", "one-class SVM by dual CD", ("oneclass",), 0.01,
            "the maximal violation, LIBLINEAR's", joins=True, labels=False,
-           bias_feature=False),
+           bias_feature=False, options=dict.fromkeys(("nu", "join_blocks"))),
 )}
 
 
