@@ -194,7 +194,9 @@ BELONGS = "The '{name}' parameter of {owner} belongs to solver(s) {takers}. Got 
 SVR = {s.name: tuple(loss for loss in s.losses if loss in registry.REGRESSION_LOSSES)
        for s in registry.SOLVERS.values()
        if set(s.losses) & set(registry.REGRESSION_LOSSES)}  # the SVR losses, by solver
-SWITCH = {"dcd": tuple(t.loss for t in registry.TYPES.values() if t.switch)}
+_SWITCHING = [t for t in registry.TYPES.values() if t.switch]
+SWITCH = {solver: tuple(t.loss for t in _SWITCHING if t.solver == solver)  # by dual solver
+          for solver in dict.fromkeys(t.solver for t in _SWITCHING)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,6 +292,39 @@ class Params:
     seed: int = option(
         0, "--seed", kind=int, check=(Int(0),), section=TRAINING, record="always",
         help="solver seed, and the draw of the blocks into folds (default {default})")
+    # anytime training (issue 31; the mechanism: distsvm.solvers.driver, distsvm.anytime)
+    validation: str | None = option(
+        None, "--validation", kind=str, metavar="STORE", section=TRAINING, record="set",
+        exclusive="validation",
+        help="score the model on this store after each round (on the workers that hold it): "
+             "accuracy, regression MSE (--validation-metric); the round line and log show it")
+    validation_fraction: float | None = option(
+        None, "--validation-fraction", metavar="F", section=TRAINING, record="set",
+        exclusive="validation",
+        check=(None, Satisfies(lambda v: Real(0.0, 1.0).accepts(v) and v < 1,
+                               "a float in the range (0, 1)")),
+        help="hold out this fraction of the rows (drawn by --seed) as the validation set")
+    validation_metric: str = option(
+        "auto", "--validation-metric", kind=str, check=(OneOf(("auto", "accuracy", "mse", "auc")),),
+        section=TRAINING, record="set",
+        help="the validation score: auto = accuracy (classification), mse (regression); auc "
+             "(binary problems) (default {default})")
+    n_iter_no_change: int | None = option(
+        None, "--n-iter-no-change", kind=int, check=(None, Int(1)), metavar="N",
+        section=TRAINING, record="set",
+        help="early stopping: stop when the validation score has not improved by "
+             "--validation-tol for N rounds, and keep the best round's model (default: off)")
+    validation_tol: float = option(
+        1e-3, "--validation-tol", check=(Real(0.0, low_open=False),), metavar="TOL",
+        section=TRAINING, record="set",
+        help="early stopping: the least improvement of the validation score that counts "
+             "(default {default:g}, scikit-learn's tol)")
+    time_budget: float | None = option(
+        None, "--time-budget", check=(None, Real(0.0)), metavar="SECONDS", section=TRAINING,
+        record="set",
+        help="end training once SECONDS have passed (dual CD: between block visits, others: "
+             "between rounds) and keep the best model so far (by validation score, else the "
+             "last)")
     inner_passes: int = option(
         1, "--inner-passes", kind=int, check=(Int(1),), takers=BY_SOLVER,
         record="always", refusal=BELONGS,
