@@ -3,6 +3,7 @@
 import ast
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -209,9 +210,14 @@ def test_the_installed_distribution_is_one_namespace(tmp_path):
     """Installed (``pip install .``), distsvm is the only package at the top of
     site-packages, and a user's own storage.py and workers/ beside their script shadow
     nothing: the estimator fits and the workers' kernels run (issue 29.1)."""
-    site = tmp_path / "site"
+    site, src = tmp_path / "site", tmp_path / "src"  # a copy: pip builds in the tree it gets
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for floor in ("distsvm", "workers", "storage"):
+        shutil.copytree(REPO / floor, src / floor, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                    "--target", str(site), str(REPO)], check=True, capture_output=True, timeout=300)
+                    "--target", str(site), str(src)], check=True, capture_output=True, timeout=300)
     top = sorted(p.name for p in site.iterdir() if not p.name.endswith(".dist-info") and p.name != "bin")
     assert top == ["distsvm"], top
     assert (site / "distsvm" / "workers" / "kernels" / "dcd.py").is_file()
