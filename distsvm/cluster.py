@@ -400,7 +400,7 @@ def _announce(client: Client, progress, dashboard: bool = False, embedded: bool 
             + (link or ("off (the scheduler serves none)" if dashboard
                         else "off (--dashboard serves one)")))
     if dashboard and progress.quiet and not progress.json:
-        progress._line(f"dashboard: {link or 'none (the scheduler serves none)'}")
+        progress.always(f"dashboard: {link or 'none (the scheduler serves none)'}")
     progress.note(text, event="cluster", scheduler=info.get("address"), dashboard=link)
 
 

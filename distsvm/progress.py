@@ -81,6 +81,11 @@ class Progress:
         elif not self.quiet:
             self._line(text)
 
+    def always(self, text: str) -> None:
+        """A text line that ``-q`` does not silence: what the user asked for by name
+        (``--dashboard``'s link)."""
+        self._line(text)
+
     def _line(self, text: str) -> None:
         """``text`` and its newline in one write: a Ctrl-C between the two would leave the
         command's ``ERROR: interrupted`` at the end of a progress line."""

@@ -1,5 +1,6 @@
 """Files of a run directory: whole-file writes that never leave a torn file, checksummed
-array bundles, and JSON documents — on a local path or any fsspec URL.
+array bundles, and JSON documents — on a local path or any fsspec URL.  (What a
+checkpoint of a training run holds, and when it is taken, is :mod:`distsvm.checkpoint`'s.)
 
 A local file is written into a temp file beside it, fsynced and renamed into place
 (``os.replace``); on an object store (``s3://…``) one PUT is already all or nothing.

@@ -1,5 +1,7 @@
 """The column view of a dataset: CSC column blocks next to the row blocks (format v1 extension).
 
+Its format, reader and the tasks that build it; :mod:`distsvm.columns` plans and runs them.
+
 Layout (inside the same dataset group; see ``docs/storage-format.md``)::
 
     STORE/cols/y                  int32   (n_rows,)          one chunk  class index, global row order

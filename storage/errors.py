@@ -1,4 +1,5 @@
-"""Typed errors for the dataset format and for input files.
+"""Typed errors for the dataset format and for input files.  (The coordinator's and the
+public API's warnings and errors are :mod:`distsvm.errors`'.)
 
 Each error carries a message that names the thing that is wrong (the store, the
 block, the array, the file and line) so that the CLI can print it as one line.
@@ -49,3 +50,21 @@ class InputDataError(StorageError, ValueError):
 class MalformedDocumentError(StorageError, ValueError):
     """A JSON document (a store's header, a run's or the registry's files) that cannot be
     parsed, or is larger or more deeply nested than any this program writes."""
+
+
+LISTED = 5  # how many items an error message shows of a list (listed())
+
+
+def listed(values, limit: int = LISTED, fmt=None) -> str:
+    """``values`` for an error message, bounded: all of them if there are at most ``limit``
+    (``[-1, 1]``), else the first ``limit`` and the count (``[1, 2, 3, 4, 5, … (2000 in
+    all)]``): an error is one line, whatever the data.  ``fmt`` formats an item (default:
+    ``{:g}`` for numbers, ``repr`` for the rest)."""
+    values = list(values)
+    if fmt is None:
+        def fmt(v):
+            return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v)
+    shown = ", ".join(fmt(v) for v in values[:limit])
+    if len(values) > limit:
+        shown += f", … ({len(values)} in all)"
+    return f"[{shown}]"

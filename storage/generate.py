@@ -1,5 +1,7 @@
 """A synthetic, text-like classification dataset, generated block by block.
 
+One block; :mod:`distsvm.generate` is the job that makes a store of them in parallel.
+
 This is **synthetic data** for scale tests and benchmarks (the issue's "large-data
 generator"), not a model of any real corpus.  Its statistics imitate bag-of-words
 text:

@@ -1,5 +1,7 @@
 """Ingest: parsed rows → staged parts → shuffled row blocks → committed dataset.
 
+The per-piece tasks of the phases; :mod:`distsvm.ingest` runs them as a job.
+
 The pipeline has three phases, each a set of independent tasks with memory
 bounded by one part or one block (never by the dataset):
 
@@ -133,7 +135,8 @@ def write_part(stage: str, part: int, indptr, indices, data, labels, positions, 
     rather than counted per distinct value.
 
     ``weights`` (instance weights of the chunk's rows) are written in key order with the
-    rows; ``keep_order`` writes the key order itself, for :func:`attach_weights`.
+    rows; the key order itself is written too (``keep_order`` is no longer needed): for
+    :func:`attach_weights` and for every row's source position (:func:`build_block`).
 
     Parts are temporary and read back in slices, so they are raw array files
     (one ranged read per slice) rather than Zarr arrays, whose per-call cost
@@ -147,7 +150,7 @@ def write_part(stage: str, part: int, indptr, indices, data, labels, positions, 
     fs, root = _fs(stage, storage_options)
     fs.makedirs(f"{root.rstrip('/')}/{PARTS}/{part:06d}", exist_ok=True)
     extra = (() if weights is None else (("weights", np.asarray(weights, np.float64)[order]),))
-    extra += (("order", order.astype(np.int64)),) if keep_order else ()
+    extra += (("order", order.astype(np.int64)),)  # always: the rows' source positions
     for name, a in (("indptr", indptr), ("indices", indices), ("data", data),
                     ("labels", labels), ("keys", keys[order]), *extra):
         with fs.open(_part_path(root, part, name), "wb") as f:
@@ -209,12 +212,15 @@ def ordered_bounds(part_rows: list[int], n_blocks: int) -> list[np.ndarray]:
 
 def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
                 classes: tuple[float, ...], dtype: str, weighted: bool = False,
-                storage_options: dict | None = None, regression: bool = False) -> ds.BlockInfo:
+                storage_options: dict | None = None, regression: bool = False,
+                first_rows: dict[int, int] | None = None) -> ds.BlockInfo:
     """Phase 3: gather ``(part, row_start, row_stop)`` slices, order rows by key, write the
     block (with its instance weights if ``weighted``; ``regression``: the labels as the
-    block's targets, ``y`` zeros)."""
+    block's targets, ``y`` zeros).  ``first_rows`` (part → the source row number of its
+    first row; parts are numbered in source order): the block also keeps every row's
+    position in the source, ``first_rows[part]`` + its index in the part's input order."""
     fs, root = _fs(stage, storage_options)
-    ptrs, inds, dats, labs, keys, wts = [], [], [], [], [], []
+    ptrs, inds, dats, labs, keys, wts, poss = [], [], [], [], [], [], []
     offset = 0
     for part, r0, r1 in slices:
         if r1 <= r0:
@@ -230,7 +236,10 @@ def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
         keys.append(_read_slice(fs, path("keys"), PART_DTYPES["keys"], r0, r1))
         if weighted:
             wts.append(_read_slice(fs, path("weights"), PART_DTYPES["weights"], r0, r1))
-    weight = None
+        if first_rows is not None:
+            poss.append(first_rows[part]
+                        + _read_slice(fs, path("order"), PART_DTYPES["order"], r0, r1))
+    weight = position = None
     if labs:
         indptr = np.concatenate([np.zeros(1, np.int64)] + ptrs)
         indices = np.concatenate(inds).astype(np.int32, copy=False)
@@ -240,17 +249,19 @@ def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
         indptr, indices, data = gather_rows(indptr, indices, data, order)
         labels = labels[order]
         weight = np.concatenate(wts)[order] if weighted else None
+        position = np.concatenate(poss)[order] if first_rows is not None else None
     else:
         indptr, indices = np.zeros(1, np.int64), np.zeros(0, np.int32)
         data, labels = np.zeros(0, dtype), np.zeros(0)
         weight = np.zeros(0) if weighted else None
+        position = np.zeros(0, np.int64) if first_rows is not None else None
     if regression:
         y, target = np.zeros(len(labels), np.int32), np.asarray(labels, np.float64)
     else:
         y, target = np.searchsorted(np.asarray(classes), labels).astype(np.int32), None
     return ds.write_row_block(stage, ds.block_name(block),
                               ds.RowBlock(indptr, indices, data, y, weight, target),
-                              storage_options)
+                              storage_options, position)
 
 
 def plan_blocks(infos: list[PartInfo], bounds: list[np.ndarray]) -> list[list[tuple[int, int, int]]]:

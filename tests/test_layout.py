@@ -180,12 +180,18 @@ def test_no_module_takes_another_s_private_names():
     assert not bad, bad
 
 
+def _dotted(path: pathlib.Path) -> str:
+    """A module's import name: workers/dcd.py → distsvm.workers.dcd."""
+    parts = path.with_suffix("").parts
+    return ".".join(parts if parts[0] == "distsvm" else ("distsvm", *parts))
+
+
 def test_namesakes_say_how_they_differ():
-    """A module of distsvm/ that shares its file name with another module of distsvm/,
-    workers/ or storage/ names that namesake in its docstring — but a solver's own three,
-    one name by the layout's rule: distsvm/solvers/<name>.py (the coordinator),
-    workers/<name>.py (its per-block tasks), workers/kernels/<name>.py (its kernels).
-    (The namesakes under storage/ and workers/ are another's to write.)"""
+    """A module that shares its file name with another module of distsvm/, workers/ or
+    storage/ names that namesake in its docstring (as it imports: distsvm.storage.ingest) —
+    but a solver's own three, one name by the layout's rule: distsvm/solvers/<name>.py (the
+    coordinator), workers/<name>.py (its per-block tasks), workers/kernels/<name>.py (its
+    kernels)."""
     by_name: dict = {}
     for package in ("distsvm", "workers", "storage"):
         for p in (REPO / package).rglob("*.py"):
@@ -198,11 +204,9 @@ def test_namesakes_say_how_they_differ():
         if len(paths) < 2 or {p.parent for p in paths} <= solver:
             continue
         for p in paths:
-            if p.parts[0] != "distsvm":
-                continue
             doc = ast.get_docstring(ast.parse((REPO / p).read_text())) or ""
             missing += [f"{p} does not name {q}" for q in paths if q != p
-                        and ".".join(q.with_suffix("").parts) not in doc]
+                        and _dotted(q) not in doc]
     assert not missing, missing
 
 
