@@ -120,7 +120,7 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
            storage_options: dict | None = None, progress: Progress | None = None,
            sample_weight=None, regression: bool = False, label: str | None = None,
            features=None, indices: str | None = None, values: str | None = None,
-           lock_timeout: float | None = None) -> Dataset:
+           lock_timeout: float | None = None, provenance: dict | None = None) -> Dataset:
     """Ingest ``source`` — a LIBSVM/svmlight file path or fsspec URL (plain, .gz, .bz2, .xz;
     a URL is read with ``storage_options``, as the store) or an ``(X, y)`` pair of a
     NumPy/SciPy matrix and labels — into a dataset at ``store``.
@@ -141,7 +141,11 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     ``indices`` and ``values`` the list columns of the sparse layout.
 
     ``lock_timeout``: seconds to wait for another writer of ``store`` (default 60;
-    :class:`distsvm.storage.lock.LockHeldError` then).
+    :class:`distsvm.storage.lock.LockHeldError` then).  ``provenance``: entries added to the
+    header's ``source`` (JSON; :mod:`distsvm.sources` records the file's fingerprint).
+
+    Every row's position in the source (its row number) is kept in its block
+    (docs/storage-format.md), so that predictions can be written in the source's order.
     """
     params.check_settings("ingest", {  # block_mb has a default: block_rows takes over
         "block_rows": block_rows, "block_mb": None if block_rows else block_mb,
@@ -154,7 +158,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
                               seed=seed, block_rows=block_rows, block_mb=block_mb,
                               n_features=n_features, overwrite=overwrite,
                               storage_options=storage_options, progress=progress,
-                              regression=regression, lock_timeout=lock_timeout)
+                              regression=regression, lock_timeout=lock_timeout,
+                              provenance=provenance)
     if label is not None or features or indices is not None or values is not None:
         raise ValueError(f"{source}: label, features, indices and values name the columns of a "
                          "dask dataframe or of Parquet/CSV files (.parquet, .csv)")
@@ -227,7 +232,7 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
                                block_rows=block_rows, block_mb=block_mb, overwrite=overwrite,
                                storage_options=storage_options, progress=progress, start=start,
                                regression=bool(regression), weighted=weights is not None,
-                               source={"index_base": index_base})
+                               source={"index_base": index_base, **(provenance or {})})
     n_blocks = len(dataset.meta.blocks)
     progress.note(f"ingest: wrote {store}: {n_blocks} blocks in {time.perf_counter() - start:.1f}s")
     return dataset
@@ -285,7 +290,7 @@ def ingest_tabular(source, store: str, *, client=None, label=None, features=None
                    indices=None, values=None, classes=None, dtype="float32", shuffle=True,
                    seed=0, block_rows=None, block_mb=None, n_features=None, overwrite=False,
                    storage_options=None, progress: Progress | None = None, regression=False,
-                   lock_timeout=None) -> Dataset:
+                   lock_timeout=None, provenance: dict | None = None) -> Dataset:
     """Ingest a dask ``(X, y)`` pair, a dask dataframe with a ``label`` column, or Parquet/CSV
     files (a path, glob or directory, local or any fsspec URL) into a store at ``store``:
     the LIBSVM path's three phases, each piece — a row chunk of a dask array, a partition
@@ -347,7 +352,8 @@ def ingest_tabular(source, store: str, *, client=None, label=None, features=None
                                block_mb=block_mb, overwrite=overwrite,
                                storage_options=storage_options, progress=progress, start=start,
                                regression=bool(regression),
-                               source={k: v for k, v in layout.items() if v is not None})
+                               source={**{k: v for k, v in layout.items() if v is not None},
+                                       **(provenance or {})})
     progress.note(f"ingest: wrote {store}: {len(dataset.meta.blocks)} blocks in "
                   f"{time.perf_counter() - start:.1f}s")
     return dataset
@@ -446,9 +452,11 @@ def write_blocks(stage, run, infos, summary, *, store, where, dtype, shuffle, se
         bounds = run.results()
     else:
         bounds = ing.ordered_bounds([i.n_rows for i in infos], n_blocks)
+    firsts = np.cumsum([0] + [i.n_rows for i in infos])  # parts in source order
+    first_rows = {info.part: int(f) for info, f in zip(infos, firsts)}
     for b, slices in enumerate(ing.plan_blocks(infos, bounds)):
         run.submit(ing.build_block, stage, b, slices, classes, dtype, weighted,
-                   storage_options, regression)
+                   storage_options, regression, first_rows)
     blocks = run.results(progress, "ingest: blocks")
     ing.remove_parts(stage, storage_options)
     meta = ds.DatasetMeta(

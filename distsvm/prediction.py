@@ -27,6 +27,7 @@ import numpy as np
 import distsvm.workers.blocks
 from distsvm.storage import Dataset
 from distsvm.storage.checkpoint import atomic_file
+from distsvm.storage.dataset import read_block_positions, source_order
 
 from . import cluster, jobs
 from .errors import need_tabular
@@ -124,9 +125,11 @@ def _columns(model: Model, dataset: Dataset, probability: bool) -> Columns:
 
 
 def block_predictions(url, info, w, columns: Columns, n_features: int, cache_bytes: int,
-                      storage_options, probability: bool, decisions: bool = True):
+                      storage_options, probability: bool, decisions: bool = True,
+                      positions: bool = False):
     """One block's predictions — a dict of float64 columns: ``label``, the decision values
-    (with ``decisions``) and, with ``probability``, the probabilities — and its share of the
+    (with ``decisions``) and, with ``probability``, the probabilities; with ``positions``
+    also ``row`` (int64), each row's position in the store's source — and its share of the
     metrics: (correct,) for classes, LIBLINEAR's six sums for a regression, (correct,
     scores, true ranks) for a ranking model.  Runs on the worker that holds the block."""
     model = columns.rule
@@ -142,6 +145,8 @@ def block_predictions(url, info, w, columns: Columns, n_features: int, cache_byt
         if columns.ranks is not None:
             stats = (stats, dv, np.asarray(columns.ranks)[truth])
     out = {"label": np.asarray(pred, dtype=np.float64)}
+    if positions:
+        out["row"] = read_block_positions(url, info, storage_options)
     dv2 = dv.reshape(len(dv), -1)
     for j, name in enumerate(columns.decision if decisions else ()):
         out[name] = dv2[:, j]
@@ -165,7 +170,10 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     (:func:`distsvm.solvers.cutting_plane.ranking_metrics`; the scores of every row are
     then held on the coordinator, 12 bytes a row).  ``plan`` as :func:`distsvm.jobs.train`'s.
 
-    ``output``, a text file, receives one predicted label per line in the store's row order;
+    ``output``, a text file, receives one predicted label per line in the order of the
+    store's source (line i: the source's row i; the store's rows are shuffled, and their
+    positions kept: the labels are held here, 8 bytes a row, 8·(K + 1) with
+    ``probability``; a store that kept none and is not in its source's order is refused);
     with ``probability`` (a logistic model only, else ``ValueError``; LIBLINEAR's
     ``predict -b 1``), LIBLINEAR's format: a header ``labels l₁ … l_K`` and per row the label
     and the K probabilities in that order, the order of the model's LIBLINEAR export
@@ -174,8 +182,9 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     ``probability``) probabilities — Parquet: a directory of one file per block,
     ``part.NNNNNN.parquet``, columns ``label``, ``decision`` or ``decision_<class>``,
     ``probability_<class>``; Zarr: a group of arrays ``label`` (n,), ``decision`` (n,) or
-    (n, K), ``probability`` (n, K), the column labels in its attributes — written by tasks;
-    not for a ranking model.
+    (n, K), ``probability`` (n, K), the column labels in its attributes — written by tasks,
+    in the store's row order, with each row's position in the source (``row``, int64: a
+    column, an array) where the store kept them; not for a ranking model.
     """
     output = None if output is None else os.fspath(output)
     kind = None if output is None else output_kind(output)
@@ -189,6 +198,11 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     dataset = jobs.as_dataset(data)
     meta = dataset.meta
     check_task(model, dataset)
+    positions = output is not None and meta.positioned
+    if output is not None and not meta.in_source_order:
+        raise ValueError(f"{dataset.url}: the store's rows are shuffled and it kept no source "
+                         f"positions (ingested before they were kept): --output {output} would "
+                         "not line up with the source; ingest it again (or with --no-shuffle)")
     columns = _columns(model, dataset, probability)
     if kind is not None:
         import fsspec
@@ -201,47 +215,66 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
         w = c.scatter(model.weights_for(meta.n_features), broadcast=True, hash=False)
         futures = [c.submit(block_predictions, dataset.url, info, w, columns, meta.n_features,
                             plan.cache_bytes[plan.owners[b]], dataset.storage_options,
-                            probability, kind is not None, workers=[plan.owners[b]],
+                            probability, kind is not None, positions, workers=[plan.owners[b]],
                             pure=False)
                    for b, info in enumerate(meta.blocks)]
         if kind is None:
-            stats = _text(c, futures, plan, output, columns, probability)
+            stats = _text(c, futures, plan, output, columns, probability,
+                          (dataset.url, meta.n_rows) if positions else None)
         else:
             stats = _tables(c, futures, output, kind, columns, model,
-                            [info.n_rows for info in meta.blocks], dataset.storage_options)
+                            [info.n_rows for info in meta.blocks], dataset.storage_options,
+                            positions)
     return _metrics(model, meta.n_rows, stats, output if kind else None)
 
 
-def _text(c, futures, plan, output, columns: Columns, probability: bool) -> list:
+def _text(c, futures, plan, output, columns: Columns, probability: bool,
+          positioned: tuple | None = None) -> list:
     """The blocks' metrics, gathered in block order (each block's result released once
-    used), their labels (and probabilities) written to the text ``output`` if given."""
-    stats = []
+    used), their labels (and probabilities) written to the text ``output`` if given: as
+    they come for a store in its source's order, else (``positioned``: the store's URL and
+    row count) held here and written in the order of the rows' source positions."""
+    stats, held = [], []
     with atomic_file(output, "w") if output else contextlib.nullcontext() as out:
         if out is not None and probability:
             out.write("labels" + "".join(f" {columns.rule.classes[k]:g}"
                                          for k in columns.order) + "\n")
+
+        def write(cols):
+            if probability:
+                p = np.column_stack([cols[n] for n in columns.probability])
+                out.writelines(f"{label:g}" + "".join(f" {v:g}" for v in row) + "\n"
+                               for label, row in zip(cols["label"], p))
+            else:
+                out.writelines(f"{label:g}\n" for label in cols["label"])
+
         for f in futures:
             [(cols, block)] = cluster.gather(c, [f], plan.workers)
             f.release()
             stats.append(block)
-            if out is not None and probability:
-                p = np.column_stack([cols[n] for n in columns.probability])
-                out.writelines(f"{label:g}" + "".join(f" {v:g}" for v in row) + "\n"
-                               for label, row in zip(cols["label"], p))
+            if out is not None and positioned:
+                held.append({k: v for k, v in cols.items()
+                             if k in ("label", "row", *columns.probability)})
             elif out is not None:
-                out.writelines(f"{label:g}\n" for label in cols["label"])
+                write(cols)
+        if out is not None and positioned:
+            order = np.argsort(source_order(*positioned[:1], [h["row"] for h in held],
+                                            positioned[1]), kind="stable")
+            names = ["label", *(columns.probability if probability else ())]
+            write({n: np.concatenate([h[n] for h in held])[order] if held else np.zeros(0)
+                   for n in names})
     return stats
 
 
 def _tables(c, futures, output: str, kind: str, columns: Columns, model: Model, sizes,
-            storage_options) -> list:
+            storage_options, positions: bool = False) -> list:
     """Write the blocks' predictions to a Parquet or Zarr ``output`` by tasks, whole or
     not at all (:func:`_whole`); return the blocks' metrics."""
     import dask
 
     parts = [dask.delayed(operator.itemgetter(0))(f) for f in futures]
     stats = [dask.delayed(operator.itemgetter(1))(f) for f in futures]
-    names = ["label", *columns.decision, *columns.probability]
+    names = ["label", *columns.decision, *columns.probability, *(["row"] if positions else [])]
     with _whole(output, storage_options) as target:
         if kind == "parquet":
             write = _parquet(parts, names, target, storage_options)
@@ -249,7 +282,7 @@ def _tables(c, futures, output: str, kind: str, columns: Columns, model: Model, 
             write = _zarr(parts, sizes, columns.decision, columns.probability, target,
                           storage_options, {"decision": list(columns.decision),
                                             "probability": list(columns.probability),
-                                            "classes": list(model.classes)})
+                                            "classes": list(model.classes)}, positions)
         with warnings.catch_warnings():  # to_parquet's expression beside delayed blocks
             warnings.filterwarnings("ignore", message="Computing mixed collections")
             _, stats = c.compute([write, stats], sync=True)
@@ -307,13 +340,14 @@ def _parquet(cols, names, output, storage_options):
     import pandas as pd
 
     frames = [dask.delayed(pd.DataFrame)(c, columns=names) for c in cols]
-    meta = pd.DataFrame({n: pd.Series(dtype=np.float64) for n in names})
+    meta = pd.DataFrame({n: pd.Series(dtype=np.int64 if n == "row" else np.float64)
+                         for n in names})
     df = dd.from_delayed(frames, meta=meta, verify_meta=False)
     return df.to_parquet(output, storage_options=storage_options, write_index=False,
                          compute=False, name_function=lambda i: f"part.{i:06d}.parquet")
 
 
-def _zarr(cols, sizes, dec, prob, output, storage_options, attrs):
+def _zarr(cols, sizes, dec, prob, output, storage_options, attrs, positions=False):
     import dask
     import dask.array as da
 
@@ -323,6 +357,8 @@ def _zarr(cols, sizes, dec, prob, output, storage_options, attrs):
     arrays = {"label": [dask.delayed(lambda c: c["label"])(c) for c in cols]}
     arrays["decision"] = [dask.delayed(lambda c, d=tuple(dec): np.column_stack([c[n] for n in d])
                                        if len(d) > 1 else c[d[0]])(c) for c in cols]
+    if positions:
+        arrays["row"] = [dask.delayed(lambda c: c["row"])(c) for c in cols]
     if prob:
         arrays["probability"] = [dask.delayed(
             lambda c, p=tuple(prob): np.column_stack([c[n] for n in p]))(c) for c in cols]
@@ -335,7 +371,9 @@ def _zarr(cols, sizes, dec, prob, output, storage_options, attrs):
         width = {"decision": len(dec), "probability": len(prob)}.get(name, 1)
         shape_of = (lambda n: (n,)) if name == "label" or (name == "decision" and width == 1) \
             else (lambda n, k=width: (n, k))
-        parts = [da.from_delayed(p, shape=shape_of(n), dtype=np.float64)
+        shape_of = (lambda n: (n,)) if name == "row" else shape_of
+        parts = [da.from_delayed(p, shape=shape_of(n),
+                                 dtype=np.int64 if name == "row" else np.float64)
                  for p, n in zip(pieces, sizes)]
         arr = da.concatenate(parts) if parts else da.zeros(shape_of(0))
         arr = arr.rechunk({0: chunk})

@@ -9,6 +9,7 @@ Layout (full specification in ``docs/storage-format.md``)::
     STORE/rows/<block>/y         int32   (n_rows_b,)      one chunk, class index
     STORE/rows/<block>/weight    float64 (n_rows_b,)      one chunk, optional: instance weights
     STORE/rows/<block>/target    float64 (n_rows_b,)      one chunk, regression stores only
+    STORE/rows/<block>/position  int64   (n_rows_b,)      one chunk, optional: source row numbers
 
 A store's labels are classes (``task`` "classification": ``y`` indexes ``classes``) or
 real-valued targets (``task`` "regression", format version 2: ``target`` holds them, ``y``
@@ -49,6 +50,7 @@ from .errors import (
     StorageError,
     StoreExistsError,
     StoreNotFoundError,
+    listed,
 )
 from .paths import resolve
 
@@ -58,6 +60,9 @@ READ_VERSIONS = (1, 2)  # 2: a regression store (task, targets, a target array p
 ROW_ARRAYS = ("indptr", "indices", "data", "y")
 WEIGHT = "weight"  # the optional array of per-row instance weights (in every block or none)
 TARGET = "target"  # regression stores: every block's real-valued targets (float64)
+# every row's position in its source (int64, 0-based row number in the input: a text file's
+# data lines, a matrix's rows), in every block or none: predict --output writes in this order
+POSITION = "position"
 TASKS = ("classification", "regression")
 DTYPES = ("float32", "float64")
 # The codecs a store's arrays may use (what distsvm writes, and other lossless ones that
@@ -216,6 +221,22 @@ class DatasetMeta:
         """Whether the blocks carry instance weights (the optional ``weight`` array)."""
         return bool(self.blocks) and WEIGHT in self.blocks[0].crc32
 
+    @property
+    def positioned(self) -> bool:
+        """Whether the blocks carry each row's position in its source (``position``)."""
+        return bool(self.blocks) and POSITION in self.blocks[0].crc32
+
+    @property
+    def in_source_order(self) -> bool:
+        """Whether the rows, blocks concatenated, are in their source's order: every row's
+        position is stored (:func:`read_block_positions`), or the store was ingested or
+        generated in order (``--no-shuffle``, ``distsvm generate``) and never appended to."""
+        if self.positioned:
+            return True
+        src = self.source
+        return "appended" not in src and (src.get("shuffle") is False
+                                          or str(src.get("input", "")).startswith("synthetic"))
+
     def to_json(self) -> dict:
         extra = {"task": self.task, "targets": dict(self.targets)} if self.regression else {}
         return seal_metadata({
@@ -297,6 +318,8 @@ class DatasetMeta:
             problems.append("classes are not sorted and unique")
         if len({WEIGHT in b.crc32 for b in self.blocks}) > 1:
             problems.append("some blocks have instance weights and some do not")
+        if len({POSITION in b.crc32 for b in self.blocks}) > 1:
+            problems.append("some blocks have source positions and some do not")
         if len({b.name for b in self.blocks}) != len(self.blocks):
             problems.append("block names are not unique")
         if self.n_features < 0:
@@ -606,6 +629,44 @@ def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = 
     return y
 
 
+def read_block_positions(url: str, info: BlockInfo, storage_options: dict | None = None,
+                         verify: bool = True) -> np.ndarray:
+    """Every row's position in its source (int64) of one row block: its ``position`` chunk
+    only, checked against its CRC-32 (non-negative; that the store's positions are a
+    permutation of its rows is the caller's to check: :func:`source_order`)."""
+    if info.parts:
+        return np.concatenate([read_block_positions(url, part, storage_options, verify)[
+            slice(None) if rows is None else rows] for part, rows in info.parts])
+    where = f"rows/{info.name}/{POSITION}"
+    if POSITION not in info.crc32:
+        raise StorageError(f"{url}: block {info.name} has no source positions (a store "
+                           "ingested before they were kept)")
+    try:
+        root = open_group(url, mode="r", storage_options=storage_options)
+        pos = checked_array(url, where, root[where], "int64", (info.n_rows,))[...]
+    except CorruptStoreError:
+        raise
+    except Exception as exc:
+        raise CorruptStoreError(f"{url}: cannot read array {where}: {exc!r}") from exc
+    if verify and _crc(pos) != info.crc32[POSITION]:
+        raise checksum_error(url, where, root[where])
+    if len(pos) and pos.min() < 0:
+        raise _bad(url, where, f"holds position {int(pos.min())}, below 0")
+    return pos
+
+
+def source_order(url: str, positions: list[np.ndarray], n_rows: int) -> np.ndarray:
+    """The store's row positions (blocks' :func:`read_block_positions`, in block order) as
+    one array, checked to be a permutation of ``range(n_rows)``: a CorruptStoreError
+    otherwise, so that no output is written out of line."""
+    pos = np.concatenate(positions) if positions else np.zeros(0, np.int64)
+    if len(pos) != n_rows or (n_rows and (pos.max() >= n_rows or
+                                          np.bincount(pos, minlength=n_rows).max() != 1)):
+        raise CorruptStoreError(f"{url}: the blocks' source positions are not each row once "
+                                f"(0 to {n_rows - 1}): the store was damaged")
+    return pos
+
+
 def open_dataset(url: str, storage_options: dict | None = None) -> Dataset:
     """Open a committed dataset; raise a typed error if it is absent, partial or foreign."""
     url = resolve(url)  # the workers read it: absolute, ~ expanded
@@ -681,14 +742,20 @@ def _exists(url: str, storage_options: dict | None) -> bool:
 
 
 def write_row_block(stage: str, name: str, block: RowBlock,
-                    storage_options: dict | None = None) -> BlockInfo:
+                    storage_options: dict | None = None,
+                    position: np.ndarray | None = None) -> BlockInfo:
     """Write one row block (one chunk per array, ``weight`` and ``target`` if it has them)
-    into a staging group."""
+    into a staging group; ``position``: its rows' positions in their source (int64)."""
     g = open_group(stage, mode="r+", storage_options=storage_options)
     bg = g["rows"].create_group(name, overwrite=True)
     crcs = {}
-    for k in ROW_ARRAYS + tuple(k for k in (WEIGHT, TARGET) if getattr(block, k) is not None):
-        a = np.ascontiguousarray(getattr(block, k))
+    arrays = {k: getattr(block, k) for k in ROW_ARRAYS + (WEIGHT, TARGET)}
+    if position is not None:
+        if len(position) != block.n_rows:
+            raise ValueError(f"block {name}: {len(position)} positions for {block.n_rows} rows")
+        arrays[POSITION] = np.asarray(position, dtype=np.int64)
+    for k in (k for k, a in arrays.items() if a is not None):
+        a = np.ascontiguousarray(arrays[k])
         arr = bg.create_array(k, shape=a.shape, chunks=(max(1, a.shape[0]),), dtype=a.dtype,
                               compressors=_COMPRESSOR, fill_value=0)
         if a.size:
@@ -779,8 +846,8 @@ def _append(url: str, target: Dataset, part: Dataset, record: dict,
                              f"{'' if m.regression else 'out'} --regression)")
     unknown = sorted(set(part.meta.classes) - set(m.classes))
     if unknown:
-        raise InputDataError(f"{part.url}: labels {unknown} are not classes of {url} "
-                             f"{list(m.classes)}; an append cannot add classes")
+        raise InputDataError(f"{part.url}: labels {listed(unknown)} are not classes of {url} "
+                             f"{listed(m.classes)}; an append cannot add classes")
     if part.meta.weighted != m.weighted:
         has = "has" if part.meta.weighted else "has no"
         raise InputDataError(f"{part.url}: {has} instance weights and {url} "
@@ -790,12 +857,21 @@ def _append(url: str, target: Dataset, part: Dataset, record: dict,
         raise InputDataError(f"{part.url}: dtype {part.meta.dtype} differs from {url}'s "
                              f"{m.dtype}")
     remap = np.searchsorted(np.asarray(m.classes), np.asarray(part.meta.classes)).astype(np.int32)
+    # source positions: the part's rows follow the store's (its positions shifted by the
+    # store's rows); if either has none, the store keeps none (its old blocks' are dropped
+    # from the block table, so that a predict --output never writes out of line)
+    positioned = m.positioned and part.meta.positioned
+    old = m.blocks if positioned else tuple(dataclasses.replace(
+        b, crc32={k: v for k, v in b.crc32.items() if k != POSITION}) for b in m.blocks)
     infos = []
     for i in range(part.n_blocks):
         b = part.read_block(i)
         block = RowBlock(b.indptr, b.indices, b.data,
                          b.y if m.regression else remap[b.y], weight=b.weight, target=b.target)
-        infos.append(write_row_block(url, block_name(len(m.blocks) + i), block, storage_options))
+        position = (read_block_positions(part.url, part.meta.blocks[i], part.storage_options)
+                    + m.n_rows if positioned else None)
+        infos.append(write_row_block(url, block_name(len(m.blocks) + i), block, storage_options,
+                                     position))
     counts = list(m.class_counts)
     for k, c in zip(remap, part.meta.class_counts, strict=True):
         counts[k] += c
@@ -808,7 +884,7 @@ def _append(url: str, target: Dataset, part: Dataset, record: dict,
     meta = dataclasses.replace(m, n_rows=m.n_rows + part.meta.n_rows, targets=targets,
                                n_features=max(m.n_features, part.meta.n_features),
                                nnz=m.nnz + part.meta.nnz, class_counts=tuple(counts),
-                               blocks=m.blocks + tuple(infos), source=source)
+                               blocks=old + tuple(infos), source=source)
     meta.check(url)
     g = open_group(url, mode="r+", storage_options=storage_options)
     g.attrs.put({"distsvm": meta.to_json()})  # replaces every attribute: drops the column view

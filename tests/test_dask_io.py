@@ -244,7 +244,8 @@ def test_cli_bad_parquet_row_is_one_line(client, tmp_path, capsys, dna_frame, co
 def test_predict_writes_parquet_and_zarr_in_the_store_row_order(client, tmp_path, capsys,
                                                                 a9a_small):
     """predict --output .parquet/.zarr: labels, decision values and -b 1 probabilities of
-    every row in the store's row order (as the text output), written on the workers."""
+    every row in the store's row order, with each row's source position (``row``: the text
+    output's line, which follows the source's order), written on the workers."""
     import zarr
 
     from distsvm import ingest, train
@@ -265,17 +266,24 @@ def test_predict_writes_parquet_and_zarr_in_the_store_row_order(client, tmp_path
                          tmp_path / "p.parquet", *sched)
     assert code == 0 and out == out_txt, err  # the same accuracy line
     got = pd.read_parquet(tmp_path / "p.parquet")
-    assert list(got.columns) == ["label", "decision", "probability_1", "probability_-1"]
-    np.testing.assert_array_equal(got["label"], text[:, 0])
-    np.testing.assert_allclose(got[["probability_1", "probability_-1"]], text[:, 1:], atol=1e-5)
+    assert list(got.columns) == ["label", "decision", "probability_1", "probability_-1", "row"]
+    assert sorted(got["row"]) == list(range(len(y)))  # shuffled by ingest: rows out of order
+    assert (got["row"].to_numpy() != np.arange(len(y))).any()
+    by_row = got.sort_values("row")
+    np.testing.assert_array_equal(by_row["label"], text[:, 0])
+    np.testing.assert_allclose(by_row[["probability_1", "probability_-1"]], text[:, 1:],
+                               atol=1e-5)
     np.testing.assert_allclose(got["decision"], model.decision_function(ordered), atol=1e-9)
+    np.testing.assert_allclose(by_row["decision"], model.decision_function(X), atol=1e-9)
     code, out, err = cli(capsys, "predict", store.url, tmp_path / "m.model", "--output",
                          tmp_path / "p.zarr", *sched)
     assert code == 0 and out == out_txt, err
     g = zarr.open_group(str(tmp_path / "p.zarr"), mode="r")
-    np.testing.assert_array_equal(g["label"][:], text[:, 0])
+    np.testing.assert_array_equal(g["row"][:], got["row"])
+    np.testing.assert_array_equal(g["label"][:], got["label"])
     np.testing.assert_allclose(g["decision"][:], got["decision"], atol=0)
-    np.testing.assert_allclose(g["probability"][:], text[:, 1:], atol=1e-5)
+    np.testing.assert_allclose(g["probability"][:][np.argsort(g["row"][:])], text[:, 1:],
+                               atol=1e-5)
     assert g.attrs["distsvm_predictions"]["probability"] == ["probability_1", "probability_-1"]
     code, _, err = cli(capsys, "predict", store.url, tmp_path / "m.model", "--output",
                        tmp_path / "p.zarr", *sched)
