@@ -20,7 +20,7 @@ import json
 import os
 
 from distsvm.storage import bounded
-from distsvm.storage.checkpoint import read_json
+from distsvm.storage.checkpoint import atomic_file, read_json
 from distsvm.storage.errors import MalformedDocumentError
 
 from .errors import MissingDependencyError
@@ -39,7 +39,7 @@ def write_summary(run_dir: str, model, model_path: str) -> str:
     doc = {"solver": model.solver, "loss": model.loss, "params": model.params,
            "model": str(model_path), "summary": summary}
     path = os.path.join(run_dir, SUMMARY_FILE)
-    with open(path, "w") as f:
+    with atomic_file(path, "w") as f:  # whole or not at all, the umask's mode
         json.dump(plain(doc), f, indent=1)
     return path
 
@@ -126,7 +126,8 @@ def plot(rows: list[dict], out: str, title: str = "") -> str:
             ax.legend()
     fig.suptitle(title or "distsvm convergence")
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    with atomic_file(out) as f:
+        fig.savefig(f, dpi=100, format="png")
     plt.close(fig)
     return out
 

@@ -59,8 +59,9 @@ def atomic_write(path, write) -> None:
 def atomic_file(path, mode: str = "wb"):
     """A file object for writing the local file ``path``: a temp file beside it, fsynced and
     renamed into place when the block ends, removed if it fails — never a partial file at
-    ``path``, even on a full disk.  An OSError that names no file (a write's ENOSPC) is
-    raised naming ``path``."""
+    ``path``, even on a full disk.  The file gets the mode ``open()`` gives a new file
+    (0666 less the umask), not ``mkstemp``'s 0600.  An OSError that names no file (a
+    write's ENOSPC) or the temp file is raised naming ``path``."""
     path = os.fspath(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
@@ -68,6 +69,7 @@ def atomic_file(path, mode: str = "wb"):
     except OSError as exc:  # named by the temp file's name: name the file meant instead
         raise OSError(exc.errno, exc.strerror, path) from exc
     try:
+        os.fchmod(fd, 0o666 & ~umask())  # mkstemp's 0600: the mode open() would give it
         with os.fdopen(fd, mode) as f:
             yield f
             f.flush()
@@ -76,9 +78,25 @@ def atomic_file(path, mode: str = "wb"):
     except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+        if isinstance(exc, OSError) and exc.filename in (None, tmp) and exc.errno is not None:
             raise OSError(exc.errno, exc.strerror, path) from exc
         raise
+
+
+def umask() -> int:
+    """The process's umask, read without changing it (``/proc/self/status`` on Linux; else
+    set and restored at once, which another thread creating a file at that instant could
+    see)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def read_bytes(url: str, storage_options: dict | None = None, limit: int | None = None) -> bytes:
