@@ -211,6 +211,10 @@ def check(spec: dict) -> list[str]:
     check_solver_section(spec, where, dataset,
                          regression=bool(spec.get("ingest", {}).get("regression", False)))
     check_cluster(spec.get("cluster", {}), where)
+    if "mlflow" in spec:  # its package and URI
+        from . import mlflow_registry
+
+        mlflow_registry.check(spec["mlflow"], where, spec["name"])
     return paths
 
 
@@ -228,7 +232,12 @@ def run(spec: dict, progress: Progress | None = None, client=None,
               what=f"pipeline {spec['name']}: dataset {spec['dataset']}",
               progress=progress) as lock:
         remove_leftovers(spec["dataset"], spec.get("storage_options"), progress)
-        return _run(spec, paths, progress, client, lock, lock_timeout)
+        code, summary = _run(spec, paths, progress, client, lock, lock_timeout)
+        if "mlflow" in spec:  # after the built-in registry: an MLflow failure loses nothing
+            from . import mlflow_registry
+
+            summary["mlflow"] = mlflow_registry.publish_pipeline(spec, summary, progress)
+        return code, summary
 
 
 def _run(spec, paths, progress, client, lock, lock_timeout) -> tuple[int, dict]:

@@ -339,6 +339,10 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
         check_store(data["test"], where, "data.test", so)
     check_solver_section(spec, where, dataset)
     check_cluster(spec.get("cluster", {}), where)
+    if "mlflow" in spec:  # its package and URI, before anything is trained
+        from . import mlflow_registry
+
+        mlflow_registry.check(spec["mlflow"], where, name)
     resuming = run_dir is not None
     if not resuming:
         run_dir = run_dir_for(spec, run_id or new_run_id())
@@ -391,6 +395,10 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
         progress.note(f"run: registered {out['registry']}/{name}/v{version}"
                       + (" (current)" if out.get("promote", True) else ""))
     files.write_json(files.join(run_dir, "result.json"), result, so)
+    if "mlflow" in spec:  # after the run is recorded: an MLflow failure loses nothing
+        from . import mlflow_registry
+
+        result = mlflow_registry.publish_job(spec, run_dir, result, so, progress, model)
     return result
 
 
@@ -408,6 +416,10 @@ def resume(run_dir: str, progress: Progress | None = None,
         raise SpecError(f"{run_dir}: not a distsvm run directory (no job.json)") from exc
     with contextlib.suppress(FileNotFoundError):
         done = files.read_json(files.join(run_dir, "result.json"), storage_options)
+        if "mlflow" in spec and "mlflow" not in done:  # its publish to MLflow failed: again
+            from . import mlflow_registry
+
+            return mlflow_registry.publish_job(spec, run_dir, done, storage_options, progress)
         (progress or Progress(quiet=True)).note(f"resume: {run_dir} has finished; "
                                                 "nothing to do")
         return done
