@@ -66,6 +66,15 @@ BOOL = params.Satisfies(lambda v: isinstance(v, (bool, np.bool_)), "a bool")
 DUAL = (BOOL, params.OneOf(("auto",)))
 PENALTY = (params.OneOf(("l1", "l2"), "a str among {'l1', 'l2'}"),)
 INTERCEPT = {"fit_intercept": "no_validation", "intercept_scaling": (params.Real(0.0),)}
+# anytime training as scikit-learn's SGD estimators say it (issue 31): early_stopping holds
+# out validation_fraction of the rows (by random_state) and stops after n_iter_no_change
+# rounds without improvement, keeping the best round's model; max_time is the time budget
+ANYTIME = {"early_stopping": (BOOL,),
+           "validation_fraction": (params.Satisfies(
+               lambda v: params.Real(0.0, 1.0).accepts(v) and v < 1,
+               "a float in the range (0, 1)"),),
+           "n_iter_no_change": (params.Int(1),), "max_time": (None, params.Real(0.0))}
+ANYTIME_NAMES = {"validation_fraction", "n_iter_no_change", "max_time"}
 
 
 def _is_store(X) -> bool:
@@ -126,9 +135,14 @@ class _LinearModel(BaseEstimator):
                     "seed": 0 if self.random_state is None else self.random_state}
         solver, loss = training["solver"], training["loss"]
         for name in self._get_param_names():
-            if (name in params.OPTIONS and name not in training
+            if (name in params.OPTIONS and name not in training and name not in ANYTIME_NAMES
                     and params.takes(solver, name, loss)):
                 training[name] = getattr(self, name)
+        if getattr(self, "early_stopping", False):
+            training.update(validation_fraction=self.validation_fraction,
+                            n_iter_no_change=self.n_iter_no_change)
+        if getattr(self, "max_time", None) is not None:
+            training["time_budget"] = self.max_time
         if getattr(self, "fit_intercept", False):
             training["bias"] = float(self.intercept_scaling)
         params.check_kwargs(owner, training, names=SKLEARN_NAMES)
@@ -405,12 +419,13 @@ class LinearSVC(_LinearClassifier):
     _parameter_constraints = _constraints(
         "C", "tol", "max_iter", "random_state", "class_weight", "inner_passes",
         loss=(params.OneOf(("hinge", "squared_hinge")),), dual=DUAL, penalty=PENALTY,
-        **INTERCEPT)
+        **INTERCEPT, **ANYTIME)
 
     def __init__(self, C=1.0, loss="squared_hinge", dual="auto", tol=1e-4, max_iter=1000,
                  fit_intercept=True, intercept_scaling=1.0, class_weight=None,
                  random_state=None, inner_passes=1, scheduler=None, n_workers=None, verbose=0,
-                 penalty="l2"):
+                 penalty="l2", early_stopping=False, validation_fraction=0.1,
+                 n_iter_no_change=5, max_time=None):
         self._keep(locals())
 
     def _loss_penalty(self) -> tuple[str, str]:
@@ -424,12 +439,13 @@ class LogisticRegression(_LinearClassifier):
 
     _parameter_constraints = _constraints(
         "C", "tol", "max_iter", "random_state", "class_weight", dual=(BOOL,), penalty=PENALTY,
-        **INTERCEPT)
+        **INTERCEPT, **ANYTIME)
     _loss_name = "logistic_regression"
 
     def __init__(self, C=1.0, dual=False, tol=1e-4, max_iter=1000, fit_intercept=True,
                  intercept_scaling=1.0, class_weight=None, random_state=None, scheduler=None,
-                 n_workers=None, verbose=0, penalty="l2"):
+                 n_workers=None, verbose=0, penalty="l2", early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=5, max_time=None):
         self._keep(locals())
 
     def _loss_penalty(self) -> tuple[str, str]:
@@ -462,11 +478,13 @@ class LinearSVR(RegressorMixin, _LinearModel):
     _regression = True
     _parameter_constraints = _constraints(
         "C", "tol", "max_iter", "random_state", "epsilon",
-        loss=(params.OneOf(registry.REGRESSION_LOSSES),), dual=DUAL, **INTERCEPT)
+        loss=(params.OneOf(registry.REGRESSION_LOSSES),), dual=DUAL, **INTERCEPT, **ANYTIME)
 
     def __init__(self, epsilon=0.0, tol=1e-4, C=1.0, loss="epsilon_insensitive",
                  fit_intercept=True, intercept_scaling=1.0, dual="auto", verbose=0,
-                 random_state=None, max_iter=1000, scheduler=None, n_workers=None):
+                 random_state=None, max_iter=1000, scheduler=None, n_workers=None,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
+                 max_time=None):
         self._keep(locals())
 
     def _targets(self, y, n_rows, sample_weight, kwargs):

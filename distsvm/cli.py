@@ -202,6 +202,10 @@ def _leftovers_beside(a) -> None:
 TYPE_FLAGS = {"type": "-s", "solver": "--solver", "loss": "--loss"}
 
 
+# anytime training's summary keys (issue 31): why it stopped, the kept round and its gap
+ANYTIME_KEYS = ("stopped_by", "best_round", "kept_duality_gap")
+
+
 def _train(a, progress):
     from .jobs import train
     from .model import save_model
@@ -239,6 +243,7 @@ def _train(a, progress):
                   f"{detail}{s['train_seconds']:.2f}s; model written to {a.model}")
     keys = ("rounds", "converged", "primal_objective", "dual_objective", "duality_gap",
             *(k for k in ("grad_norm", "passes", "rho", "nnz", "n_weights") if k in s),
+            *(k for k in s if k in ANYTIME_KEYS or k.startswith("validation_")),
             "train_seconds", "n_rows",
             "n_features")
     options = {k: model.params[k] for k in ("p",) if k in model.params}

@@ -20,7 +20,7 @@ import numpy as np
 from distsvm.storage import Dataset, open_dataset
 from distsvm.workers import losses
 
-from . import cluster, params, resources
+from . import anytime, cluster, params, resources
 from .model import ONECLASS_CLASSES, Model
 from .progress import Progress
 from .solvers import cutting_plane, ovr, registry, resident
@@ -63,6 +63,7 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
     """
     p = params.Params(**kwargs)
     params.check_params(owner, p)
+    anytime.check(owner, p)
     dataset = as_dataset(data)
     progress = progress or Progress(quiet=True)
     why = None
@@ -74,8 +75,11 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
     p, class_weight, multiclass = params.check_data(owner, p, dataset)
     meta = dataset.meta
     with client_for(scheduler, n_workers, client, progress) as c:
+        deadline = None if p.time_budget is None else time.time() + p.time_budget
         resources.check_dataset(dataset, c)  # w and the blocks fit a worker, or one line
         plan = plan or cluster.plan(c, len(meta.blocks), n_workers, dataset)
+        dataset, plan, settings = _anytime(c, p, dataset, plan, progress, deadline)
+        meta = dataset.meta
         if not multiclass:
             p, why = primal_where_spread(p, dataset, plan, progress, why)
         progress.note(f"train: {p.solver} ({p.loss}) C={p.C:g} eps={p.eps:g} on {meta.n_rows} "
@@ -83,7 +87,8 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
                       f"{len(plan.workers)} workers"
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
         start = time.perf_counter()
-        results = _solve(c, p, dataset, plan, class_weight, multiclass, progress, checkpoint)
+        with anytime.using(settings):
+            results = _solve(c, p, dataset, plan, class_weight, multiclass, progress, checkpoint)
         seconds = time.perf_counter() - start
         ranks = (_fit_ranks(c, dataset, plan, results[0].w, p.bias, progress)
                  if p.objective == "ordinal" else None)
@@ -122,6 +127,52 @@ def primal_where_spread(p, dataset: Dataset, plan: cluster.WorkerPlan, progress:
     return dataclasses.replace(p, solver="newton", eps=tighter * p.eps, primal_switch=None), why
 
 
+def _anytime(c, p, dataset: Dataset, plan: cluster.WorkerPlan, progress: Progress,
+             deadline: float | None) -> tuple:
+    """The training rows, their plan and the run's anytime settings (:mod:`distsvm.anytime`):
+    the validation store, or ``validation_fraction`` of the rows held out by ``seed`` (the
+    training view then the other rows, each block on its stored block's owner)."""
+    meta = dataset.meta
+    settings = anytime.Settings(n_iter_no_change=p.n_iter_no_change, tol=p.validation_tol,
+                                deadline=deadline)
+    if p.validation is None and p.validation_fraction is None:
+        return dataset, plan, settings
+    if not registry.SOLVERS[p.solver].labels or p.objective == "ordinal":
+        raise ValueError(f"a validation set scores classifiers and regression models; not a "
+                         f"{'one-class' if p.objective != 'ordinal' else 'ranking'} model")
+    metric = anytime.metric_of(p, meta.regression)
+    layout = dict(bias=float(p.bias), n_features=meta.n_features)
+    if p.validation is not None:
+        validation = anytime.Validation.of_store(c, p.validation, dataset.storage_options, metric,
+                                                 meta.regression, **layout)
+    else:
+        train, held = anytime.holdout(c, dataset, p.validation_fraction, p.seed, plan)
+        validation = anytime.Validation(c, held, anytime.view_plan(plan, plan.owners, held),
+                                        metric, **layout)
+        dataset, plan = train, anytime.view_plan(plan, plan.owners, train)
+    if metric == "auc" and len(meta.classes) > 2 and registry.SOLVERS[p.solver].multiclass:
+        raise ValueError("validation metric 'auc' scores binary problems (one-vs-rest's too), "
+                         f"not solver {p.solver!r}'s multi-class model")
+    v = validation.dataset.meta
+    progress.note(f"train: validation set of {v.n_rows} rows"
+                  + (f" ({p.validation})" if p.validation else
+                     f" held out of the training store ({p.validation_fraction:g}, seed {p.seed})")
+                  + f", scored by {metric} after each round")
+    return dataset, plan, dataclasses.replace(settings, validation=validation)
+
+
+def _problem(meta, k: int | None, multiclass_solver: bool) -> dict:
+    """How a validation task scores problem k (:func:`distsvm.workers.validation.block_scores`):
+    class index k's rows against the rest (a binary store: index 1 against index 0), a
+    multi-class W (``k`` None), or a regression."""
+    if meta.regression:
+        return {"regression": True}
+    classes = [float(c) for c in meta.classes]
+    if k is None or multiclass_solver:
+        return {"classes": classes}
+    return {"positive": classes[k], "negative": classes[0] if len(classes) == 2 else None}
+
+
 def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,
            checkpoint) -> list:
     """The result of the binary problem (or of a multi-class solver's one), or the K results
@@ -137,14 +188,19 @@ def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,
     costs = {k: losses.class_costs(p.C, class_weight, k if multiclass else None)
              for k in positives}
 
+    settings = anytime.current()
+
     def fit(k, plan_k, progress_k, checkpoint_k=checkpoint):
-        return solver.solve(client, *(held or (dataset, plan_k)), p, positive=k, cost=costs[k],
-                            progress=progress_k, checkpoint=checkpoint_k)
+        with anytime.using(settings, problems=[_problem(dataset.meta, k, spec.multiclass)]):
+            return solver.solve(client, *(held or (dataset, plan_k)), p, positive=k,
+                                cost=costs[k], progress=progress_k, checkpoint=checkpoint_k)
 
     if multiclass and spec.batches_ovr and p.parallel is None:  # K problems, one read a block
-        results = solver.solve_ovr(client, *(held or (dataset, plan)), p,
-                                   costs=list(costs.values()), progress=progress,
-                                   checkpoint=checkpoint)
+        with anytime.using(settings, problems=[_problem(dataset.meta, k, False)
+                                               for k in positives]):
+            results = solver.solve_ovr(client, *(held or (dataset, plan)), p,
+                                       costs=list(costs.values()), progress=progress,
+                                       checkpoint=checkpoint)
     elif multiclass:
         results = ovr.solve(fit, classes, plan, progress, checkpoint)
     else:
@@ -152,6 +208,7 @@ def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,
     if p.primal_switch is None:
         return results
     return [r if r.converged or not p.primal_switch <= r.rounds < p.max_rounds
+            or r.extra.get("stopped_by") != "round limit"
             else _switch_to_primal(
         client, dataset, plan, r, k, costs[k], p,
         ovr.Tagged(progress, f"{classes[k]:g}") if multiclass else progress)
@@ -168,14 +225,27 @@ def _switch_to_primal(client, dataset, plan, dual, positive: int, cost, p, progr
                   f"the primal Newton solver (LIBLINEAR's -s "
                   f"{registry.liblinear_type('newton', p.loss)})")
     tighter = 1e-3 if p.loss in registry.REGRESSION_LOSSES else 0.1
-    primal = registry.SOLVERS["newton"].module().solve(
-        client, dataset, plan, dataclasses.replace(p, eps=tighter * p.eps, warm_start=dual.w,
-                                                   max_rounds=p.max_rounds - dual.rounds),
-        positive=positive, cost=cost, progress=progress, checkpoint=None)
+    with anytime.using(anytime.current(), problems=[_problem(dataset.meta, positive, False)]):
+        primal = registry.SOLVERS["newton"].module().solve(
+            client, dataset, plan, dataclasses.replace(p, eps=tighter * p.eps, warm_start=dual.w,
+                                                       max_rounds=p.max_rounds - dual.rounds),
+            positive=positive, cost=cost, progress=progress, checkpoint=None)
     history = dual.history + [{**row, "round": dual.rounds + row["round"]}
                               for row in primal.history[1:]]
-    return dataclasses.replace(primal, rounds=dual.rounds + primal.rounds, history=history,
-                               train_seconds=dual.train_seconds + primal.train_seconds)
+    result = dataclasses.replace(primal, rounds=dual.rounds + primal.rounds, history=history,
+                                 train_seconds=dual.train_seconds + primal.train_seconds)
+    metric = dual.extra.get("validation_metric")
+    if metric is not None:  # the best model of both (anytime training)
+        name = f"validation_{metric}"
+        if anytime.better(metric, dual.extra[name], primal.extra.get(name, np.nan)):
+            result = dataclasses.replace(
+                result, w=dual.w, extra={**primal.extra, **{k: dual.extra[k] for k in (
+                    name, "best_round", "kept_duality_gap") if k in dual.extra}},
+                primal_objective=dual.primal_objective, dual_objective=dual.dual_objective,
+                duality_gap=dual.duality_gap)
+        else:
+            result.extra["best_round"] = dual.rounds + primal.extra["best_round"]
+    return result
 
 
 def _fit_ranks(client, dataset, plan, w, bias: float, progress) -> tuple:
@@ -239,4 +309,6 @@ def _combined(results: list, seconds: float) -> tuple[np.ndarray, dict]:
     for key in ("nnz", "n_weights"):  # an L1-regularized model's sparsity, over the K
         if key in per[0]:
             summary[key] = sum(s[key] for s in per)
+    if "stopped_by" in per[0]:  # anytime training: why the problems stopped (distinct, joined)
+        summary["stopped_by"] = ", ".join(dict.fromkeys(s["stopped_by"] for s in per))
     return np.stack([r.w for r in results]), summary

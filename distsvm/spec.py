@@ -366,7 +366,8 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
                            checkpoint=checkpoint, **params)
         s = model.summary
         result.update(solver=model.solver, loss=model.loss, rounds=s["rounds"],
-                      converged=s["converged"], primal_objective=s["primal_objective"])
+                      converged=s["converged"], primal_objective=s["primal_objective"],
+                      **{k: s[k] for k in ("stopped_by", "best_round") if k in s})
         if "test" in data:
             test = prediction.predict(open_dataset(data["test"], so), model, client=c)
             if model.is_regression:
@@ -416,6 +417,8 @@ def resume(run_dir: str, progress: Progress | None = None,
         raise SpecError(f"{run_dir}: not a distsvm run directory (no job.json)") from exc
     with contextlib.suppress(FileNotFoundError):
         done = files.read_json(files.join(run_dir, "result.json"), storage_options)
+        if done.get("stopped_by") == "time budget":  # not finished: go on (issue 31)
+            raise FileNotFoundError
         if "mlflow" in spec and "mlflow" not in done:  # its publish to MLflow failed: again
             from . import mlflow_registry
 

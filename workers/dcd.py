@@ -36,6 +36,21 @@ def _state(run: str, info: BlockInfo) -> dict:
     return s
 
 
+def _cut(s, regression: bool) -> None:
+    """A block not visited because the time budget ran out (issue 31): its α, Σα and
+    ΣDᵢᵢαᵢ² stand (a block never visited: α = 0), so the dual objective is exact, and its
+    loss is measured at the round's w as any other's; ``full`` False keeps the round from
+    meeting LIBLINEAR's stopping rule on the previous visit's projected gradients."""
+    s["stats"] = {"sum_alpha": 0.0, "sum_dsq": 0.0, "pg_max": -np.inf, "pg_min": np.inf,
+                  "active": 0, **({"gnorm1": 0.0} if regression else {}),
+                  **(s["stats"] or {}), "full": False, "skipped": False}
+
+
+def _past(deadline: float | None) -> bool:
+    """Whether the time budget's ``deadline`` (``time.time()``) has passed."""
+    return deadline is not None and time.time() >= deadline
+
+
 def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps, n_passes,
            positive, shrink, epsilon=0.0):
     """DCD passes on one block, updating ``w`` in place; the block's statistics are kept.
@@ -221,7 +236,8 @@ def _rebuild_cache(url: str, infos: list[BlockInfo], run: str, cache_bytes: int,
 
 def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, *,
             report_infos: list[BlockInfo] | None = None, shrink=None, cache_bytes: int,
-            storage_options: dict | None = None, tag: int = 0, **kw):
+            storage_options: dict | None = None, tag: int = 0, deadline: float | None = None,
+            **kw):
     """Visit ``infos`` in order (consecutive blocks of a round owned by this worker).
 
     ``prev`` is the initial ``w`` or the previous segment's ``(w, report)``; the
@@ -230,16 +246,22 @@ def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, 
     (:func:`blocks.stream`), except those whose rows are all shrunk while the
     round keeps shrinking (``shrink`` given): such a visit would do nothing, so
     the block is not read and keeps its statistics, its projected gradients
-    leaving (16)–(17) as shrunken rows do in LIBLINEAR.  Returns ``(w, report)``,
-    where report covers ``report_infos`` (see :func:`report`) if given, else None.
+    leaving (16)–(17) as shrunken rows do in LIBLINEAR.  Once the time budget's
+    ``deadline`` has passed, the blocks left are not visited (:func:`_cut`), but for the
+    first of a round.  Returns
+    ``(w, report)``, where report covers ``report_infos`` (see :func:`report`) if given,
+    else None.
     """
     w = np.array(prev[0] if isinstance(prev, tuple) else prev, dtype=np.float64)  # own copy
     states = [_state(run, info) for info in infos]
     skip = [shrink is not None and s["state"][kernel.ACTIVE] == 0 for s in states]
     loaded = blocks.stream(url, [info for info, k in zip(infos, skip) if not k], cache_bytes,
                            storage_options)
-    for s, k, seed in zip(states, skip, seeds):
-        if k:  # (an SVR block's violations leave the round's sum too)
+    first = not isinstance(prev, tuple)  # a round's first segment visits one block at least
+    for i, (s, k, seed) in enumerate(zip(states, skip, seeds)):
+        if _past(deadline) and not (first and i == 0):
+            _cut(s, is_regression(kw["loss"]))
+        elif k:  # (an SVR block's violations leave the round's sum too)
             s["stats"].update(pg_max=-np.inf, pg_min=np.inf, full=False, skipped=True,
                               **({"gnorm1": 0.0} if "gnorm1" in s["stats"] else {}))
         else:
@@ -464,7 +486,8 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
               n_passes: int, bias: float, n_features: int, loss: int, cache_bytes: int,
               informative: int = 0, storage_options: dict | None = None,
               from_checkpoint: dict | None = None, epsilon: float = 0.0,
-              inits: list | None = None) -> tuple[np.ndarray, list[dict]]:
+              inits: list | None = None, deadline: float | None = None
+              ) -> tuple[np.ndarray, list[dict]]:
     """Rounds of sequential DCD for several one-vs-rest problems, all on this worker.
 
     Problem j is row j of W: class index ``positives[j]`` against the rest, C per class
@@ -495,7 +518,10 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
 
     Returns when every problem has stopped ((17), the gap, or ``max_rounds``), or after a
     round that ends once ``seconds`` have passed or that is a multiple of ``every`` (a
-    checkpoint is due): ``(W, outcome per problem)``, each ``{"rows": [round_row of each
+    checkpoint is due), or after the block visit in which the time budget's ``deadline``
+    (``time.time()``) passed — the round cut there (:func:`_cut`; the task's first visit
+    is always made), its row ``"cut": True``:
+    ``(W, outcome per problem)``, each ``{"rows": [round_row of each
     round done, with "at": seconds into the task], "shrink", "done", "converged"}``.
     """
     start = time.perf_counter()
@@ -531,10 +557,18 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     while True:
         live = [j for j in range(len(runs)) if not out[j]["done"]]
         for rr in sorted({r[j] + 1 for j in live}):  # problems at round rr share each read
+            if _past(deadline) and rr > min(rounds) + 1:
+                break
             js = [j for j in live if r[j] + 1 == rr]
             order = block_order(seed, rr, len(infos))
             loaded = blocks.stream(url, [infos[b] for b in order], cache_bytes, storage_options)
-            for b, (block, sqnorm) in zip(order, loaded):
+            cut = False
+            for i, (b, (block, sqnorm)) in enumerate(zip(order, loaded)):
+                if _past(deadline) and (i or rr > min(rounds) + 1):  # one visit at least
+                    cut = True
+                    for j in js:
+                        _cut(_state(runs[j], infos[b]), is_regression(loss))
+                    continue
                 for j in js:
                     if informative:  # block b's part of the cache: its share of the rows
                         _visit_cached(W[j], b, block, sqnorm, runs[j], infos,
@@ -551,13 +585,17 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
                 row = round_row(rr, [report], n_rows)
                 row["at"] = time.perf_counter() - start
                 out[j]["rows"].append(row)
+                if cut:  # no stopping test on a round cut short
+                    row["cut"] = True
+                    out[j]["shrink"] = None
+                    continue
                 converged, out[j]["shrink"] = stopping(row, [report], eps,
                                                        certified(row, gap_tol), inits[j])
                 if inits[j] is None:
                     inits[j] = row.get("gnorm1")
                 out[j].update(done=converged or rr == max_rounds, converged=converged)
         if all(o["done"] for o in out) or time.perf_counter() - start > seconds or \
-                (every and any(r[j] % every == 0 for j in live)):
+                (every and any(r[j] % every == 0 for j in live)) or _past(deadline):
             break
     if gap_tol <= 0:  # the primal objective of each problem that has stopped (its last round)
         js = [j for j in range(len(runs)) if out[j]["rows"] and out[j]["done"]]

@@ -157,7 +157,8 @@ class _Chained(_Blocks):
         self.x, reports = resident.chained_round(
             self.ctx, distsvm.workers.dcd, self.x, order, r, self.seed,
             segment_kw=dict(eps=self.eps, n_passes=self.inner_passes, shrink=self.shrink,
-                            **self.common), report_kw=self.common)
+                            deadline=self.settings.deadline, **self.common),
+            report_kw=self.common)
         row = distsvm.workers.dcd.round_row(r, reports, meta.n_rows)
         row["stale_blocks"] = sum(p["stale"] for p in reports)  # skipped: loss not exact
         self.converged[0], self.shrink = distsvm.workers.dcd.stopping(
@@ -165,6 +166,8 @@ class _Chained(_Blocks):
             distsvm.workers.dcd.certified(row, self.gap_tol) and not row["stale_blocks"],
             distsvm.workers.dcd.first_gnorm1(self.histories[0]))
         self.done[0] = self.converged[0]
+        if self.settings.expired():  # the round may have been cut (workers.dcd.segment)
+            self.shrink = None
         return [(0, row)]
 
     def state(self):
@@ -330,7 +333,7 @@ class _Batched(driver.Solver):
             [self.costs[k] for k in g], [len(h[k]) for k in g], [self.shrink[k] for k in g],
             inits=[distsvm.workers.dcd.first_gnorm1(h[k]) for k in g],
             from_checkpoint=self.from_checkpoint(g), cache_bytes=ctx.plan.cache_bytes[a],
-            workers=[a], pure=False, **self.common)
+            workers=[a], pure=False, **{**self.common, **self.anytime_kw()})
             for (a, t), g in groups.items()]
         results, gone = cluster.gather_each(ctx.client, ctx.pending, [a for a, _ in groups])
         rows = []
@@ -350,6 +353,13 @@ class _Batched(driver.Solver):
         if gone:
             raise cluster.WorkerLost(gone, rows)
         return rows
+
+    def anytime_kw(self) -> dict:
+        """The batch's deadline, and one round a batch where each round is scored (the
+        driver scores the w a step ends with)."""
+        settings = self.settings
+        return {"deadline": settings.deadline,
+                **({"seconds": 0.0} if settings.validation is not None else {})}
 
     def progress_of(self, k):
         return self.tagged[k]

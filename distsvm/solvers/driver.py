@@ -21,6 +21,18 @@ solver declares:
 
 Several problems may share one drive (one-vs-rest batches): each has its own history and
 stops on its own; the run checkpoints when the furthest passes a multiple of the interval.
+
+Anytime training (issue 31) is the driver's too, the same on every solver and path: with a
+validation set (:class:`distsvm.anytime.Settings`, :data:`distsvm.anytime.CURRENT`), each
+problem's model is scored after each step (a solver that runs several rounds a step runs one
+when there is a validation set, where it can: batched dual CD) and the score goes in the
+round's row and line; each problem keeps its best round's w, stops after ``n_iter_no_change``
+rounds without an improvement of more than ``tol`` (scikit-learn's rule), and returns that
+w (a validation set without early stopping only watches: the last w).  At the deadline (``--time-budget``) the run stops after the step in flight — dual CD's
+tasks themselves stop between block visits — checkpoints where it checkpoints (``resume``
+goes on from there) and returns the best model so far.  Each result says why it stopped
+(``stopped_by``: ``eps``, ``gap``, ``no improvement``, ``time budget``, ``round limit``, or
+``solver`` for a stop of the solver's own that is not its rule, a failed line search).
 """
 
 from __future__ import annotations
@@ -35,11 +47,11 @@ import numpy as np
 import distsvm.workers.blocks
 from distsvm.storage import Dataset
 
-from .. import cluster
+from .. import anytime, cluster
 from ..checkpoint import Checkpoint, Checkpointer
 from ..cluster import WorkerPlan
 from ..errors import ConvergenceWarning
-from ..progress import Progress
+from ..progress import Progress, dual_line
 
 RERUN, REBUILD, ROLLBACK, RELOAD = "rerun", "rebuild", "rollback", "reload"
 
@@ -93,6 +105,7 @@ class Solver:
     title = ""  # its name in warnings, if not ``name``
     policy = RERUN
     problems = 1
+    settings = anytime.Settings()  # the run's anytime settings (drive sets them)
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
@@ -160,11 +173,68 @@ def _finish(solver: Solver, problems) -> None:
             finish()
 
 
+class _Best:
+    """A problem's best round by validation score, and its rounds without an improvement."""
+
+    def __init__(self):
+        self.score, self.round, self.w, self.row, self.count = np.nan, 0, None, {}, 0
+
+    def state(self) -> dict:
+        return {"score": self.score, "round": self.round, "row": self.row, "count": self.count}
+
+    def load(self, state: dict, w) -> None:
+        self.score, self.round, self.row, self.count = (state["score"], state["round"],
+                                                        state["row"], state["count"])
+        self.w = w
+
+
+def _scored(solver: Solver, rows, bests: list[_Best], stopped: list) -> None:
+    """Score the model of each problem that has a row in ``rows`` on the validation set (its
+    last row: the w it holds now), in the row; keep the best; stop early (scikit-learn's
+    rule: a score that does not beat the best by more than tol counts a round without
+    improvement)."""
+    settings = solver.settings
+    v = settings.validation
+    last = {k: row for k, row in rows}
+    ks = list(last)
+    ws = [np.array(solver.w(k), dtype=np.float64) for k in ks]
+    for k, w, score in zip(ks, ws, v.scores(ws, [settings.problems[k] for k in ks])):
+        row, best = last[k], bests[k]
+        row[v.name] = score
+        if anytime.better(v.metric, score, best.score, settings.tol):
+            best.count = 0
+        else:
+            best.count += 1
+        if best.w is None or anytime.better(v.metric, score, best.score):
+            best.score, best.round, best.w, best.row = score, row["round"], w, row
+        if settings.n_iter_no_change and best.count >= settings.n_iter_no_change \
+                and not solver.done[k]:
+            solver.done[k], stopped[k] = True, "no improvement"
+
+
+def _stopped_by(solver: Solver, k: int, history: list[dict], stopped: list,
+                max_rounds: int) -> str:
+    """Why problem k stopped (:mod:`distsvm.solvers.driver`'s docstring)."""
+    if stopped[k]:
+        return stopped[k]
+    last = history[-1] if history else {}
+    if solver.converged[k]:
+        gap_tol = getattr(solver, "gap_tol", 0.0) or getattr(solver, "common", {}).get("gap_tol", 0)
+        certified = (gap_tol and "gap" in last and "primal" in last
+                     and last["gap"] <= gap_tol * abs(last["primal"]))
+        return "gap" if certified else "eps"
+    return "round limit" if _furthest([history]) >= max_rounds else "solver"
+
+
 def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
     """Run ``solver`` to its stop or ``max_rounds``; the result of each of its problems."""
     ctx = solver.ctx
     histories: list[list[dict]] = [[] for _ in range(solver.problems)]
     solver.histories = histories  # the solver reads them (a window of rounds); changed in place
+    settings = solver.settings = anytime.current()
+    v = settings.validation
+    bests = [_Best() for _ in range(solver.problems)]
+    stopped: list[str | None] = [None] * solver.problems
     start = time.perf_counter()
     r = saved = 0  # the furthest round done; the round of the last checkpoint
     every = ctx.checkpoint.every if ctx.checkpoint is not None else None
@@ -172,25 +242,43 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
         found = ctx.checkpoint.latest(solver.name) if ctx.checkpoint is not None else None
         if found is not None:
             histories[:] = found.state["histories"]
+            for k, state in enumerate(found.state.get("anytime") or []):
+                bests[k].load(state, found.arrays.get(f"anytime_w{k}"))
             _attempt(solver, histories, lambda r: solver.resume(found), None)
             start -= found.state["seconds"]
             r = saved = found.round
             ctx.progress.note(f"resuming from the checkpoint of round {found.round} "
                               f"({found.directory})")
-        def log(rows):
+        def log(rows, scored=False):
             now = time.perf_counter() - start
-            for k, row in rows:  # "ago": how long before the step's end the round ended
+            for _, row in rows:  # "ago": how long before the step's end the round ended
                 row["seconds"] = now - row.pop("ago", 0.0)
+            if scored and v is not None and rows:
+                _scored(solver, rows, bests, stopped)
+            for k, row in rows:
                 histories[k].append(row)
-                solver.progress_of(k).round(row, solver.line(row))
+                text = solver.line(row)
+                if v is not None and v.name in row:
+                    text = f"{text or dual_line(row)}  {v.name} {row[v.name]:.6g}"
+                solver.progress_of(k).round(row, text)
 
         while not all(solver.done) and r < max_rounds:
-            log(_attempt(solver, histories, solver.step, log))
+            log(_attempt(solver, histories, solver.step, log), scored=True)
             _finish(solver, [k for k, done in enumerate(solver.done) if done])
             r = _furthest(histories)
+            if settings.expired() and not all(solver.done) and r < max_rounds:
+                for k, done in enumerate(solver.done):
+                    stopped[k] = stopped[k] or (None if done else "time budget")
+                ctx.progress.note(f"round {r}: the time budget is spent; keeping the "
+                                  + ("best model so far" if v is not None else "last model"))
+                if every and r > saved:  # `resume` goes on from here
+                    saved = r if _save(solver, r, histories, start, bests) else saved
+                break
             if every and not all(solver.done) and r < max_rounds and r // every > saved // every:
-                saved = r if _save(solver, r, histories, start) else saved
+                saved = r if _save(solver, r, histories, start, bests) else saved
         for k, h in enumerate(histories):  # not a stop of its own (a failed line search)
+            if stopped[k]:
+                continue
             if not solver.converged[k] and (not solver.done[k] or _furthest([h]) >= max_rounds):
                 warnings.warn(f"{solver.title or solver.name} reached the round limit ({max_rounds}) before "
                               f"{solver.limit(k, histories[k])}; increase max_rounds or eps",
@@ -202,11 +290,27 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
     results = []
     for k, history in enumerate(histories):
         last = history[-1] if history else {}
+        best, w = bests[k], solver.w(k)
+        extra = {**solver.extra(k),
+                 "stopped_by": _stopped_by(solver, k, history, stopped, max_rounds)}
+        kept = last
+        # early stopping or a spent budget keep the best round's model (its objectives where
+        # measured); a validation set alone only watches
+        if best.w is not None and (settings.n_iter_no_change or stopped[k] == "time budget") \
+                and best.round != last.get("round"):
+            kept, w = best.row, best.w
+            if "nnz" in extra:  # an L1-regularized model's sparsity
+                extra["nnz"] = int(np.count_nonzero(w))
+        if best.w is not None:
+            extra.update({"validation_metric": v.metric, v.name: kept.get(v.name, best.score),
+                          "best_round": best.round})
+            if "gap" in kept:
+                extra["kept_duality_gap"] = kept["gap"]
         results.append(Result(
-            w=solver.w(k), rounds=last.get("round", 0), converged=solver.converged[k],
-            primal_objective=last.get("primal", np.nan), dual_objective=last.get("dual", np.nan),
-            duality_gap=last.get("gap", np.nan), train_seconds=seconds, history=history,
-            extra=solver.extra(k), options=solver.options))
+            w=w, rounds=last.get("round", 0), converged=solver.converged[k],
+            primal_objective=kept.get("primal", np.nan), dual_objective=kept.get("dual", np.nan),
+            duality_gap=kept.get("gap", np.nan), train_seconds=seconds, history=history,
+            extra=extra, options=solver.options))
     return results
 
 
@@ -293,7 +397,7 @@ def _roll_back(solver: Solver, r: int, gone: list[str]) -> tuple[WorkerPlan, np.
             gone = again.gone
 
 
-def _save(solver: Solver, r: int, histories, start: float) -> bool:
+def _save(solver: Solver, r: int, histories, start: float, bests: list[_Best]) -> bool:
     """Checkpoint round r: the workers' files, then the coordinator's arrays, its state, the
     histories and the seconds so far.  A worker lost meanwhile skips this checkpoint (the
     next step notices the loss)."""
@@ -305,7 +409,9 @@ def _save(solver: Solver, r: int, histories, start: float) -> bool:
                                  "checkpointing; no checkpoint this round")
         return False
     arrays, state = solver.state()
+    arrays = {**arrays, **{f"anytime_w{k}": b.w for k, b in enumerate(bests) if b.w is not None}}
     ckpt.save(r, solver.name, arrays, {**state, "histories": histories,
+                                       "anytime": [b.state() for b in bests],
                                        "seconds": time.perf_counter() - start}, files)
     return True
 

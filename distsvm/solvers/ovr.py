@@ -33,6 +33,7 @@ choices, so the same w).
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 
 from .. import cluster
 from ..checkpoint import Checkpointer
@@ -104,7 +105,8 @@ def solve(fit, classes, plan: WorkerPlan, progress: Progress,
     with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-ovr") as pool:
         futures = []
         for k, log in enumerate(tagged(progress, classes, together=False)):
-            futures.append(pool.submit(_fit, fit, k, rotated(plan, k), log,
+            futures.append(pool.submit(contextvars.copy_context().run,  # anytime.CURRENT
+                                       _fit, fit, k, rotated(plan, k), log,
                                        None if checkpoint is None
                                        else checkpoint.problem(k, log)))
         try:
