@@ -24,7 +24,10 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 # parameters every solver takes: the common ones, and the seed (every front end passes it,
 # and it also draws cross-validation's folds); every other one is refused by a solver that
 # does not take it (issue 30)
-COMMON = {"solver", "loss", "C", "eps", "bias", "max_rounds", "seed"}
+COMMON = {"solver", "loss", "C", "eps", "bias", "max_rounds", "seed",
+          # anytime training (issue 31): the round driver's, every solver's
+          "validation", "validation_fraction", "validation_metric", "n_iter_no_change",
+          "validation_tol", "time_budget"}
 
 
 def test_every_liblinear_type_is_a_registered_solver_and_loss():
