@@ -140,6 +140,10 @@ def _anytime(c, p, dataset: Dataset, plan: cluster.WorkerPlan, progress: Progres
     if not registry.SOLVERS[p.solver].labels or p.objective == "ordinal":
         raise ValueError(f"a validation set scores classifiers and regression models; not a "
                          f"{'one-class' if p.objective != 'ordinal' else 'ranking'} model")
+    if p.validation_fraction is not None and registry.SOLVERS[p.solver].reads == "columns":
+        raise ValueError(f"solver {p.solver!r} reads the store's column view, which covers "
+                         "every row: it cannot hold rows out (validation_fraction); give a "
+                         "validation store instead")
     metric = anytime.metric_of(p, meta.regression)
     layout = dict(bias=float(p.bias), n_features=meta.n_features)
     if p.validation is not None:

@@ -233,3 +233,28 @@ def test_a_dask_collection_holds_out_the_fraction(noisy, client):
                             validation_fraction=0.2, n_iter_no_change=2).fit(dX, dy)
     assert clf.model_.summary["n_rows"] == 1600
     assert "validation_accuracy" in clf.model_.summary
+
+
+def test_a_spent_budget_is_resumed(slow_store, tmp_path):
+    """``distsvm run`` with a time budget and checkpoints: the run stops on its budget,
+    checkpoints there and says so (``stopped_by``); ``resume`` goes on from that round
+    (with a budget of its own) instead of calling the run finished."""
+    import io
+
+    from distsvm import spec
+    from distsvm.progress import Progress
+
+    job = tmp_path / "job.yaml"
+    job.write_text(f"data: {{train: {slow_store.url}}}\n"
+                   "solver: {loss: hinge, C: 10.0, max_rounds: 30, time_budget: 1.0}\n"
+                   f"checkpoint: {{every: 1000, runs: {tmp_path / 'runs'}}}\n"
+                   f"output: {{model: {tmp_path / 'm.model'}}}\n")
+    first = spec.run(spec.load_spec(str(job)), run_id="r1")
+    assert first["stopped_by"] == "time budget"
+    done = first["rounds"]
+    assert (tmp_path / "runs" / "r1" / "checkpoints" / f"{done:08d}").is_dir()
+    log = Progress(stream=io.StringIO())
+    second = spec.resume(first["run"], progress=log)
+    assert f"resuming from the checkpoint of round {done}" in log.stream.getvalue()
+    assert second["rounds"] > done
+    assert load_model(str(tmp_path / "m.model")).summary["rounds"] == second["rounds"]

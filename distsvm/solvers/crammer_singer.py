@@ -127,7 +127,7 @@ class _CrammerSinger(driver.Solver):
             first=r, rng_state=self.rng.bit_generator.state, seed=self.seed,
             n_rows=meta.n_rows, max_rounds=self.max_rounds,
             every=ctx.checkpoint.every if ctx.checkpoint is not None else None,
-            seconds=dcd.BATCH_SECONDS, eps=self.eps, gap_tol=self.gap_tol, shrink=shrink,
+            seconds=self.batch_seconds(dcd.BATCH_SECONDS), eps=self.eps, gap_tol=self.gap_tol, shrink=shrink,
             cache_bytes=ctx.plan.cache_bytes[owners[0]], workers=owners, pure=False,
             **self.common)]
         self.W, out = cluster.gather(ctx.client, ctx.pending, owners)[0]

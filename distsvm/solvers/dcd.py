@@ -357,9 +357,8 @@ class _Batched(driver.Solver):
     def anytime_kw(self) -> dict:
         """The batch's deadline, and one round a batch where each round is scored (the
         driver scores the w a step ends with)."""
-        settings = self.settings
-        return {"deadline": settings.deadline,
-                **({"seconds": 0.0} if settings.validation is not None else {})}
+        return {"deadline": self.settings.deadline,
+                "seconds": self.batch_seconds(BATCH_SECONDS)}
 
     def progress_of(self, k):
         return self.tagged[k]

@@ -24,13 +24,14 @@ stops on its own; the run checkpoints when the furthest passes a multiple of the
 
 Anytime training (issue 31) is the driver's too, the same on every solver and path: with a
 validation set (:class:`distsvm.anytime.Settings`, :data:`distsvm.anytime.CURRENT`), each
-problem's model is scored after each step (a solver that runs several rounds a step runs one
-when there is a validation set, where it can: batched dual CD) and the score goes in the
-round's row and line; each problem keeps its best round's w, stops after ``n_iter_no_change``
-rounds without an improvement of more than ``tol`` (scikit-learn's rule), and returns that
-w (a validation set without early stopping only watches: the last w).  At the deadline (``--time-budget``) the run stops after the step in flight — dual CD's
-tasks themselves stop between block visits — checkpoints where it checkpoints (``resume``
-goes on from there) and returns the best model so far.  Each result says why it stopped
+problem's model is scored after each step (a solver whose tasks run several rounds runs one
+a task then, :meth:`Solver.batch_seconds`) and the score goes in the round's row and line;
+with ``n_iter_no_change`` a problem stops after that many rounds without an improvement of
+more than ``tol`` (scikit-learn's rule) and returns its best round's w (a validation set
+without early stopping only watches: the last w).  At the deadline (``--time-budget``) the
+run stops after the step in flight — dual CD's tasks themselves stop between block visits —,
+checkpoints where it checkpoints (``resume`` goes on from there) and returns the best model
+so far (by validation score, else the last).  Each result says why it stopped
 (``stopped_by``: ``eps``, ``gap``, ``no improvement``, ``time budget``, ``round limit``, or
 ``solver`` for a stop of the solver's own that is not its rule, a failed line search).
 """
@@ -162,6 +163,11 @@ class Solver:
 
     def progress_of(self, k: int) -> Progress:
         return self.ctx.progress
+
+    def batch_seconds(self, seconds: float) -> float:
+        """How long a task that runs several rounds (a batch) may run: ``seconds``, or one
+        round where each round is scored on a validation set."""
+        return 0.0 if self.settings.validation is not None else seconds
 
 
 def _finish(solver: Solver, problems) -> None:

@@ -163,7 +163,7 @@ class _L1(driver.Solver):
         ctx.pending = [ctx.client.submit(
             distsvm.workers.l1.exact_rounds, ctx.dataset.url, self.cmeta, r, self.max_rounds,
             self.seed, ctx.run, eps=self.eps_rel, gnorm1_init=self.gnorm1_init,
-            seconds=BATCH_SECONDS, stop_at=-(-r // every) * every if every else None,
+            seconds=self.batch_seconds(BATCH_SECONDS), stop_at=-(-r // every) * every if every else None,
             resume=(self.carry or None) if self.fresh else None,
             cache_bytes=ctx.plan.cache_bytes[addr], workers=[addr], pure=False,
             **self.common)]

@@ -115,7 +115,7 @@ class _PCD(driver.Solver):
             every = ctx.checkpoint.every if ctx.checkpoint is not None else None
             ctx.pending = [ctx.client.submit(
                 distsvm.workers.pcd.exact_rounds, ctx.dataset.url, self.cmeta, r, self.max_rounds,
-                self.seed, ctx.run, eps=self.eps, g0=self.g0, seconds=BATCH_SECONDS,
+                self.seed, ctx.run, eps=self.eps, g0=self.g0, seconds=self.batch_seconds(BATCH_SECONDS),
                 stop_at=-(-r // every) * every if every else None,
                 w0=self.x if self.fresh else None, cache_bytes=ctx.plan.cache_bytes[addrs[0]],
                 workers=addrs[:1], pure=False, **self.common)]
