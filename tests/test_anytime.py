@@ -258,3 +258,31 @@ def test_a_spent_budget_is_resumed(slow_store, tmp_path):
     assert f"resuming from the checkpoint of round {done}" in log.stream.getvalue()
     assert second["rounds"] > done
     assert load_model(str(tmp_path / "m.model")).summary["rounds"] == second["rounds"]
+
+
+def test_the_command_line(noisy, tmp_path):
+    """``distsvm train --validation … --n-iter-no-change … --json``: the result says why it
+    stopped, which round it kept and its score; ``predict`` on the validation store prints
+    that score."""
+    import subprocess
+    import sys
+
+    train, valid = noisy
+
+    def run(*args):
+        p = subprocess.run([sys.executable, "-m", "distsvm.cli", *map(str, args)],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return p
+
+    out = run("train", train.url, tmp_path / "m.model", "-s", "3", "--validation", valid.url,
+              "--n-iter-no-change", "3", "--validation-tol", "0", "--json")
+    result = json.loads(out.stdout)
+    assert result["stopped_by"] == "no improvement" and result["best_round"] < result["rounds"]
+    assert "validation_accuracy" in out.stderr  # the round lines
+    pred = json.loads(run("predict", valid.url, tmp_path / "m.model", "--json").stdout)
+    assert pred["accuracy"] == result["validation_accuracy"]
+    both = subprocess.run([sys.executable, "-m", "distsvm.cli", "train", train.url,
+                           tmp_path / "x.model", "--validation", valid.url,
+                           "--validation-fraction", "0.1"], capture_output=True, text=True)
+    assert both.returncode == 2 and "--validation" in both.stderr
