@@ -206,7 +206,10 @@ def test_auc_and_regression_mse(noisy, tmp_path):
     r = jobs.train(reg, solver="newton", loss="squared_epsilon_insensitive",
                    validation_fraction=0.2, max_rounds=4)
     assert r.summary["validation_metric"] == "mse"
-    assert np.isfinite(r.summary["validation_mse"])
+    c = embedded_client()
+    _, held = anytime.holdout(c, reg, 0.2, 0, cluster.plan(c, len(reg.meta.blocks), None, reg))
+    assert prediction.predict(held, r, client=c)["mean_squared_error"] == pytest.approx(
+        r.summary["validation_mse"], rel=1e-12)
 
 
 def test_estimators_take_scikit_learn_s_names(noisy):
@@ -286,3 +289,30 @@ def test_the_command_line(noisy, tmp_path):
                            tmp_path / "x.model", "--validation", valid.url,
                            "--validation-fraction", "0.1"], capture_output=True, text=True)
     assert both.returncode == 2 and "--validation" in both.stderr
+
+
+@pytest.mark.parametrize("path", ["in-process", "chained over 2 workers"])
+def test_early_stopping_resumed_keeps_the_same_best(noisy, client, path, tmp_path):
+    """A checkpointed early-stopping run cut short (at round 2, before its stop) and resumed
+    stops where the uninterrupted run does and keeps the same best model: the best round,
+    its w and the rounds without improvement travel in the checkpoints."""
+    import warnings
+
+    from distsvm.checkpoint import Checkpointer
+    from distsvm.errors import ConvergenceWarning
+
+    train, valid = noisy
+    where = _where(path, client, train)
+    kw = dict(loss="hinge", C=1.0, validation=valid.url, n_iter_no_change=3,
+              validation_tol=0.0, **where)
+    straight = jobs.train(train, **kw)
+    assert straight.summary["best_round"] >= 2  # so the cut run has not yet kept it
+    ck = Checkpointer(tmp_path, 1, {"case": path})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cut = jobs.train(train, checkpoint=ck, **{**kw, "max_rounds": 2})
+    assert cut.summary["stopped_by"] == "round limit"
+    resumed = jobs.train(train, checkpoint=ck, **kw)
+    for key in ("rounds", "best_round", "stopped_by", "validation_accuracy"):
+        assert resumed.summary[key] == straight.summary[key], key
+    np.testing.assert_array_equal(resumed.w, straight.w)
