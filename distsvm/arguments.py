@@ -86,6 +86,18 @@ def _columnize_options(p):
 
 
 
+def _date(text: str) -> str:
+    """``pipeline run --ds``: a date as YYYY-MM-DD."""
+    import datetime
+
+    try:
+        if len(text) == 10:
+            return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got {text!r}")
+
+
 def _storage_option(text: str) -> tuple[str, object]:
     """``KEY=VALUE`` of ``--storage-option``; VALUE is read as JSON if it parses, else a string."""
     key, sep, value = text.partition("=")
@@ -144,9 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("--append", action="store_true",
                    help="append SOURCE's rows to STORE (created if absent) as a pipeline run "
-                        "does: recorded in its ledger by file name and SHA-256, skipped if "
-                        "already there, refused if that name was appended with other content; "
-                        "one writer at a time (docs/pipeline.md)")
+                        "does: recorded in its ledger by path and SHA-256, skipped if already "
+                        "there, refused if that path was appended with other content; one "
+                        "writer at a time (docs/pipeline.md)")
     p.add_argument("--weights", metavar="FILE",
                    help="instance weights, one per line in the rows' order (LIBLINEAR's -W "
                         "file), kept in the store")
@@ -272,6 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
                                         "retrain, evaluate, promote if not worse (docs/pipeline.md)")
     p.add_argument("action", choices=("run",))
     p.add_argument("spec")
+    p.add_argument("--ds", type=_date, metavar="YYYY-MM-DD",
+                   help="the interval's date, for {{ ds }} in the spec's strings (e.g. "
+                        "partitions: /incoming/{{ ds }}/*.svm); default today (date +%%F)")
     _lock_options(p)
     _common(p)
     return parser

@@ -15,19 +15,39 @@ import sys
 import threading
 import warnings
 
-from distsvm.storage import open_dataset
-from distsvm.storage.errors import StorageError
-from distsvm.storage.lock import LockHeldError
-
-from . import arguments, params
-from .arguments import EXIT_USAGE, storage_options
-from .errors import ClusterError, MissingDependencyError, UsageError, message
-from .params import DEFAULTS
-from .progress import Progress, now_iso
-from .solvers.registry import SOLVERS
+try:  # these imports take a second (numpy, zarr): a Ctrl-C meanwhile is one line too
+    from . import arguments, params
+    from .arguments import EXIT_USAGE, storage_options
+    from .errors import (
+        INTERRUPTED,
+        LOG_FORMAT,
+        ClusterError,
+        MissingDependencyError,
+        UsageError,
+        message,
+        print_error,
+    )
+    from .params import DEFAULTS
+    from .progress import Progress, now_iso
+    from .solvers.registry import SOLVERS
+except KeyboardInterrupt:
+    if getattr(sys.modules.get("__main__"), "__file__", "").endswith(
+            ("/distsvm", "/distsvm/__main__.py")):  # the command starting (_as_command)
+        print("ERROR: interrupted", file=sys.stderr)
+        sys.exit(130)
+    raise
 
 EXIT_ERROR = 1
 EXIT_LOCKED = 4  # another writer held the store's or the registry's lock (distsvm.storage.lock)
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports it
+
+
+def open_dataset(url, storage_options=None):
+    """:func:`distsvm.storage.open_dataset`, imported when first used: zarr's import takes
+    a second or two, during which a Ctrl-C would be a traceback (:func:`main`)."""
+    from distsvm.storage import open_dataset as open_
+
+    return open_(url, storage_options)
 
 
 def _workers(a, store) -> int | None:
@@ -424,6 +444,7 @@ def _quiet_interrupt():
 
     def interrupted(signum, frame):
         logging.disable(logging.CRITICAL)  # for good: the process is on its way out
+        INTERRUPTED.set()  # seen even if Python swallows the KeyboardInterrupt (main)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, interrupted)
@@ -449,11 +470,40 @@ def _tls(a):
 
 
 def main(argv=None) -> int:
-    a = arguments.parse(list(sys.argv[1:] if argv is None else argv))
+    """The ``distsvm`` command; its exit status.  Ctrl-C at any moment (its imports, the
+    parsing, a job, a pipeline run) is one ``ERROR: interrupted`` line and exit status 130,
+    also where Python swallowed the KeyboardInterrupt (raised inside a callback: the
+    command stops at its next :func:`distsvm.errors.check_interrupted`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    LOG_FORMAT["format"] = next((v for k, v in zip(argv, argv[1:]) if k == "--log-format"),
+                                next((t.split("=", 1)[1] for t in argv
+                                      if t.startswith("--log-format=")), "text"))
+    try:
+        with _quiet_interrupt():  # from the start: an interrupt swallowed anywhere is seen
+            code = _main(argv)
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    if _as_command():  # decided: a Ctrl-C while the process exits (its clusters close, the
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # interpreter finalizes) changes nothing
+    if code == EXIT_INTERRUPTED or INTERRUPTED.is_set():
+        print_error("interrupted")
+        return EXIT_INTERRUPTED
+    return code
+
+
+def _as_command() -> bool:
+    """Whether this process is the ``distsvm`` command (its script, ``python -m distsvm``),
+    not a program that calls :func:`main` (which keeps its own SIGINT handling)."""
+    return (getattr(sys.modules.get("__main__"), "__file__", None) or "").endswith(
+        ("/distsvm", "/distsvm/__main__.py"))
+
+
+def _main(argv) -> int:
+    a = arguments.parse(argv)
     try:
         arguments.check(a)
     except ValueError as exc:
-        print(f"ERROR: {message(exc)}", file=sys.stderr)
+        print_error(message(exc))
         return EXIT_USAGE
     progress = Progress(quiet=getattr(a, "quiet", False),
                         log_format=getattr(a, "log_format", "text"),
@@ -471,26 +521,28 @@ def main(argv=None) -> int:
     if a.command == "pipeline":  # exit codes of its own, for schedulers (docs/pipeline.md)
         from . import pipeline
 
-        code, result = pipeline.main(a.spec, progress, a.lock_timeout)
+        with _quiet_interrupt():
+            code, result = pipeline.main(a.spec, progress, a.lock_timeout, a.ds)
         if a.json and result is not None:
             print(json.dumps(result))
         return code
+    from distsvm.storage.errors import StorageError
+    from distsvm.storage.lock import LockHeldError
+
     try:
         with _quiet_interrupt(), _tls(a):
             _cluster_setup(a)
             result = _dispatch(a, progress)
     except LockHeldError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
+        print_error(str(exc))
         return EXIT_LOCKED
     except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
-        print(f"ERROR: {arguments.os_error(a, exc) if isinstance(exc, OSError) else message(exc)}",
-              file=sys.stderr)
+        print_error(arguments.os_error(a, exc) if isinstance(exc, OSError) else message(exc))
         from .spec import SpecError
 
         return EXIT_USAGE if isinstance(exc, (SpecError, UsageError)) else EXIT_ERROR
     except KeyboardInterrupt:
-        print("ERROR: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED  # main() says so
     if getattr(a, "json", False) and result is not None:
         from .model import json_default
 

@@ -1,5 +1,17 @@
 """Warnings and errors of the coordinator and the public API (those of the dataset format and
-of input files are :mod:`distsvm.storage.errors`')."""
+of input files are :mod:`distsvm.storage.errors`'), and how a command prints an error."""
+
+import datetime
+import json
+import sys
+import threading
+
+# Set by the command's SIGINT handler (distsvm.cli): a KeyboardInterrupt that Python
+# swallowed (raised inside a callback or a finalizer, "Exception ignored in ...") still
+# stops the command at its next check_interrupted(), and its exit status is 130.
+INTERRUPTED = threading.Event()
+# The command's --log-format: "json" prints its errors as JSON lines too (print_error).
+LOG_FORMAT = {"format": "text"}
 
 
 class ConvergenceWarning(UserWarning):
@@ -32,3 +44,20 @@ def need_tabular(what: str) -> None:
     except ImportError as exc:
         raise MissingDependencyError(f"{what} needs pandas and pyarrow: pip install "
                                      f"'distsvm[parquet]' ({exc})") from exc
+
+
+def check_interrupted() -> None:
+    """Raise KeyboardInterrupt if the command was interrupted (:data:`INTERRUPTED`): called
+    before what must not happen after a Ctrl-C (a registry publish, a promotion)."""
+    if INTERRUPTED.is_set():
+        raise KeyboardInterrupt
+
+
+def print_error(text: str) -> None:
+    """A command's error on stderr: one ``ERROR: text`` line, or with ``--log-format json``
+    one JSON line (``{"time", "event": "error", "message"}``) like its progress lines."""
+    if LOG_FORMAT["format"] == "json":
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+        print(json.dumps({"time": now, "event": "error", "message": text}), file=sys.stderr)
+    else:
+        print(f"ERROR: {text}", file=sys.stderr)

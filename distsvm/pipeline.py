@@ -6,9 +6,10 @@ see ``deploy/pipeline/``):
 1. **Ingest**: each partition file (LIBSVM text) not yet in the dataset is ingested
    into a temporary store and its row blocks appended to the dataset
    (:func:`distsvm.storage.dataset.append`); the dataset's ledger (``source["appended"]``)
-   records every partition's name and SHA-256.  A partition already in the ledger is
-   skipped; one with the same name and other content is refused (exit 2).  The first
-   partition creates the dataset.
+   records every partition file's name, path and SHA-256 (:func:`ingested`).  A file
+   already in the ledger (same path, same content) is skipped; one whose path is there
+   with other content is refused (exit 2); a file of a known name at another path is a new
+   partition.  The first partition creates the dataset.
 2. **Train** a candidate with the spec's solver: warm-started from the current
    model's w where :func:`distsvm.jobs.train` takes ``warm_start`` for that solver,
    otherwise a cold start (the log says which).
@@ -50,7 +51,7 @@ from distsvm.storage.lock import Lock, LockHeldError
 from distsvm.storage.paths import canonical, resolve
 
 from . import jobs, params, registry
-from .errors import ClusterError, MissingDependencyError, message
+from .errors import ClusterError, MissingDependencyError, check_interrupted, message, print_error
 from .prediction import predict
 from .progress import Progress
 from .solvers import registry as solvers
@@ -67,16 +68,37 @@ from .spec import (
 )
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_NOT_PROMOTED, EXIT_LOCKED = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130  # Ctrl-C: what was written is whole or is a leftover the next run removes
 EXIT_CODES = {EXIT_OK: "promoted, or nothing to do", EXIT_FAILURE: "failure",
               EXIT_BAD_INPUT: "bad input", EXIT_NOT_PROMOTED: "candidate not promoted",
-              EXIT_LOCKED: "another run holds the dataset's lock"}
+              EXIT_LOCKED: "another run holds the dataset's lock",
+              EXIT_INTERRUPTED: "interrupted (Ctrl-C)"}
 
 
-def load_pipeline(path) -> dict:
+DS = "{{ ds }}"  # the interval's date in a spec's strings (Airflow's name), as YYYY-MM-DD
+
+
+def load_pipeline(path, ds: str | None = None) -> dict:
+    """Read and validate a pipeline spec, ``{{ ds }}`` in its strings replaced by the date
+    ``ds`` (``pipeline run --ds``; default today, as ``date +%F``)."""
+    import datetime
+
     path = os.fspath(path)
-    spec = validate(read_document(path), "pipeline", path)
+    ds = ds or datetime.date.today().isoformat()
+    spec = validate(expand(read_document(path), ds), "pipeline", path)
     spec["source"] = os.path.abspath(path)
     return spec
+
+
+def expand(doc, ds: str):
+    """``doc`` with ``{{ ds }}`` (or ``{{ds}}``) in every string replaced by ``ds``."""
+    if isinstance(doc, str):
+        return doc.replace(DS, ds).replace("{{ds}}", ds)
+    if isinstance(doc, list):
+        return [expand(v, ds) for v in doc]
+    if isinstance(doc, dict):
+        return {k: expand(v, ds) for k, v in doc.items()}
+    return doc
 
 
 def _partitions(spec: dict) -> list[str]:
@@ -99,15 +121,29 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _ledger(dataset) -> dict[str, str]:
-    return {r["partition"]: r["sha256"] for r in dataset.meta.source.get("appended", [])}
+def _ledger(dataset) -> list[dict]:
+    return list(dataset.meta.source.get("appended", [])) if dataset is not None else []
+
+
+def ingested(ledger: list[dict], record: dict) -> dict | None:
+    """The ledger's record of the partition file ``record`` describes, keyed by its path:
+    the record of that path (a record of an older store, without one: of that name and
+    content); None for a new partition, which a file of a name seen before but at another
+    path is (``/incoming/{{ ds }}/part-0.svm`` every day)."""
+    for r in ledger:
+        if "path" in r and r["path"] == record["path"]:
+            return r
+        if "path" not in r and (r.get("partition"), r.get("sha256")) == (
+                record["partition"], record["sha256"]):
+            return r
+    return None
 
 
 def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress,
                       lock_timeout: float | None = None):
     """Step 1: append the partitions ``paths`` not yet in the dataset, holding its lock
     (re-entered where the caller holds it; else waiting up to ``lock_timeout`` seconds);
-    return (the dataset, names appended)."""
+    return (the dataset, the paths appended)."""
     from .ingest import DEFAULT_BLOCK_MB, ingest
 
     url, so = resolve(spec["dataset"]), spec.get("storage_options")
@@ -126,15 +162,21 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress,
     local = "://" not in url
     for path in paths:
         name, digest = os.path.basename(path), _sha256(path)
-        seen = _ledger(dataset) if dataset is not None else {}
-        if name in seen:
-            if seen[name] != digest:
-                raise InputDataError(f"{path}: partition {name} was ingested into {url} with "
-                                     f"SHA-256 {seen[name]}, this file has {digest}; "
-                                     "partitions are immutable (use a new name)")
-            progress.note(f"pipeline: {name} already ingested, skipped")
+        record = {"partition": name, "path": os.path.realpath(path), "sha256": digest}
+        ledger = _ledger(dataset)
+        seen = ingested(ledger, record)
+        if seen is not None:
+            if seen["sha256"] != digest:
+                raise InputDataError(f"{path}: partition {name} was ingested into {url} "
+                                     f"from this path with SHA-256 {seen['sha256']}, this "
+                                     f"file now has {digest}; partitions are immutable "
+                                     "(write changed rows to a new file)")
+            progress.note(f"pipeline: {path} already ingested, skipped")
             continue
-        record = {"partition": name, "sha256": digest}
+        twin = next((r for r in ledger if r.get("sha256") == digest), None)
+        if twin is not None:  # appended all the same: another path is another partition
+            progress.note(f"pipeline: {path} has the content of {twin.get('path', name)}, "
+                          "ingested before; appended as a new partition")
         with tempfile.TemporaryDirectory(  # beside a local dataset: same disk, room for it
                 prefix=f".{os.path.basename(os.path.abspath(url))}.part-",  # leftovers.py
                 dir=os.path.dirname(os.path.abspath(url)) if local else None) as tmp:
@@ -144,8 +186,8 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress,
                 dataset = _copy_store(part, url, record, so)
             else:
                 dataset = append(url, part, record, so, lock_timeout)
-        added.append(name)
-        progress.note(f"pipeline: {name} ({part.meta.n_rows} rows) appended to {url}: now "
+        added.append(path)  # by path: names repeat (part-0.svm of every day)
+        progress.note(f"pipeline: {path} ({part.meta.n_rows} rows) appended to {url}: now "
                       f"{dataset.meta.n_rows} rows in {len(dataset.meta.blocks)} blocks")
     return dataset, added
 
@@ -156,7 +198,7 @@ def append_partition(store: str, source: str, options: dict, storage_options: di
     pipeline run appends it (:func:`ingest_partitions`, ``options`` a spec's ``ingest``),
     holding the store's lock throughout (waiting up to ``lock_timeout``, default 60 s)
     after removing what killed writers left; ``connect()`` gives the client (a context,
-    entered once the lock is held).  Returns (the dataset, the names appended)."""
+    entered once the lock is held).  Returns (the dataset, the paths appended)."""
     timeout = DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout
     spec = {"dataset": store, "storage_options": storage_options, "ingest": options}
     with Lock(store, storage_options, what=store, progress=progress, timeout=timeout):
@@ -280,6 +322,7 @@ def _run(spec, paths, progress, client, lock, lock_timeout) -> tuple[int, dict]:
                "current_version": cur, f"current_holdout_{what}": cur_acc,
                "promote": better, "reason": reason, "partitions_added": added}
     lock.check()  # still this run's: no other run took the dataset over meanwhile
+    check_interrupted()  # a Ctrl-C that Python swallowed: no version published after it
     version = registry.publish(reg, name, model, metrics=metrics, storage_options=so,
                                lineage=registry.lineage(dataset, settings),
                                lock_timeout=lock_timeout)
@@ -295,6 +338,7 @@ def _decided(reg, name, rec, cur, so, progress) -> tuple[int, dict]:
                "reason": m["reason"]}
     if m["promote"]:
         if cur != v:
+            check_interrupted()
             registry.promote(reg, name, v, so)
             progress.note(f"pipeline: promoted {name} v{v} to current")
         else:
@@ -305,21 +349,19 @@ def _decided(reg, name, rec, cur, so, progress) -> tuple[int, dict]:
     return EXIT_NOT_PROMOTED, {**summary, "promoted": False}
 
 
-def main(path: str, progress: Progress,
-         lock_timeout: float | None = None) -> tuple[int, dict | None]:
-    """The CLI's ``pipeline run``: (exit code, summary or None); errors printed."""
-    import sys
-
+def main(path: str, progress: Progress, lock_timeout: float | None = None,
+         ds: str | None = None) -> tuple[int, dict | None]:
+    """The CLI's ``pipeline run``: (exit code, summary or None); errors printed (but
+    an interruption's, 130, which :func:`distsvm.cli.main` prints)."""
     codes = ((LockHeldError, EXIT_LOCKED),
              ((SpecError, InputDataError, InputFormatError, StoreNotFoundError,
                registry.RegistryError), EXIT_BAD_INPUT),
              ((StorageError, OSError, ClusterError, MissingDependencyError), EXIT_FAILURE),
              (ValueError, EXIT_BAD_INPUT))  # ValueError: the solver's parameters (jobs.train)
     try:
-        return run(load_pipeline(path), progress, lock_timeout=lock_timeout)
+        return run(load_pipeline(path, ds), progress, lock_timeout=lock_timeout)
     except KeyboardInterrupt:
-        print("ERROR: interrupted", file=sys.stderr)
-        return 130, None
+        return EXIT_INTERRUPTED, None  # the CLI says so (distsvm.cli.main)
     except (StorageError, OSError, ClusterError, MissingDependencyError, ValueError) as exc:
-        print(f"ERROR: {message(exc)}", file=sys.stderr)
+        print_error(message(exc))
         return next(code for kind, code in codes if isinstance(exc, kind)), None

@@ -819,8 +819,9 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
 
     One writer at a time: the append holds the store's lock (:mod:`distsvm.storage.lock`, waiting
     up to ``lock_timeout`` seconds, default 60; re-entrant for a caller holding it), and a
-    ``record`` already in the ledger (same ``partition`` and ``sha256``) is not appended
-    again: the store is returned as it is.
+    ``record`` already in the ledger (same ``path`` — or, for records without one, same
+    ``partition`` name — and same ``sha256``) is not appended again: the store is returned
+    as it is.
     """
     from .lock import DEFAULT_TIMEOUT, Lock
 
@@ -829,7 +830,9 @@ def append(url: str, part: Dataset, record: dict, storage_options: dict | None =
               timeout=DEFAULT_TIMEOUT if lock_timeout is None else lock_timeout):
         target = open_dataset(url, storage_options)
         if "partition" in record and any(
-                r.get("partition") == record["partition"] and r.get("sha256") == record.get("sha256")
+                r.get("sha256") == record.get("sha256")
+                and (r["path"] == record["path"] if "path" in r and "path" in record
+                     else r.get("partition") == record["partition"])
                 for r in target.meta.source.get("appended", [])):
             return target
         return _append(url, target, part, record, storage_options)

@@ -307,7 +307,8 @@ def test_killed_ingest_on_s3_is_cleared_by_the_next(tmp_path, s3):
 
 def test_ingest_append_at_once(tmp_path):
     """Two ``ingest --append`` of one file at once (the first creates the store): appended
-    once; again later: skipped; another file under that name: refused, store unchanged."""
+    once; again later: skipped; that file changed: refused, store unchanged; a file of that
+    name elsewhere: a new partition (the ledger is keyed by path, issue 29.7)."""
     src = tmp_path / "p1.svm"
     src.write_text("+1 1:1 2:0.5\n-1 1:-1 3:1\n+1 2:1\n-1 3:-1\n")
     store = str(tmp_path / "d.zarr")
@@ -318,11 +319,14 @@ def test_ingest_append_at_once(tmp_path):
     assert [p.returncode, *codes] == [0, 0, 0]
     meta = open_dataset(store).meta
     assert meta.n_rows == 4 and [r["partition"] for r in meta.source["appended"]] == ["p1.svm"]
+    src.write_text("+1 1:2\n-1 2:2\n")
+    assert main(["ingest", str(src), store, "--append", "--serial", "-q"]) == 1
+    assert open_dataset(store).meta == meta and leftovers_of(store) == []
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "p1.svm").write_text("+1 1:2\n-1 2:2\n")
     assert main(["ingest", str(tmp_path / "other" / "p1.svm"), store, "--append", "--serial",
-                 "-q"]) == 1
-    assert open_dataset(store).meta == meta and leftovers_of(store) == []
+                 "-q"]) == 0
+    assert open_dataset(store).meta.n_rows == 6 and leftovers_of(store) == []
 
 
 # ------------------------------------------------------------------ one identity per store

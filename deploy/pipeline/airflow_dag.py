@@ -15,7 +15,7 @@ import subprocess
 from airflow.decorators import dag, task
 from airflow.exceptions import AirflowFailException, AirflowSkipException
 
-SPEC_TEMPLATE = "/etc/distsvm/pipeline.yaml"  # partitions: /incoming/a9a/{{ ds }}/*.svm
+SPEC = "/etc/distsvm/pipeline.yaml"  # partitions: /incoming/a9a/{{ ds }}/*.svm
 DISTSVM = "/opt/distsvm/venv/bin/distsvm"
 
 
@@ -25,12 +25,9 @@ DISTSVM = "/opt/distsvm/venv/bin/distsvm"
 def distsvm_pipeline():
     @task
     def retrain(ds=None):
-        with open(SPEC_TEMPLATE) as f:
-            spec = f.read().replace("{{ ds }}", ds)
-        path = f"/tmp/distsvm-pipeline-{ds}.yaml"
-        with open(path, "w") as f:
-            f.write(spec)
-        code = subprocess.run([DISTSVM, "pipeline", "run", path, "--json"]).returncode
+        # --ds: the interval's date replaces {{ ds }} in the spec's strings
+        code = subprocess.run([DISTSVM, "pipeline", "run", SPEC, "--ds", ds,
+                               "--json"]).returncode
         if code == 3:
             raise AirflowSkipException("candidate not promoted (worse on the holdout)")
         if code == 2:
