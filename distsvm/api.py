@@ -39,6 +39,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
 from distsvm.storage import Dataset
+from distsvm.storage.errors import listed
 
 from . import dask_io, jobs, params
 from .ingest import DEFAULT_BLOCK_MB, ingest, ingest_tabular
@@ -377,7 +378,7 @@ def _coded_class_weight(class_weight: dict, classes: np.ndarray, owner: str) -> 
         found = [k for k, c in enumerate(classes) if c == label]
         if len(found) != 1:
             raise ValueError(f"The 'class_weight' parameter of {owner} names label {label!r}, "
-                             f"which is not a class of y {list(classes)}.")
+                             f"which is not a class of y {listed(classes)}.")
         out[int(found[0])] = weight
     return out
 

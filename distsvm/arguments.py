@@ -86,6 +86,16 @@ def _columnize_options(p):
 
 
 
+def _source_options(p):
+    """train's and predict's STORE may be a data file (distsvm.sources)."""
+    g = p.add_argument_group("STORE a data file (LIBSVM text, .gz/.bz2/.xz, Parquet/CSV): "
+                             "ingested into FILE.zarr beside it, reused while it is unchanged")
+    g.add_argument("--cache-dir", metavar="DIR",
+                   help="ingest it into DIR instead (DIR/NAME-HASH.zarr)")
+    g.add_argument("--label", metavar="COLUMN", help="Parquet/CSV: the label column")
+    _lock_options(g)
+
+
 def _date(text: str) -> str:
     """``pipeline run --ds``: a date as YYYY-MM-DD."""
     import datetime
@@ -225,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("model", nargs="?", help="where to write the model (not with -v or -C)")
     _train_options(p)
+    _source_options(p)
     _cluster_options(p)
     _storage_options(p)
     _common(p)
@@ -242,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-b", dest="probability", type=int, choices=(0, 1), default=0,
                    help="1: --output gets LIBLINEAR's probability format (a 'labels' header, "
                         "then label and probabilities per row); logistic models only")
+    p.add_argument("output_file", nargs="?", metavar="OUTPUT",
+                   help="as --output (LIBLINEAR's predict test_file model_file output_file)")
+    _source_options(p)
     _cluster_options(p)
     _storage_options(p)
     _common(p)
@@ -412,6 +426,10 @@ def parse(argv: list[str]):
         _exclusive(parser, argv, a)
         if class_weight is not None:
             a.class_weight = class_weight
+    if a.command == "predict" and a.output_file is not None:  # LIBLINEAR's third argument
+        if a.output is not None:
+            parser.error("predict: give the output file once (OUTPUT or --output)")
+        a.output = a.output_file
     return a
 
 

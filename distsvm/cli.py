@@ -239,7 +239,7 @@ def _train(a, progress):
     elif a.no_bias:
         raise ValueError("--no-bias is an option of --solver "
                          + " and ".join(s.cli_name for s in SOLVERS.values() if s.intercept))
-    store = open_dataset(a.store, storage_options(a))
+    store = _store(a, progress)
     folds = arguments.given(a, params.Folds)
     _check_training(kwargs, folds, store)
     where = dict(scheduler=a.scheduler, n_workers=_workers(a, store))
@@ -273,6 +273,19 @@ def _train(a, progress):
     return {"solver": model.solver, "loss": model.loss, "C": model.params["C"],
             "eps": model.params["eps"], "bias": model.bias, **options, "model": a.model,
             **{k: (None if s[k] != s[k] else s[k]) for k in keys}, **ranking}
+
+
+def _store(a, progress):
+    """The store train or predict names, or its data file's, ingested or reused
+    (:mod:`distsvm.sources`)."""
+    from .jobs import client_for
+    from .sources import dataset
+
+    return dataset(a.store, cache_dir=a.cache_dir, label=a.label,
+                   storage_options=storage_options(a), lock_timeout=a.lock_timeout,
+                   progress=progress, owner=a.command,
+                   connect=lambda: client_for(a.scheduler, a.workers,
+                                              progress=_announce(a, progress)))
 
 
 def _check_training(kwargs: dict, folds: dict, store) -> None:
@@ -333,7 +346,7 @@ def _predict(a, progress):
     from .prediction import check_features, check_task, predict
 
     model = load_model(a.model, storage_options(a))
-    store = open_dataset(a.store, storage_options(a))
+    store = _store(a, progress)
     check_task(model, store)  # a model of the other task is an error before any warning
     check_features(model, store, (a.model, a.store), a.strict)
     result = predict(store, model, scheduler=a.scheduler, n_workers=_workers(a, store),

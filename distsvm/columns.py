@@ -19,6 +19,8 @@ import numpy as np
 from distsvm.storage import Dataset
 from distsvm.storage import columns as cols
 from distsvm.storage import dataset as ds
+from distsvm.storage.errors import IncompleteStoreError
+from distsvm.storage.lock import DEFAULT_TIMEOUT, Lock
 
 from .ingest import DEFAULT_BLOCK_MB, Runner
 from .progress import Progress
@@ -26,10 +28,43 @@ from .progress import Progress
 DEFAULT_MEMORY_MB = 512.0
 
 
+def ensure_columns(dataset: Dataset, client=None, progress: Progress | None = None,
+                   lock_timeout: float | None = None) -> cols.ColumnsMeta:
+    """The column view of ``dataset``, built now if the store has none (a plain ``ingest``'s
+    store, or one appended to since): under the store's lock (another command building it
+    meanwhile is waited for and its view taken), kept in the store for the next run, and
+    said in one line.  What a solver that reads columns (-s 5, -s 6, pcd) calls first."""
+    try:
+        return cols.read_columns_meta(dataset)
+    except IncompleteStoreError:
+        pass
+    with Lock(dataset.url, dataset.storage_options, what=dataset.url,
+              timeout=DEFAULT_TIMEOUT if lock_timeout is None else lock_timeout,
+              progress=progress):
+        try:  # built by another command while this one waited
+            return cols.read_columns_meta(dataset)
+        except IncompleteStoreError:
+            pass
+        start = time.perf_counter()
+        cmeta = columnize(dataset, client=client)
+    (progress or Progress(quiet=True)).note(
+        f"train: {dataset.url} had no column view (the solver reads the store by feature): "
+        f"built it, {len(cmeta.blocks)} column blocks in {time.perf_counter() - start:.1f}s, "
+        "kept in the store for the next run")
+    return cmeta
+
+
 def columnize(dataset: Dataset, *, memory_mb: float = DEFAULT_MEMORY_MB,
               block_mb: float = DEFAULT_BLOCK_MB, client=None,
               progress: Progress | None = None) -> cols.ColumnsMeta:
-    """Build (or rebuild) the column view of ``dataset``; return its metadata."""
+    """Build (or rebuild) the column view of ``dataset``, holding the store's lock (one
+    writer at a time); return its metadata."""
+    with Lock(dataset.url, dataset.storage_options, what=dataset.url, progress=progress):
+        return _columnize(dataset, memory_mb, block_mb, client, progress)
+
+
+def _columnize(dataset: Dataset, memory_mb: float, block_mb: float, client,
+               progress: Progress | None) -> cols.ColumnsMeta:
     progress = progress or Progress(quiet=True)
     for name, v in (("memory_mb", memory_mb), ("block_mb", block_mb)):
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:

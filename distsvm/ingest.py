@@ -29,7 +29,7 @@ from distsvm.storage import Dataset
 from distsvm.storage import dataset as ds
 from distsvm.storage import ingest as ing
 from distsvm.storage import tabular as tab
-from distsvm.storage.errors import InputDataError, StorageError
+from distsvm.storage.errors import InputDataError, StorageError, listed
 from distsvm.storage.leftovers import remove_leftovers
 from distsvm.storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
 from distsvm.storage.lock import Lock
@@ -343,7 +343,7 @@ def ingest_tabular(source, store: str, *, client=None, label=None, features=None
         widths = {r[1] for r in results if r[0].n_rows}
         if indices is None and len(widths) > 1:
             raise InputDataError(f"{where}: pieces have different numbers of feature columns "
-                                 f"{sorted(widths)}")
+                                 f"{listed(sorted(widths))}")
         if n_features is None and indices is None and widths:
             n_features = widths.pop()
         summary = ing.summarize(infos, n_features, where, bool(regression))

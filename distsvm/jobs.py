@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from distsvm.storage import Dataset, open_dataset
+from distsvm.storage import Dataset
 from distsvm.workers import losses
 
 from . import anytime, cluster, params, resources
@@ -27,7 +27,11 @@ from .solvers import cutting_plane, ovr, registry, resident
 
 
 def as_dataset(data) -> Dataset:
-    return data if isinstance(data, Dataset) else open_dataset(os.fspath(data))
+    """``data``, or the store its path names, or a data file's (:mod:`distsvm.sources`:
+    ingested beside it, or reused while it is unchanged)."""
+    from .sources import dataset
+
+    return data if isinstance(data, Dataset) else dataset(os.fspath(data))
 
 
 @contextlib.contextmanager
@@ -72,11 +76,16 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
         progress.note(f"train: --solver auto picked {solver}: {why}")
         p = dataclasses.replace(p, solver=solver)
     p = params.check_solver(owner, p, dataset.meta.weighted, given=kwargs)
+    dataset = params.for_task(p.loss, dataset)  # -s decides: labels as targets for SVR
     p, class_weight, multiclass = params.check_data(owner, p, dataset)
     meta = dataset.meta
     with client_for(scheduler, n_workers, client, progress) as c:
         deadline = None if p.time_budget is None else time.time() + p.time_budget
         resources.check_dataset(dataset, c)  # w and the blocks fit a worker, or one line
+        if registry.SOLVERS[p.solver].reads == "columns":  # -s 5/6, pcd: built if missing
+            from .columns import ensure_columns
+
+            ensure_columns(dataset, c, progress)
         plan = plan or cluster.plan(c, len(meta.blocks), n_workers, dataset)
         dataset, plan, settings = _anytime(c, p, dataset, plan, progress, deadline)
         meta = dataset.meta

@@ -38,6 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distsvm.storage.checkpoint import json_default, read_bytes, write_bytes
+from distsvm.storage.errors import listed
 
 from . import __version__
 from .resources import size
@@ -186,10 +187,10 @@ class Model:
         if self.is_regression:
             if n:
                 raise ModelFormatError(f"{where}: a regression model ({self.loss}) has no "
-                                       f"classes, got {list(self.classes)}")
+                                       f"classes, got {listed(self.classes)}")
         elif n < 2 or list(self.classes) != sorted(set(self.classes)):
             raise ModelFormatError(f"{where}: classes must be two or more sorted distinct "
-                                   f"values, got {list(self.classes)}")
+                                   f"values, got {listed(self.classes)}")
         if self.w.dtype.kind not in "fiu":  # complex, boolean, strings, objects
             raise ModelFormatError(f"{where}: weights have dtype {self.w.dtype}, expected "
                                    "real numbers (float64)")
@@ -200,7 +201,7 @@ class Model:
             if t.shape != (n - 1,) or not np.all(np.isfinite(t)) or np.any(np.diff(t) < 0):
                 raise ModelFormatError(f"{where}: a ranking model with {n} ranks needs {n - 1} "
                                        f"finite nondecreasing thresholds, got "
-                                       f"{list(self.thresholds)}")
+                                       f"{listed(self.thresholds)}")
         if (self.loss == ONECLASS_LOSS) != (self.rho is not None):
             raise ModelFormatError(f"{where}: a model of loss {self.loss!r} with rho "
                                    f"{self.rho!r}: the one-class loss and a rho go together")
@@ -209,7 +210,7 @@ class Model:
                                      or tuple(self.classes) != ONECLASS_CLASSES):
             raise ModelFormatError(f"{where}: a one-class model needs a rho (not NaN or -inf), "
                                    f"no bias and classes {list(ONECLASS_CLASSES)}, got rho {self.rho!r}, "
-                                   f"bias {self.bias:g}, classes {list(self.classes)}")
+                                   f"bias {self.bias:g}, classes {listed(self.classes)}")
 
 
 def probabilities(dv) -> np.ndarray:
@@ -444,7 +445,7 @@ def _parse_liblinear(path: str, content: bytes) -> Model:
         if n_class != 2:
             raise ModelFormatError(f"{path}: a regression model has nr_class 2, got {n_class}")
     elif len(labels) != n_class or n_class < 2:
-        raise ModelFormatError(f"{path}: nr_class {n_class} does not match labels {labels}")
+        raise ModelFormatError(f"{path}: nr_class {n_class} does not match labels {listed(labels)}")
     nr_w = 1 if n_class == 2 and name != "MCSVM_CS" else n_class
     width = n_features + (1 if bias >= 0 else 0)
     try:

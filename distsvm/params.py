@@ -29,6 +29,8 @@ from collections.abc import Callable, Hashable, Mapping
 
 import numpy as np
 
+from distsvm.storage.errors import listed
+
 from .solvers import registry
 
 # ---------------------------------------------------------------- constraints
@@ -634,15 +636,13 @@ def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool
     (from ``c_perf``), the weight of each class index (:func:`class_weights`) and whether
     the classes train one-vs-rest."""
     spec = registry.SOLVERS[p.solver]
+    dataset = for_task(p.loss, dataset)  # as the job will train on it
     meta = dataset.meta
     if spec.reads == "columns" and dataset.is_subset:
         raise ValueError(f"The 'solver' parameter of {owner} cannot be {p.solver!r} on a view "
                          "of some row blocks (a cross-validation fold): it reads the store's "
                          "column view, which covers every row")
-    if spec.reads == "columns":  # before a cluster starts: the store has one (one line if not)
-        from distsvm.storage.columns import read_columns_meta
-
-        read_columns_meta(dataset)
+    # a store without a column view gets one when the job starts (distsvm.columns.ensure)
     if spec.labels:
         check_task(p, dataset)
     if meta.regression:
@@ -673,22 +673,37 @@ def check_data(owner: str, p: Params, dataset) -> tuple[Params, np.ndarray, bool
     return p, class_weights(owner, p.class_weight, meta), multiclass
 
 
+def for_task(loss: str, dataset):
+    """The dataset a job of ``loss`` trains on: a regression loss reads a classification
+    store's labels (the numbers of its file) as targets
+    (:meth:`distsvm.storage.Dataset.as_regression`): LIBLINEAR trains every -s from one
+    file, so the task is decided at train time, by -s.  Anything else as it is."""
+    if (loss in registry.REGRESSION_LOSSES and not dataset.meta.regression
+            and not dataset.is_subset and dataset.meta.classes):
+        return dataset.as_regression()
+    return dataset
+
+
 def check_task(p: Params, dataset) -> None:
-    """A regression loss needs a regression store and any other loss a store of classes:
-    one clear ``ValueError`` otherwise (a classifier must never threshold real targets)."""
+    """A regression loss reads any store's labels as numbers (:func:`for_task`); any other
+    loss needs a store of classes: one clear ``ValueError`` otherwise (a classifier must
+    never threshold real targets)."""
     regression = p.loss in registry.REGRESSION_LOSSES
-    if regression == dataset.meta.regression:
+    if regression == dataset.meta.regression or (regression and not dataset.is_subset):
         return
     code = registry.liblinear_type(p.solver, p.loss)
     what = f"-s {code}" if code is not None else f"solver {p.solver!r} with loss {p.loss!r}"
-    if regression:
-        raise ValueError(f"{what} needs a regression store (ingest --regression); "
-                         f"{dataset.url} has class labels {list(dataset.meta.classes)}")
+    if regression:  # a view of some rows of a classification store (for_task takes stores)
+        raise ValueError(f"{what} needs a regression store or a whole store of numeric "
+                         f"labels; {dataset.url} (a view of some of its rows) has class labels "
+                         f"{listed(dataset.meta.classes)}")
     svr = [f"-s {c}" for c, (_, loss) in registry.LIBLINEAR_TYPES.items()
            if loss in registry.REGRESSION_LOSSES]
     raise ValueError(f"{what} needs a store of class labels; {dataset.url} is a regression "
-                     f"store (real-valued targets): train an SVR loss "
-                     f"({', '.join(registry.REGRESSION_LOSSES)}; {', '.join(svr)}) on it")
+                     f"store (real-valued targets), ingested with --regression: train an SVR loss "
+                     f"({', '.join(registry.REGRESSION_LOSSES)}; {', '.join(svr)}) on it, or "
+                     "ingest the file without --regression (its labels are then classes, and "
+                     "every -s trains on it)")
 
 
 def class_weights(owner: str, class_weight, meta) -> np.ndarray:
@@ -704,8 +719,8 @@ def class_weights(owner: str, class_weight, meta) -> np.ndarray:
         return n.sum() / (len(n) * np.maximum(n, 1))
     unknown = [k for k in class_weight if float(k) not in meta.classes]
     if unknown:
-        raise ValueError(f"The 'class_weight' parameter of {owner} names labels {unknown} "
-                         f"that are not classes of the data {list(meta.classes)}.")
+        raise ValueError(f"The 'class_weight' parameter of {owner} names labels {listed(unknown)} "
+                         f"that are not classes of the data {listed(meta.classes)}.")
     weights = {float(k): v for k, v in class_weight.items()}
     for k, v in weights.items():
         check_real(owner, f"class_weight[{k:g}]", v, 0.0)

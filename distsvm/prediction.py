@@ -28,6 +28,7 @@ import distsvm.workers.blocks
 from distsvm.storage import Dataset
 from distsvm.storage.checkpoint import atomic_file
 from distsvm.storage.dataset import read_block_positions, source_order
+from distsvm.storage.errors import listed
 
 from . import cluster, jobs
 from .errors import need_tabular
@@ -43,14 +44,24 @@ def output_kind(path) -> str | None:
     return next((s[1:] for s in OUTPUT_SUFFIXES if name.endswith(s)), None)
 
 
+def for_model(model: Model, dataset: Dataset) -> Dataset:
+    """The store as ``model`` predicts it: a regression model reads a classification
+    store's labels as its targets (:meth:`~distsvm.storage.Dataset.as_regression`)."""
+    if model.is_regression and not dataset.is_subset and dataset.meta.classes:
+        return dataset.as_regression()
+    return dataset
+
+
 def check_task(model: Model, dataset: Dataset) -> None:
-    """A regression model predicts a regression store and a classifier a store of classes:
-    one ``ValueError`` line otherwise (the error and accuracy would compare unlike things)."""
+    """A regression model predicts any store (its labels read as numbers, :func:`for_model`)
+    and a classifier a store of classes: one ``ValueError`` line otherwise (the error and
+    accuracy would compare unlike things)."""
+    dataset = for_model(model, dataset)
     if model.is_regression != dataset.meta.regression:
         what, wants = (("regression", "regression store (ingest --regression)")
                        if model.is_regression else ("classification", "store of classes"))
         has = ("real-valued targets" if dataset.meta.regression
-               else f"class labels {list(dataset.meta.classes)}")
+               else f"class labels {listed(dataset.meta.classes)}")
         raise ValueError(f"{dataset.url}: a {what} model ({model.loss}) predicts a {wants}; "
                          f"this store has {has}")
 
@@ -114,8 +125,8 @@ def _columns(model: Model, dataset: Dataset, probability: bool) -> Columns:
     if model.is_ranking:
         unknown = sorted(set(dataset.meta.classes) - set(model.classes))
         if unknown:
-            raise ValueError(f"{dataset.url}: labels {unknown} are not ranks of the model "
-                             f"(its ranks: {list(model.classes)})")
+            raise ValueError(f"{dataset.url}: labels {listed(unknown)} are not ranks of the model "
+                             f"(its ranks: {listed(model.classes)})")
         ranks = tuple(int(r) for r in np.searchsorted(classes, dataset.meta.classes))
     return Columns(rule=dataclasses.replace(model, w=np.zeros(0), params={}, summary={}),
                    store_classes=tuple(dataset.meta.classes),
@@ -195,7 +206,7 @@ def predict(data, model: Model, *, scheduler: str | None = None, n_workers: int 
     if kind is not None and model.is_ranking:
         raise ValueError(f"{output}: a ranking model's predictions are written as text "
                          "(--output FILE without .parquet/.zarr)")
-    dataset = jobs.as_dataset(data)
+    dataset = for_model(model, jobs.as_dataset(data))
     meta = dataset.meta
     check_task(model, dataset)
     positions = output is not None and meta.positioned

@@ -158,8 +158,9 @@ def cross_validate(data, n_folds: int = 5, *, seed: int = 0, concurrent_folds: i
     workers, so memory grows with it; 1, the default, trains them one after the other).
     """
     progress = progress or Progress(quiet=True)
-    dataset = jobs.as_dataset(data)
     train_kwargs, why = for_folds(train_kwargs, "cross_validate")
+    dataset = params.for_task(train_kwargs.get("loss", params.DEFAULTS.loss),
+                              jobs.as_dataset(data))  # SVR folds of a store of numbers
     if why:
         progress.note(why)
     with jobs.client_for(scheduler, n_workers, client) as c:

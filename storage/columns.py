@@ -33,7 +33,7 @@ import numba
 import numpy as np
 
 from . import dataset as ds
-from .errors import CorruptStoreError, IncompleteStoreError, StorageError
+from .errors import CorruptStoreError, IncompleteStoreError, StorageError, listed
 
 ATTRIBUTE = "distsvm_columns"
 COL_ARRAYS = ("indptr", "indices", "data")
@@ -156,7 +156,7 @@ def join_blocks(blocks: list[ColumnBlock]) -> ColumnBlock:
 def read_columns_meta(dataset: ds.Dataset) -> ColumnsMeta:
     """The column view's metadata; ``IncompleteStoreError`` if the store has none."""
     if dataset.is_subset:
-        raise StorageError(f"{dataset.url}: a view of blocks {list(dataset.block_ids)} has no "
+        raise StorageError(f"{dataset.url}: a view of blocks {listed(dataset.block_ids)} has no "
                            "column view (the store's covers every row)")
     g = ds.open_group(dataset.url, mode="r", storage_options=dataset.storage_options)
     attrs = g.attrs.asdict()

@@ -117,6 +117,9 @@ class BlockInfo:
     # (n_features, n_classes, regression, dtype) of the metadata this entry was read from:
     # what the block's arrays and contents are held to (None: read the store's metadata)
     limits: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
+    # the store's class values, when a regression job reads a classification store's labels
+    # as its targets (Dataset.as_regression): the block is read with target = labels[y]
+    labels: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict:
         if self.parts:
@@ -138,6 +141,8 @@ def joined_block(parts, nnz: int | None = None) -> BlockInfo:
         if info.parts:
             raise ValueError("a joined block's parts must be stored blocks")
         digest.update(f"{info.name}:{sorted(info.crc32.items())};".encode())
+        if info.labels is not None:  # read as targets: another block than the classes'
+            digest.update(f"targets {info.labels};".encode())
         digest.update(b"all" if rows is None else rows.tobytes())
     if nnz is None:
         if any(rows is not None for _, rows in parts):
@@ -308,7 +313,7 @@ class DatasetMeta:
                 problems.append("a regression store has classes")
             if set(self.targets) != {"min", "max", "mean"}:
                 problems.append("a regression store needs its targets' min, max and mean")
-            if any(TARGET not in b.crc32 for b in self.blocks):
+            if not all(_has_targets(b) for b in self.blocks):
                 problems.append("some blocks of a regression store have no targets")
         elif len(self.classes) != len(self.class_counts) or sum(self.class_counts) != self.n_rows:
             problems.append("class counts do not add up to n_rows")
@@ -326,6 +331,13 @@ class DatasetMeta:
             problems.append("n_features is negative")
         if problems:
             raise CorruptStoreError(f"{url}: inconsistent metadata: " + "; ".join(problems))
+
+
+def _has_targets(info: BlockInfo) -> bool:
+    """Whether a block reads with targets: stored, or its labels read as targets."""
+    if info.parts:
+        return all(_has_targets(part) for part, _ in info.parts)
+    return TARGET in info.crc32 or info.labels is not None
 
 
 def open_group(url: str, mode: str, storage_options: dict | None = None):
@@ -422,6 +434,29 @@ class Dataset:
         meta.check(self.url)
         return Dataset(self.url, meta, self.storage_options, tuple(ids))
 
+    def as_regression(self) -> Dataset:
+        """This store with its labels read as regression targets: a classification store's
+        class values are the numbers of its file (ingest keeps them exactly, as float64), so
+        a regression loss (LIBLINEAR's -s 11, 12, 13) trains on them as LIBLINEAR does on
+        the same file, with no second ingest.  A regression store is returned as it is.
+        Every block reads ``target`` = ``classes[y]`` and ``y`` = 0 (:func:`read_row_block`);
+        the view's metadata is a regression store's (targets' min, max and mean from the
+        class counts)."""
+        m = self.meta
+        if m.regression:
+            return self
+        if self.is_subset or any(info.parts for info in m.blocks):
+            raise ValueError(f"{self.url}: as_regression() takes a stored dataset, not a view")
+        values = np.asarray(m.classes, dtype=np.float64)
+        counts = np.asarray(m.class_counts, dtype=np.float64)
+        targets = {"min": float(values.min()), "max": float(values.max()),
+                   "mean": float(values @ counts / counts.sum())}
+        meta = dataclasses.replace(
+            m, task="regression", classes=(), class_counts=(), targets=targets,
+            blocks=tuple(dataclasses.replace(b, labels=tuple(m.classes)) for b in m.blocks))
+        meta.check(self.url)
+        return Dataset(self.url, meta, self.storage_options)
+
     @property
     def n_blocks(self) -> int:
         return len(self.meta.blocks)
@@ -478,6 +513,9 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
     block = RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"],
                      arrays.get(WEIGHT), arrays.get(TARGET))
     check_row_block(url, f"rows/{info.name}", block, n_features, n_classes, regression)
+    if info.labels is not None and not regression:  # a classification store read as targets
+        block = dataclasses.replace(block, y=np.zeros_like(block.y),
+                                    target=np.asarray(info.labels, np.float64)[block.y])
     return block
 
 
@@ -626,7 +664,7 @@ def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = 
                                 "CRC-32 check: the chunk is missing or damaged")
     _, n_classes, regression, _ = limits
     check_range(url, where, y, 1 if regression else n_classes, "class index")
-    return y
+    return np.zeros_like(y) if info.labels is not None else y  # as_regression: y is 0
 
 
 def read_block_positions(url: str, info: BlockInfo, storage_options: dict | None = None,

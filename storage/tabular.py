@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import ingest as ing
-from .errors import InputDataError
+from .errors import InputDataError, listed
 
 TABULAR_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv",
                     ".csv.gz": "csv", ".csv.bz2": "csv", ".csv.xz": "csv"}
@@ -107,7 +107,7 @@ def frame_to_csr(df, where: str, *, label: str | None, features=None, indices: s
     names = [c for c in (label, indices, values) if c is not None] + list(features or ())
     missing = [c for c in names if c not in df.columns]
     if missing:
-        raise InputDataError(f"{where}: no column {missing[0]!r} (columns: {list(df.columns)})")
+        raise InputDataError(f"{where}: no column {missing[0]!r} (columns: {listed(list(df.columns))})")
     if label is None:
         y = np.zeros(len(df))
     else:

@@ -307,10 +307,20 @@ def test_estimators_refuse_what_liblinear_does_not_have(est, message, rows):
         est.fit(rows[0][:50], rows[1][:50])
 
 
-def test_a_store_without_a_column_view_says_how_to_make_one(rows, tmp_path, client):
+def test_a_store_without_a_column_view_gets_one(rows, tmp_path, client):
+    """-s 5 on a store of plain ingest builds the column view on the cluster and keeps it
+    (issue 29.3; before: an IncompleteStoreError naming distsvm columnize): the model of a
+    store columnized first."""
+    from distsvm.storage.columns import read_columns_meta
+
     d = ingest((rows[0][:300], rows[1][:300]), str(tmp_path / "r.zarr"))
     with pytest.raises(IncompleteStoreError, match="distsvm columnize"):
-        _train(d, client, 5)
+        read_columns_meta(d)
+    model = _train(d, client, 5)
+    assert read_columns_meta(d).n_rows == 300  # kept
+    ref = ingest((rows[0][:300], rows[1][:300]), str(tmp_path / "ref.zarr"))
+    columnize(ref)
+    np.testing.assert_array_equal(model.w, _train(ref, client, 5).w)
 
 
 def subgradient_norm1(w, X, y, loss, C):

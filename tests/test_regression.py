@@ -121,10 +121,12 @@ def test_the_task_of_the_store_and_of_the_loss_must_agree(stores):
     with pytest.raises(ValueError, match="solver 'pcd' with loss 'logistic' needs a store of "
                                          "class labels"):
         params.check_task(params.Params(solver="pcd", loss="logistic"), many)
-    with pytest.raises(ValueError, match=r"needs a regression store \(ingest --regression\); "
-                                         r".*dna.zarr has class labels \[1.0, 2.0, 3.0\]"):
-        params.check_task(params.Params(solver="newton", loss="squared_epsilon_insensitive"),
-                          dna)
+    # SVR on a store of classes reads its labels as numbers (issue 29.3: -s decides the task)
+    svr = params.Params(solver="newton", loss="squared_epsilon_insensitive")
+    params.check_task(svr, dna)
+    view = params.for_task(svr.loss, dna)
+    assert view.meta.regression and view.meta.targets["min"] == 1.0 and view is not dna
+    assert params.for_task("squared_hinge", dna) is dna
     with pytest.raises(ValueError, match="'class_weight' parameter of train needs classes"):
         params.check_data("train", params.Params(solver="newton",
                                                  loss="squared_epsilon_insensitive",
@@ -228,7 +230,8 @@ def test_cli_train_predict_export_and_cross_validation(tmp_path, stores, abalone
     text = (tmp_path / "m.txt").read_text()
     assert text.startswith("solver_type L2R_L2LOSS_SVR\nnr_class 2\nnr_feature 8\n")
     assert "label" not in text
-    # LIBLINEAR's predict on the exported model: the rows in the store's order
+    # LIBLINEAR's predict on the exported model: the rows in the store's order, then the
+    # output's (the source's) order
     blocks = [many.read_block(b) for b in range(many.n_blocks)]
     rows = [{int(j) + 1: float(v) for j, v in zip(b.indices[b.indptr[i]:b.indptr[i + 1]],
                                                    b.data[b.indptr[i]:b.indptr[i + 1]])}
@@ -236,7 +239,12 @@ def test_cli_train_predict_export_and_cross_validation(tmp_path, stores, abalone
     targets = np.concatenate([b.target for b in blocks])
     ll_pred, (_, mse, scc), _ = predict(targets.tolist(), rows,
                                         load_model(str(tmp_path / "m.txt")), "-q")
-    np.testing.assert_allclose(np.loadtxt(tmp_path / "pred.txt"), ll_pred, rtol=1e-5)  # %g
+    from distsvm.storage.dataset import read_block_positions  # --output: the file's order
+
+    order = np.argsort(np.concatenate([read_block_positions(many.url, b)
+                                       for b in many.meta.blocks]))
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "pred.txt"), np.asarray(ll_pred)[order],
+                               rtol=1e-5)  # %g
     assert res["mean_squared_error"] == pytest.approx(mse, rel=1e-9)
     assert res["squared_correlation"] == pytest.approx(scc, rel=1e-9)
     run("import", tmp_path / "m.txt", tmp_path / "back.model")
@@ -246,12 +254,11 @@ def test_cli_train_predict_export_and_cross_validation(tmp_path, stores, abalone
     assert cv[0].startswith("Cross Validation Mean squared error = ")
     assert cv[1].startswith("Cross Validation Squared correlation coefficient = ")
     assert 4.5 < float(cv[0].split("= ")[1]) < 6.0  # abalone's in-sample MSE is 5.16
-    assert run("train", dna.url, tmp_path / "x.model", "-s", 11, *sched, code=2).err == (
-        f"ERROR: -s 11 needs a regression store (ingest --regression); {dna.url} has "
-        "class labels [1.0, 2.0, 3.0]\n")
-    err = run("predict", dna.url, model, *sched, code=1).err
-    assert err.startswith("ERROR: ") and err.count("\n") == 1
-    assert "a regression model (squared_epsilon_insensitive) predicts a regression store" in err
+    # -s decides the task (issue 29.3): SVR trains on dna's class labels as numbers, and a
+    # regression model predicts a store of classes by them (LIBLINEAR's habit, one file)
+    run("train", dna.url, tmp_path / "x.model", "-s", 11, *sched)
+    out = run("predict", dna.url, tmp_path / "x.model", *sched).out
+    assert out.startswith("Mean squared error = ") and "(regression)" in out
 
 
 def test_p_is_svr_epsilon_and_double_dash_p_is_alms_exponent():
@@ -317,8 +324,8 @@ def test_linear_svr_on_a_store_and_its_refusals(stores):
         with pytest.raises(ValueError, match=r"LinearSVR: LIBLINEAR solver type -s 13 is not "
                                              "available"):
             distsvm.LinearSVR().fit(X, [1.0])
-    with pytest.raises(ValueError, match="needs a regression store"):
-        distsvm.LinearSVR(loss="squared_epsilon_insensitive", dual=False).fit(dna.url)
+    on_classes = distsvm.LinearSVR(loss="squared_epsilon_insensitive", dual=False).fit(dna.url)
+    assert on_classes.coef_.shape == (180,)  # dna's labels 1, 2, 3 as numbers (issue 29.3)
     with pytest.raises(ValueError, match="The 'epsilon' parameter of LinearSVR"):
         distsvm.LinearSVR(loss="squared_epsilon_insensitive", dual=False,
                           epsilon=-1).fit(X, [1.0])

@@ -88,10 +88,10 @@ def run(*args):
 
 
 def test_cli_in_process_error_and_interrupt_are_one_line(store, tmp_path):
-    p = run("train", store.url, tmp_path / "m", "--solver", "pcd", "-q")  # no column view
+    p = run("train", store.url, tmp_path / "m", "-w9", "2", "-q")  # no class 9
     out, err = p.communicate(timeout=600)
-    assert p.returncode == 1 and out == ""
-    assert err.count("\n") == 1 and err.startswith("ERROR:") and "columnize" in err
+    assert p.returncode == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("ERROR:") and "class_weight" in err
 
     p = run("train", store.url, tmp_path / "m", "-e", "1e-12", "--max-rounds", "100000")
     lines = []

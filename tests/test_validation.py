@@ -39,8 +39,6 @@ def _tree(path) -> list[str]:
     ({"solver": {"C": -1}}, "solver.C", "must be a float in the range (0, inf). Got -1"),
     ({"solver": {"eps": 0}}, "solver.eps", "must be a float in the range (0, inf). Got 0"),
     ({"solver": {"max_rounds": 0}}, "solver.max_rounds", "must be an int in the range [1,"),
-    ({"solver": {"solver": "dcd", "loss": "squared_epsilon_insensitive"}}, "solver",
-     "needs a regression store"),
     ({"solver": {"nu": 0.3}}, "solver.nu", "belongs to solver 'oneclass'"),
     ({"data": {"test": "/nonexistent/t.zarr"}}, "data.test", "no distsvm dataset here"),
     ({"cluster": {"n_workers": 2, "tls": {"ca_file": "/no/ca.pem", "cert_file": "/no/c.pem",

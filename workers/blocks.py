@@ -62,7 +62,7 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
 def _key(url: str, info: BlockInfo) -> tuple:
     """A block's cache key: keyed by content too, so that a store overwritten at the same URL
     is never served stale."""
-    return url, info.name, tuple(sorted(info.crc32.items()))
+    return url, info.name, tuple(sorted(info.crc32.items())), info.labels  # labels: as targets
 
 
 def _in_cache(url: str, infos: list[BlockInfo]) -> bool:
