@@ -128,6 +128,15 @@ def dataset(path, *, cache_dir: str | None = None, label: str | None = None,
     if cache_dir is not None:
         os.makedirs(store.rsplit(os.sep, 1)[0], exist_ok=True)
     timeout = DEFAULT_TIMEOUT if lock_timeout is None else lock_timeout
+    folder = os.path.dirname(store)
+    if not os.access(folder, os.W_OK):  # no lock, no ingest here: its store as it is, or
+        held = _cached(store, source)  # one line
+        why = held and _unchanged(held.meta.source[KEY], source, label)
+        if not why:
+            raise ValueError(f"{path}: its store would be {store}, but {folder} is not "
+                             "writable: give --cache-dir DIR (a folder this can write)")
+        progress.note(f"{owner}: {path}: its store {store} ({why}; {held.meta.n_rows} rows)")
+        return held
     with Lock(store, None, what=store, timeout=timeout, progress=progress):
         held = _cached(store, source)
         if held is not None:
