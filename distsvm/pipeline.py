@@ -302,7 +302,10 @@ def _run(spec, paths, progress, client, lock, lock_timeout) -> tuple[int, dict]:
         warm = {}
         if current is not None:
             solver = kwargs.get("solver", params.DEFAULTS.solver)
-            if solver in solvers.SOLVERS and params.takes(solver, "warm_start"):
+            if current.w.ndim != 1:  # warm_start is one vector: binary problems only
+                progress.note(f"pipeline: {name} v{cur} is one-vs-rest ({len(current.classes)} "
+                              "classes), which takes no warm start; cold start")
+            elif solver in solvers.SOLVERS and params.takes(solver, "warm_start"):
                 warm["warm_start"] = current.weights_for(dataset.meta.n_features)
                 progress.note(f"pipeline: warm start from {name} v{cur}")
             else:

@@ -118,7 +118,8 @@ def _run_folds(c, folds: _Folds, train_kwargs: dict, concurrent: int,
     per fold done."""
     def one(k):
         train_view, test_view = folds.views(k)
-        extra = {} if warm is None or warm[k] is None else {"warm_start": warm[k]}
+        extra = ({} if warm is None or warm[k] is None or np.ndim(warm[k]) != 1  # one-vs-rest:
+                 else {"warm_start": warm[k]})                              # cold (binary only)
         model = jobs.train(train_view, client=c, plan=folds.plan_of(k, train_view),
                            **train_kwargs, **extra)
         res = prediction.predict(test_view, model, client=c, plan=folds.plan_of(k, test_view))
