@@ -211,7 +211,7 @@ def check_cluster(cfg: dict, where: str) -> None:
 
 # The paths of a job spec, (section, key): resolved when it runs (resolve_paths).
 JOB_PATHS = (("data", "train"), ("data", "test"), ("output", "model"),
-             ("output", "registry"), ("checkpoint", "runs"))
+             ("output", "registry"), ("checkpoint", "runs"), ("solver", "validation"))
 
 
 def resolve_paths(spec: dict, keys) -> dict:

@@ -72,6 +72,8 @@ def _where(path, client, store):
         return {"client": client}
     if path == "chained over 2 workers":
         return {"client": client, "join_blocks": False}
+    if path == "parallel over 2 workers":  # CoCoA+
+        return {"client": client, "parallel": "add"}
     c = embedded_client()
     return {"client": c, "plan": _streamed(c, store), "join_blocks": False}
 
@@ -121,7 +123,7 @@ def slow_store(tmp_path_factory, noisy, client):
                     block_rows=10_000)
 
 
-@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("path", PATHS + ["parallel over 2 workers"])
 def test_a_time_budget_ends_within_a_block_visit(slow_store, client, path, tmp_path):
     """A budget of 1 s on a store that needs ~10 s and more: training ends within 1.5 s of
     its start, says so, and writes a loadable model (the last: no validation set)."""
@@ -140,7 +142,8 @@ def test_a_time_budget_ends_within_a_block_visit(slow_store, client, path, tmp_p
     assert prediction.predict(slow_store, back, client=where["client"])["accuracy"] > 0.6
 
 
-@pytest.mark.parametrize("path", ["in-process", "chained over 2 workers"])
+@pytest.mark.parametrize("path", ["in-process", "chained over 2 workers",
+                                  "parallel over 2 workers"])
 def test_a_time_budget_keeps_the_best_model_so_far(noisy, client, path):
     """With a validation set, the model a spent budget keeps is the best round's so far."""
     train, valid = noisy

@@ -9,6 +9,8 @@ coordinator can roll the survivors back to it (:func:`restore`).
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 
 import numpy as np
@@ -51,14 +53,34 @@ def _past(deadline: float | None) -> bool:
     return deadline is not None and time.time() >= deadline
 
 
+@contextlib.contextmanager
+def _alarm(deadline: float | None):
+    """The stop flag :func:`kernel.dcd_passes` polls, raised at ``deadline``
+    (``time.time()``) by a timer thread (the kernels release the GIL), so that a time budget
+    also ends a long block visit — a joined store's, whose one visit is a round; None
+    without a deadline."""
+    if deadline is None:
+        yield None
+        return
+    flag = np.zeros(1)
+    timer = threading.Timer(max(0.0, deadline - time.time()), flag.fill, (1.0,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield flag
+    finally:
+        timer.cancel()
+
+
 def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps, n_passes,
-           positive, shrink, epsilon=0.0):
+           positive, shrink, epsilon=0.0, stop=None):
     """DCD passes on one block, updating ``w`` in place; the block's statistics are kept.
 
     ``class_cost`` is C per class index with its class weight (its row costs Cᵢ are
     :func:`losses.costs`); ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all
     blocks by the coordinator, or None to reactivate every row of the block first.
-    ``epsilon``: the SVR losses' p (:func:`_visit_svr`).
+    ``epsilon``: the SVR losses' p (:func:`_visit_svr`); ``stop``: :func:`_alarm`'s flag
+    (the L1/L2-loss SVM's kernel polls it).
     """
     cost = losses.costs(class_cost, block.y, block.weight)
     if loss == LOGISTIC:
@@ -76,7 +98,8 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps
         state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = shrink
     pg_max, pg_min, full, _, sum_a, sum_dsq = kernel.dcd_passes(
         block.indptr, block.indices, block.data, block.y, positive, sqnorm, w, bias,
-        n_features, s["alpha"], s["index"], state, loss, cost, eps, n_passes, seed, 1.0, False)
+        n_features, s["alpha"], s["index"], state, loss, cost, eps, n_passes, seed, 1.0, False,
+        stop)
     s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
                   "sum_alpha": sum_a, "sum_dsq": sum_dsq, "active": int(state[kernel.ACTIVE]),
                   "skipped": False}
@@ -160,7 +183,7 @@ def _row_bytes(infos: list[BlockInfo]) -> float:
 
 def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], seed: int,
                   share: int, *, bias, n_features, loss, class_cost, eps, n_passes,
-                  positive, epsilon=0.0):
+                  positive, epsilon=0.0, stop=None):
     """A DCD pass over block ``b``'s rows and the problem's cached informative rows of the
     other blocks, in one random permutation; then block ``b``'s part of the cache becomes
     its rows with αᵢ > 0 (a seeded sample of them, at most ``share`` rows).
@@ -189,7 +212,7 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
     state, index = kernel.new_state(joined.n_rows)
     pg_max, pg_min, _, _, _, _ = kernel.dcd_passes(
         joined.indptr, joined.indices, joined.data, joined.y, positive, sq, w, bias,
-        n_features, alpha, index, state, loss, cost, eps, n_passes, seed, 1.0, False)
+        n_features, alpha, index, state, loss, cost, eps, n_passes, seed, 1.0, False, stop)
     start = block.n_rows
     for c, (rows, _, _) in others:
         part = slice(start, start + len(rows))
@@ -258,17 +281,18 @@ def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, 
     loaded = blocks.stream(url, [info for info, k in zip(infos, skip) if not k], cache_bytes,
                            storage_options)
     first = not isinstance(prev, tuple)  # a round's first segment visits one block at least
-    for i, (s, k, seed) in enumerate(zip(states, skip, seeds)):
-        if _past(deadline) and not (first and i == 0):
-            _cut(s, is_regression(kw["loss"]))
-        elif k:  # (an SVR block's violations leave the round's sum too)
-            s["stats"].update(pg_max=-np.inf, pg_min=np.inf, full=False, skipped=True,
-                              **({"gnorm1": 0.0} if "gnorm1" in s["stats"] else {}))
-        else:
-            block, sqnorm = next(loaded)
-            resident.mark(s, tag)
-            _visit(w, block, sqnorm, s, seed, shrink=shrink, **kw)
-            del block, sqnorm
+    with _alarm(deadline) as stop:
+        for i, (s, k, seed) in enumerate(zip(states, skip, seeds)):
+            if _past(deadline) and not (first and i == 0):
+                _cut(s, is_regression(kw["loss"]))
+            elif k:  # (an SVR block's violations leave the round's sum too)
+                s["stats"].update(pg_max=-np.inf, pg_min=np.inf, full=False, skipped=True,
+                                  **({"gnorm1": 0.0} if "gnorm1" in s["stats"] else {}))
+            else:
+                block, sqnorm = next(loaded)
+                resident.mark(s, tag)
+                _visit(w, block, sqnorm, s, seed, shrink=shrink, stop=stop, **kw)
+                del block, sqnorm
     out = None
     if report_infos:
         out = report(w, url, report_infos, run, bias=kw["bias"], n_features=kw["n_features"],
@@ -298,7 +322,8 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
                 gamma: float | None, sigma: float, bias: float, n_features: int, loss: int,
                 positive: int, class_cost: np.ndarray, eps: float, n_passes: int,
                 cache_bytes: int,
-                storage_options: dict | None = None, tag: int = 0, epsilon: float = 0.0):
+                storage_options: dict | None = None, tag: int = 0, epsilon: float = 0.0,
+                deadline: float | None = None):
     """One round of parallel DCD (CoCoA/CoCoA+) on the blocks ``infos`` this worker owns.
 
     For each block in turn, streamed with prefetch (:func:`blocks.stream`):
@@ -313,34 +338,39 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
     line search (``"lin"``, ``"quad"``, ``"t_max"``: :func:`kernel.step_terms`).
     α never leaves the worker.  Returns ``(Δw, report)``.  (Classification only: the
     registry offers no parallel mode for the SVR losses; ``epsilon`` is not used.)
+    Once the time budget's ``deadline`` (``time.time()``) has passed, the passes stop
+    (:func:`_alarm`) and the blocks after the first get their statistics but no passes
+    (their α stays: a smaller, valid step).
     """
     u = np.array(w, dtype=np.float64)  # w₀ + σ′Δw as the local passes go
     rows, line = [], [0.0, 0.0, np.inf]
-    loaded = blocks.stream(url, infos, cache_bytes, storage_options)
-    for info, seed in zip(infos, seeds):
-        block, sqnorm = next(loaded)
-        s = blocks.run_state(run, info.name, dict)
-        if "alpha" not in s:
-            s["alpha"] = np.zeros(block.n_rows)
-        resident.mark(s, tag)
-        alpha = s["alpha"]
-        cost = losses.costs(class_cost, block.y, block.weight)
-        # at the broadcast w, before this block's α moves: one read per block and round
-        rows.append(kernel.dual_stats(block.indptr, block.indices, block.data, block.y,
-                                      positive, w, bias, n_features, alpha, loss, cost))
-        old = alpha.copy()
-        state, index = kernel.new_state(block.n_rows)  # shrinking only within the round
-        kernel.dcd_passes(block.indptr, block.indices, block.data, block.y, positive, sqnorm,
-                          u, bias, n_features, alpha, index, state, loss, cost, eps, n_passes,
-                          seed, sigma)
-        if gamma is None:  # the line mode: the step waits for the coordinator's t
-            s["delta"] = alpha - old
-            alpha[:] = old
-            lin, quad, t_max = kernel.step_terms(alpha, s["delta"], loss, cost)
-            line = [line[0] + lin, line[1] + quad, min(line[2], t_max)]
-        else:
-            alpha[:] = old + gamma * (alpha - old)
-        del block, sqnorm  # before the next one arrives: two blocks at most in memory
+    with _alarm(deadline) as stop:
+        loaded = blocks.stream(url, infos, cache_bytes, storage_options)
+        for i, (info, seed) in enumerate(zip(infos, seeds)):
+            block, sqnorm = next(loaded)
+            s = blocks.run_state(run, info.name, dict)
+            if "alpha" not in s:
+                s["alpha"] = np.zeros(block.n_rows)
+            resident.mark(s, tag)
+            alpha = s["alpha"]
+            cost = losses.costs(class_cost, block.y, block.weight)
+            # at the broadcast w, before this block's α moves: one read per block and round
+            rows.append(kernel.dual_stats(block.indptr, block.indices, block.data, block.y,
+                                          positive, w, bias, n_features, alpha, loss, cost))
+            old = alpha.copy()
+            state, index = kernel.new_state(block.n_rows)  # shrinking only within the round
+            if not (i and _past(deadline)):
+                kernel.dcd_passes(block.indptr, block.indices, block.data, block.y, positive,
+                                  sqnorm, u, bias, n_features, alpha, index, state, loss, cost, eps,
+                                  n_passes, seed, sigma, True, stop)
+            if gamma is None:  # the line mode: the step waits for the coordinator's t
+                s["delta"] = alpha - old
+                alpha[:] = old
+                lin, quad, t_max = kernel.step_terms(alpha, s["delta"], loss, cost)
+                line = [line[0] + lin, line[1] + quad, min(line[2], t_max)]
+            else:
+                alpha[:] = old + gamma * (alpha - old)
+            del block, sqnorm  # before the next one arrives: two blocks at most in memory
     total, correct, pg_max, pg_min, sum_a, sum_dsq = zip(*rows)
     report = {"loss": sum(total), "correct": sum(correct), "ww": float(w @ w),
               "pg_max": max(pg_max), "pg_min": min(pg_min), "sum_alpha": sum(sum_a),
@@ -553,50 +583,54 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
         return [_summed(W[j], [blocks.run_state(runs[j], i.name, dict)["stats"] for i in infos],
                         bytes_read if i == 0 else 0) for i, j in enumerate(js)]
 
-    r = list(rounds)
-    while True:
-        live = [j for j in range(len(runs)) if not out[j]["done"]]
-        for rr in sorted({r[j] + 1 for j in live}):  # problems at round rr share each read
-            if _past(deadline) and rr > min(rounds) + 1:
-                break
-            js = [j for j in live if r[j] + 1 == rr]
-            order = block_order(seed, rr, len(infos))
-            loaded = blocks.stream(url, [infos[b] for b in order], cache_bytes, storage_options)
-            cut = False
-            for i, (b, (block, sqnorm)) in enumerate(zip(order, loaded)):
-                if _past(deadline) and (i or rr > min(rounds) + 1):  # one visit at least
-                    cut = True
+    with _alarm(deadline) as stop:
+        r = list(rounds)
+        while True:
+            live = [j for j in range(len(runs)) if not out[j]["done"]]
+            for rr in sorted({r[j] + 1 for j in live}):  # problems at round rr share each read
+                if _past(deadline) and rr > min(rounds) + 1:
+                    break
+                js = [j for j in live if r[j] + 1 == rr]
+                order = block_order(seed, rr, len(infos))
+                loaded = blocks.stream(url, [infos[b] for b in order], cache_bytes, storage_options)
+                cut = False
+                for i, (b, (block, sqnorm)) in enumerate(zip(order, loaded)):
+                    if _past(deadline) and (i or rr > min(rounds) + 1):  # one visit at least
+                        cut = True
+                        for j in js:
+                            _cut(_state(runs[j], infos[b]), is_regression(loss))
+                        continue
                     for j in js:
-                        _cut(_state(runs[j], infos[b]), is_regression(loss))
-                    continue
-                for j in js:
-                    if informative:  # block b's part of the cache: its share of the rows
-                        _visit_cached(W[j], b, block, sqnorm, runs[j], infos,
-                                      block_seed(seed, rr, b),
-                                      informative * block.n_rows // n_rows,
-                                      positive=positives[j], class_cost=class_costs[j], **kw)
-                    else:
-                        _visit(W[j], block, sqnorm, _state(runs[j], infos[b]),
-                               block_seed(seed, rr, b), positive=positives[j],
-                               shrink=out[j]["shrink"], class_cost=class_costs[j], **kw)
-                del block, sqnorm
-            for j, report in zip(js, measured(js, gap_tol > 0)):
-                r[j] = rr
-                row = round_row(rr, [report], n_rows)
-                row["at"] = time.perf_counter() - start
-                out[j]["rows"].append(row)
-                if cut:  # no stopping test on a round cut short
-                    row["cut"] = True
-                    out[j]["shrink"] = None
-                    continue
-                converged, out[j]["shrink"] = stopping(row, [report], eps,
-                                                       certified(row, gap_tol), inits[j])
-                if inits[j] is None:
-                    inits[j] = row.get("gnorm1")
-                out[j].update(done=converged or rr == max_rounds, converged=converged)
-        if all(o["done"] for o in out) or time.perf_counter() - start > seconds or \
-                (every and any(r[j] % every == 0 for j in live)) or _past(deadline):
-            break
+                        if informative:  # block b's part of the cache: its share of the rows
+                            _visit_cached(W[j], b, block, sqnorm, runs[j], infos,
+                                          block_seed(seed, rr, b),
+                                          informative * block.n_rows // n_rows,
+                                          positive=positives[j], class_cost=class_costs[j],
+                                          stop=stop, **kw)
+                        else:
+                            _visit(W[j], block, sqnorm, _state(runs[j], infos[b]),
+                                   block_seed(seed, rr, b), positive=positives[j],
+                                   shrink=out[j]["shrink"], class_cost=class_costs[j],
+                                   stop=stop, **kw)
+                    del block, sqnorm
+                cut = cut or _past(deadline)  # a visit the stop flag ended (kernel.dcd_passes)
+                for j, report in zip(js, measured(js, gap_tol > 0)):
+                    r[j] = rr
+                    row = round_row(rr, [report], n_rows)
+                    row["at"] = time.perf_counter() - start
+                    out[j]["rows"].append(row)
+                    if cut:  # no stopping test on a round cut short
+                        row["cut"] = True
+                        out[j]["shrink"] = None
+                        continue
+                    converged, out[j]["shrink"] = stopping(row, [report], eps,
+                                                           certified(row, gap_tol), inits[j])
+                    if inits[j] is None:
+                        inits[j] = row.get("gnorm1")
+                    out[j].update(done=converged or rr == max_rounds, converged=converged)
+            if all(o["done"] for o in out) or time.perf_counter() - start > seconds or \
+                    (every and any(r[j] % every == 0 for j in live)) or _past(deadline):
+                break
     if gap_tol <= 0:  # the primal objective of each problem that has stopped (its last round)
         js = [j for j in range(len(runs)) if out[j]["rows"] and out[j]["done"]]
         for j, report in zip(js, measured(js, True)):

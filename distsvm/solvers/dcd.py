@@ -208,7 +208,7 @@ class _Parallel(_Blocks):
                 distsvm.workers.dcd.local_round, self.x, ctx.dataset.url, [meta.blocks[b] for b in mine],
                 [distsvm.workers.dcd.block_seed(self.seed, r, b) for b in mine], ctx.run,
                 gamma=gamma, sigma=sigma, cache_bytes=plan.cache_bytes[a], tag=r, workers=[a],
-                pure=False, **self.common))
+                pure=False, deadline=self.settings.deadline, **self.common))
         results = cluster.gather(ctx.client, ctx.pending, owners)
         row = distsvm.workers.dcd.round_row(r, [rep for _, rep in results], meta.n_rows)
         # (17) at the broadcast w, or certified by the gap: keep that w

@@ -26,6 +26,8 @@ import numpy as np
 from ..losses import dual_diag, dual_upper, xi
 from .linear import AHEAD, PREFETCH_MIN, prefetch, row_dot
 
+STOP_EVERY = 1024  # dcd_passes polls its stop flag every this many rows
+
 # Layout of the per-block float64 ``state`` array carried between visits.
 ACTIVE, PG_MAX_OLD, PG_MIN_OLD = 0, 1, 2
 STATE_SIZE = 3
@@ -38,7 +40,8 @@ def new_state(n_rows):
 
 @numba.njit(cache=True, nogil=True)
 def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
-               alpha, index, state, loss, cost, eps, n_passes, seed, sigma=1.0, unshrink=True):
+               alpha, index, state, loss, cost, eps, n_passes, seed, sigma=1.0, unshrink=True,
+               stop=None):
     """Run up to ``n_passes`` outer iterations of DCD with shrinking on one block.
 
     Updates ``w``, ``alpha``, ``index`` (the permutation buffer whose first
@@ -57,6 +60,11 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
     σ′ = sigma instead: ``w`` then holds w₀ + σ′·Δw of this block's updates, so
     the gradient (12) is taken at that point, the quadratic term of (9) is
     Q̄ᵢᵢ = σ′(‖xᵢ‖² + bias²) + Dᵢᵢ, and the update (13) adds σ′·Δαᵢyᵢxᵢ.
+
+    ``stop`` (a one-element array, or None): once another thread sets it non-zero (a time
+    budget's deadline, :mod:`distsvm.workers.dcd`), the pass ends within ``STOP_EVERY`` rows
+    after its first ``STOP_EVERY`` — w and α consistent as after any row —, reported as not
+    ``full``, the shrinking thresholds left as they were.
     """
     np.random.seed(seed)
     n = len(alpha)
@@ -73,7 +81,11 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
             j = np.random.randint(s, active)
             index[s], index[j] = index[j], index[s]
         s = 0
+        cut = False
         while s < active:
+            if stop is not None and s >= STOP_EVERY and s % STOP_EVERY == 0 and stop[0] != 0.0:
+                cut = True
+                break
             if ahead and s + AHEAD < active:  # the rows to come (linear.prefetch)
                 prefetch(index[s + AHEAD], indptr, y, cost, alpha, sqnorm)
                 prefetch(indptr[index[s + AHEAD // 2]], indices, data)
@@ -114,6 +126,9 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
                     w[n_features] += d * bias
             s += 1
         state[ACTIVE] = active
+        if cut:
+            full = False
+            break
         full = active == n
         if pg_max_new - pg_min_new <= eps:  # (17)
             if full:
