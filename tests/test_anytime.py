@@ -319,3 +319,21 @@ def test_early_stopping_resumed_keeps_the_same_best(noisy, client, path, tmp_pat
     for key in ("rounds", "best_round", "stopped_by", "validation_accuracy"):
         assert resumed.summary[key] == straight.summary[key], key
     np.testing.assert_array_equal(resumed.w, straight.w)
+
+
+def test_a_worker_lost_while_scoring_or_training(noisy):
+    """Kill one of 2 workers after round 2 of a chained run with a validation set and early
+    stopping: the run recovers (the solver's policy; the validation blocks go to the other
+    worker), finishes, and its kept model's logged score is ``predict``'s."""
+    from distsvm.testing import Killer, local_client
+
+    train, valid = noisy
+    with local_client(2) as c:
+        killer = Killer(c, 2, 0)
+        m = jobs.train(train, client=c, loss="hinge", C=1.0, validation=valid.url,
+                       n_iter_no_change=3, validation_tol=0.0, join_blocks=False,
+                       progress=killer)
+        assert killer.killed is not None and "left the cluster" in killer.stream.getvalue()
+        assert m.summary["stopped_by"] in ("no improvement", "eps")
+        assert prediction.predict(valid, m, client=c)["accuracy"] == \
+            m.summary["validation_accuracy"]
