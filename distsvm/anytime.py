@@ -27,7 +27,7 @@ from distsvm.storage import Dataset, open_dataset
 
 from . import cluster
 
-# metric -> (higher is better?, its name in the round row: "validation_<name>")
+# metric -> whether higher is better (its name in the round row: "validation_<metric>")
 METRICS = {"accuracy": True, "mse": False, "auc": True}
 
 
@@ -43,10 +43,6 @@ class Settings:
     tol: float = 1e-3
     deadline: float | None = None
     problems: list | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.validation is not None or self.deadline is not None
 
     def expired(self) -> bool:
         return self.deadline is not None and time.time() >= self.deadline

@@ -259,6 +259,10 @@ def _train(a, progress):
               f"|grad| {s['grad_norm']:.3g}, {s['passes']} passes, " if "passes" in s else "")
     if "nnz" in s:  # an L1-regularized model's sparsity
         detail += f"{s['nnz']} of {s['n_weights']} weights non-zero, "
+    if "stopped_by" in s and s["stopped_by"] not in ("eps", "gap"):  # anytime training
+        detail += f"stopped by {s['stopped_by']}, " + (
+            f"best round {s['best_round']}, the model's validation {s['validation_metric']} "
+            f"{s['validation_' + s['validation_metric']]:.6g}, " if "best_round" in s else "")
     progress.note(f"train: {s['rounds']} rounds, primal {s['primal_objective']:.8g}, "
                   f"{detail}{s['train_seconds']:.2f}s; model written to {a.model}")
     keys = ("rounds", "converged", "primal_objective", "dual_objective", "duality_gap",

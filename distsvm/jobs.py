@@ -248,7 +248,9 @@ def _switch_to_primal(client, dataset, plan, dual, positive: int, cost, p, progr
     result = dataclasses.replace(primal, rounds=dual.rounds + primal.rounds, history=history,
                                  train_seconds=dual.train_seconds + primal.train_seconds)
     metric = dual.extra.get("validation_metric")
-    if metric is not None:  # the best model of both (anytime training)
+    if metric is not None and (anytime.current().n_iter_no_change
+                               or primal.extra["stopped_by"] == "time budget"):
+        # early stopping or a spent budget: the best model of both (anytime training)
         name = f"validation_{metric}"
         if anytime.better(metric, dual.extra[name], primal.extra.get(name, np.nan)):
             result = dataclasses.replace(
