@@ -57,13 +57,13 @@ LISTED = 5  # how many items an error message shows of a list (listed())
 
 def listed(values, limit: int = LISTED, fmt=None) -> str:
     """``values`` for an error message, bounded: all of them if there are at most ``limit``
-    (``[-1, 1]``), else the first ``limit`` and the count (``[1, 2, 3, 4, 5, … (2000 in
-    all)]``): an error is one line, whatever the data.  ``fmt`` formats an item (default:
-    ``{:g}`` for numbers, ``repr`` for the rest)."""
+    (``[-1.0, 1.0]``), else the first ``limit`` and the count (``[1.0, 2.0, 3.0, 4.0, 5.0,
+    … (2000 in all)]``): an error is one line, whatever the data.  ``fmt`` formats an item
+    (default: as Python's list shows it, a NumPy number as Python's)."""
     values = list(values)
     if fmt is None:
         def fmt(v):
-            return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v)
+            return repr(v.item() if hasattr(v, "item") and hasattr(v, "dtype") else v)
     shown = ", ".join(fmt(v) for v in values[:limit])
     if len(values) > limit:
         shown += f", … ({len(values)} in all)"

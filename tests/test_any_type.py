@@ -159,8 +159,8 @@ def test_errors_list_at_most_a_few_values(tmp_path):
     with pytest.raises(ValueError) as exc:
         ds.append(store.url, part, {"partition": "x"})
     assert len(str(exc.value)) < 500 and "(500 in all)" in str(exc.value), str(exc.value)
-    assert listed([1.0, 2.0]) == "[1, 2]"
-    assert listed(range(100)) == "[0, 1, 2, 3, 4, … (100 in all)]"
+    assert listed([1.0, 2.0]) == "[1.0, 2.0]" == str([1.0, 2.0])  # short: as before
+    assert listed(np.arange(100.0)) == "[0.0, 1.0, 2.0, 3.0, 4.0, … (100 in all)]"
 
 
 ALLOWED = {"sorted(missing)", "list(spec.losses)", "tuple(array.shape)", "tuple(shape)"}
