@@ -310,6 +310,10 @@ class _LinearClassifier(ClassifierMixin, _LinearModel):
         if _is_store(X):
             return predict(X, self.model_, scheduler=self.scheduler,
                            n_workers=self.n_workers)["accuracy"]
+        if dask_io.is_dask(X) or dask_io.is_dask(y):  # on the cluster, row chunks aligned
+            X, y = dask_io.as_arrays(X, y)
+            X = dask_io.rows_known(X) if dask_io.is_dask(X) else X
+            return dask_io.score(self.predict(X), y, sample_weight, "accuracy")
         return super().score(X, y, sample_weight)
 
 
@@ -522,6 +526,10 @@ class LinearSVR(RegressorMixin, _LinearModel):
             res = predict(X, self.model_, scheduler=self.scheduler, n_workers=self.n_workers)
             error, _, st, _, stt, _ = res["regression_sums"]
             return float(1.0 - error / (stt - st * st / res["n_rows"]))
+        if dask_io.is_dask(X) or dask_io.is_dask(y):  # on the cluster, row chunks aligned
+            X, y = dask_io.as_arrays(X, y)
+            X = dask_io.rows_known(X) if dask_io.is_dask(X) else X
+            return dask_io.score(self.predict(X), y, sample_weight, "r2")
         return super().score(X, y, sample_weight)
 
 

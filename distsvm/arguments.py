@@ -447,6 +447,7 @@ def storage_options(a) -> dict | None:
 
 # The outputs a command writes ({command: ((dest, a directory), ...)}): checked first.
 OUTPUTS = {"ingest": (("store", True),), "generate": (("store", True),),
+           "columnize": (("store", True),),
            "train": (("model", False), ("run_dir", True)), "report": (("output", False),),
            "export": (("liblinear_model", False),), "import": (("model", False),)}
 # The paths (local or URLs) a command names, for --storage-option.
@@ -474,6 +475,8 @@ def check(a) -> None:
         outputs = (("output", output_kind(a.output) is not None),)
     for dest, directory in outputs:
         params.check_output(owner, flags[dest], getattr(a, dest, None), directory)
+    if a.command == "registry" and a.action == "promote" and a.name:  # writes NAME/current.json
+        params.check_output(owner, "registry", f"{a.registry.rstrip('/')}/{a.name}", True)
 
 
 # What each path argument of a command is expected to name (for the message of an OSError).

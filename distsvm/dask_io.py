@@ -94,6 +94,36 @@ def labels(dv, model, classes):
                                                              if dv.ndim == 2 else {}))
 
 
+def score(pred, y, sample_weight, kind: str) -> float:
+    """scikit-learn's ``score`` of lazy predictions ``pred`` (a dask array of known row
+    chunks) against ``y`` (dask or NumPy; rechunked to ``pred``'s rows, which a dataframe's
+    unknown partition lengths broke: a broadcasting error): the (weighted) accuracy, or
+    ``kind`` "r2" the coefficient of determination, computed by tasks."""
+    import dask
+    import dask.array as da
+
+    def rows(v):
+        if v is None:
+            return None
+        _, v = as_arrays(None, v)
+        v = v if isinstance(v, da.Array) else da.from_array(np.asarray(v))
+        v = rows_known(v)
+        if v.shape[0] != pred.shape[0]:
+            raise ValueError(f"Found input variables with inconsistent numbers of samples: "
+                             f"[{pred.shape[0]}, {v.shape[0]}]")
+        return v.rechunk(pred.chunks)
+
+    y, w = rows(y), rows(sample_weight)
+    w = da.ones_like(pred, dtype=np.float64) if w is None else w.astype(np.float64)
+    if kind == "accuracy":
+        hits, total = dask.compute(((pred == y) * w).sum(), w.sum())
+        return float(hits / total)
+    y = y.astype(np.float64)
+    mean = (y * w).sum() / w.sum()
+    error, spread = dask.compute((w * (y - pred) ** 2).sum(), (w * (y - mean) ** 2).sum())
+    return float(1.0 - error / spread)
+
+
 def probabilities(dv):
     """Lazy class probabilities (n, K) from lazy logistic decision values."""
     if dv.ndim == 1:

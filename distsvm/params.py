@@ -482,12 +482,38 @@ def spec_schema() -> dict:
             continue
         key = dict(o.schema or {"type": kinds[o.kind]})
         choices = [v for c in o.check if isinstance(c, OneOf) for v in c.values if v is not None]
-        if choices:
-            key = {"enum": choices}
+        if choices:  # the command line's spellings too (cutting-plane, squared-hinge)
+            key = {"enum": choices + [v for v in spelled(choices) if v not in choices]
+                   if o.hyphens else choices}
         keys[name] = {**key, "description": o.help.format(default=getattr(DEFAULTS, name))}
     return {"type": "object", "additionalProperties": False,
             "description": "the parameters of distsvm.jobs.train (distsvm.params.Params)",
             "properties": keys}
+
+
+def from_spec(section: dict, owner: str) -> dict:
+    """A spec's ``solver`` section (validated by :func:`spec_schema`) as :class:`Params`
+    spells it: the command line's spellings of values (``cutting-plane``) as the
+    declaration's (``cutting_plane``), and the class weights' labels as the strings JSON
+    keeps them in (``{1: 2}`` of YAML and ``{"1": 2}`` of JSON are one setting, in a run's
+    ``job.json``, a checkpoint and a registry version's lineage).  ValueError for a label
+    that is not a number."""
+    out = dict(section)
+    for name, value in section.items():
+        o = OPTIONS.get(name)
+        if o is not None and o.hyphens and isinstance(value, str):
+            out[name] = value.replace("-", "_")
+    weights = section.get("class_weight")
+    if isinstance(weights, dict):
+        labels = {}
+        for k in weights:
+            try:
+                labels[k] = f"{float(k):g}"
+            except (TypeError, ValueError):
+                raise ValueError(f"The 'class_weight' parameter of {owner} takes class labels "
+                                 f"(numbers) as keys. Got {k!r}.") from None
+        out["class_weight"] = {labels[k]: v for k, v in weights.items()}
+    return out
 
 
 def with_type(kwargs: dict, code: int | None, names: dict | None = None, spell=str) -> dict:
@@ -823,6 +849,7 @@ def check_output(owner: str, name: str, url, directory: bool = False) -> None:
         if directory != os.path.isdir(path):
             raise ValueError(f"The '{name}' parameter of {owner} must be {what} to write: "
                              f"{path} is {'a file' if directory else 'a directory'}.")
+        _check_writable(owner, name, what, path, path if directory else os.path.dirname(path))
         return
     parent = os.path.dirname(path)
     while not os.path.exists(parent):
@@ -830,3 +857,20 @@ def check_output(owner: str, name: str, url, directory: bool = False) -> None:
     if not os.path.isdir(parent):
         raise ValueError(f"The '{name}' parameter of {owner} must be {what} to write: "
                          f"{parent}, on the way to {path}, is a file, not a directory.")
+    _check_writable(owner, name, what, path, parent)
+
+
+def _check_writable(owner: str, name: str, what: str, path: str, folder: str) -> None:
+    """A file can be made in ``folder`` (where ``path`` or the folders on its way go): a
+    probe file created and removed, so that a read-only, immutable or foreign folder is
+    refused before a training, not found after it."""
+    import os
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".distsvm-probe-")
+    except OSError as exc:
+        raise ValueError(f"The '{name}' parameter of {owner} must be {what} to write: "
+                         f"{path} cannot be written ({folder}: {exc.strerror}).") from None
+    os.close(fd)
+    os.unlink(probe)

@@ -237,7 +237,8 @@ def check(spec: dict) -> list[str]:
                                  "": {"lock_timeout": spec.get("lock_timeout")}},
                    urls=[spec["dataset"], spec["holdout"], spec["registry"]],
                    outputs=[("dataset", spec["dataset"], True),
-                            ("registry", spec["registry"], True)])
+                            ("registry", spec["registry"], True),  # and the model's folder
+                            ("registry", f"{spec['registry'].rstrip('/')}/{spec['name']}", True)])
     if canonical(resolve(spec["holdout"])) == canonical(resolve(spec["dataset"])):
         raise SpecError(f"{where}: key 'holdout': {spec['holdout']} is the dataset itself "
                         f"({spec['dataset']}): its partitions would be appended to the rows "

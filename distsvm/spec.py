@@ -108,7 +108,7 @@ def validate(doc, schema_name: str, where: str) -> dict:
     validator = jsonschema.Draft202012Validator(target, registry=registry)
     errors = sorted(validator.iter_errors(doc), key=lambda e: (list(e.absolute_path), e.message))
     if not errors:
-        return doc
+        return _solver_spelled(doc, where)
     e = errors[0]
     path = [str(p) for p in e.absolute_path]
     if e.validator == "additionalProperties" and isinstance(e.instance, dict):
@@ -121,6 +121,20 @@ def validate(doc, schema_name: str, where: str) -> dict:
                         "jobqueue and kubernetes")
     key = ".".join(path) or "(top level)"
     raise SpecError(f"{where}: key '{key}': {e.message}")
+
+
+def _solver_spelled(doc: dict, where: str) -> dict:
+    """``doc`` with its ``solver`` section as the parameters spell it
+    (:func:`distsvm.params.from_spec`: ``cutting-plane`` is ``cutting_plane``, class weights'
+    labels strings); SpecError naming the key otherwise."""
+    from . import params
+
+    if not isinstance(doc.get("solver"), dict):
+        return doc
+    try:
+        return {**doc, "solver": params.from_spec(doc["solver"], _OWNER)}
+    except ValueError as exc:
+        raise SpecError(spec_message(str(exc), where, "solver")) from exc
 
 
 def load_spec(path) -> dict:
@@ -333,6 +347,8 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
                          ckpt.get("runs")],
                    outputs=[("output.model", out.get("model"), False),
                             ("output.registry", out.get("registry"), True),
+                            ("output.registry", out.get("registry") and name
+                             and files.join(out["registry"], name), True),
                             ("checkpoint.runs", ckpt.get("runs"), True)])
     dataset = check_store(data["train"], where, "data.train", so)
     if "test" in data:
