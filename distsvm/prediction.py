@@ -340,8 +340,9 @@ def _whole(output: str, storage_options):
             os.rename(target, final)
     except BaseException as exc:
         remove(target, storage_options)
-        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
-            raise OSError(exc.errno, exc.strerror, output) from exc
+        if (isinstance(exc, OSError) and exc.errno is not None
+                and (exc.filename is None or str(exc.filename).startswith(target))):
+            raise OSError(exc.errno, exc.strerror, output) from exc  # not the temp folder
         raise
 
 
