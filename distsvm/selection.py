@@ -194,6 +194,13 @@ def fold_solver(solver: str, loss: str, owner: str) -> tuple[str, str | None]:
     """
     if solver not in registry.SOLVERS or registry.SOLVERS[solver].reads != "columns":
         return solver, None
+    code = registry.liblinear_type(solver, loss)
+    if code is not None and registry.TYPES[code].penalty != "l2":  # -s 5, -s 6: no solver
+        raise ValueError(  # of row blocks has their problem (dcd's would be -s 1's: wrong)
+            f"-s {code} cannot be cross-validated here: its solver {solver!r} reads the "
+            "store's column view, which covers every row, so it cannot train a fold, and no "
+            f"solver of row blocks minimizes its {registry.TYPES[code].penalty.upper()}-"
+            "regularized problem (LIBLINEAR's -v does; not yet here)")
     if loss in registry.SOLVERS["dcd"].losses:
         return "dcd", (f"{owner}: solver {solver!r} reads the store's column view and cannot "
                        f"train a fold (some rows of the store); dcd minimizes the same {loss} "

@@ -202,3 +202,15 @@ def test_the_scan_catches_an_unbounded_list(tmp_path):
     bad.write_text("def f(classes, unknown):\n"
                    "    raise ValueError(f'labels {list(classes)} and {unknown}')\n")
     assert len(unbounded_in_raises(bad)) == 2
+
+
+def test_l1_cross_validation_is_refused_not_swapped_for_l2(stores, capsys):
+    """-s 5 -v N: its solver cannot train a fold, and dual CD minimizes the L2-regularized
+    problem, not -s 5's: one line (before: the folds trained -s 1's problem and printed its
+    accuracy as -s 5's).  pcd (the L2 problem) still hands its folds to dual CD."""
+    code, out, err = cli(capsys, "train", stores / "a9a.zarr", "-s", "5", "-v", "3")
+    assert code == 1 and out == "" and err.count("\n") == 1, err
+    assert "-s 5 cannot be cross-validated" in err
+    code, out, err = cli(capsys, "train", stores / "a9a.zarr", "--solver", "pcd", "-v", "3",
+                         "-q")
+    assert code == 0 and "Cross Validation Accuracy" in out, err

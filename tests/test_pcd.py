@@ -12,6 +12,7 @@ from distsvm.ingest import ingest
 from distsvm.jobs import train
 from distsvm.params import choose_solver
 from distsvm.storage import IncompleteStoreError
+from distsvm.storage.columns import read_columns_meta
 from distsvm.workers import losses
 from distsvm.workers.kernels import pcd as kernel
 from distsvm.workers.kernels.linear import row_sqnorms
@@ -260,7 +261,9 @@ def test_solver_selection_and_errors(client, tmp_path, a9a, a9a_store):
     with pytest.raises(ValueError, match="'pcd_mode' parameter"):
         train(a9a_store, solver="pcd", pcd_mode="fast", client=client)
     with pytest.raises(IncompleteStoreError, match="distsvm columnize"):
-        train(plain, solver="pcd", client=client)
+        read_columns_meta(plain)
+    model = train(plain, solver="pcd", eps=0.1, client=client)  # issue 29.3: the view is
+    assert model.solver == "pcd" and read_columns_meta(plain).n_rows == X.shape[0]  # built
 
 
 def test_rebuilt_column_view_is_not_served_stale(client, a9a, tmp_path):
