@@ -111,16 +111,17 @@ def test_early_stopping_keeps_the_best_round(noisy, client, path):
 
 @pytest.fixture(scope="module")
 def slow_store(tmp_path_factory, noisy, client):
-    """200 000 rows of 50 000 features, 20 blocks: -s 3 with C = 10 needs 30 rounds of
-    ~0.5 s in one process (measured 14.6 s on this machine at load ~3).  The workers have
+    """100 000 rows of 50 000 features (30 non-zeros a row), 20 blocks: -s 3 with C = 10
+    stops by its rule after 79 rounds, 6.9 s of training in one process (11.9 s for the
+    whole command, measured at load ~9 on this 2-core machine).  The workers have
     compiled the kernels first (on another store: a fresh worker process's first tasks
     compile them, a cost of the cluster's start as its processes' are)."""
     for c in (client, embedded_client()):
         jobs.train(noisy[0], client=c, max_rounds=1, validation=noisy[1].url)
         jobs.train(noisy[0], client=c, max_rounds=1, join_blocks=False)
     root = tmp_path_factory.mktemp("budget")
-    return generate(str(root / "slow.zarr"), rows=200_000, features=50_000, nnz_per_row=40,
-                    block_rows=10_000)
+    return generate(str(root / "slow.zarr"), rows=100_000, features=50_000, nnz_per_row=30,
+                    block_rows=5_000)
 
 
 @pytest.mark.parametrize("path", PATHS + ["parallel over 2 workers"])
@@ -128,13 +129,13 @@ def test_a_time_budget_ends_within_a_block_visit(slow_store, client, path, tmp_p
     """A budget of 1 s on a store that needs ~10 s and more: training ends within 1.5 s of
     its start, says so, and writes a loadable model (the last: no validation set)."""
     where = _where(path, client, slow_store)
-    kw = dict(loss="hinge", C=10.0, max_rounds=30, time_budget=1.0, **where)
+    kw = dict(loss="hinge", C=10.0, time_budget=1.0, **where)
     start = time.perf_counter()
     m = jobs.train(slow_store, **kw)
     seconds = time.perf_counter() - start
     assert m.summary["stopped_by"] == "time budget"
     assert seconds < 1.5, seconds
-    assert m.summary["rounds"] < 30
+    assert not m.summary["converged"]
     save_model(m, str(tmp_path / "m.model"))
     back = load_model(str(tmp_path / "m.model"))
     np.testing.assert_array_equal(back.w, m.w)
