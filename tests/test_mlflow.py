@@ -154,8 +154,11 @@ def test_run_logs_registers_and_moves_the_alias_and_pyfunc_predicts_as_distsvm(
     assert not [f for _, _, fs in os.walk(local) for f in fs if f.endswith((".pkl", ".pickle"))]
     from distsvm.model import load_model
 
-    assert (open(os.path.join(local, "data", "model.dsvm"), "rb").read()
-            == open(tmp_path / "dna.dsvm", "rb").read())
+    inside = load_model(os.path.join(local, "data", "model.dsvm"))  # distsvm's format
+    written = load_model(str(tmp_path / "dna.dsvm"))
+    np.testing.assert_array_equal(inside.w, written.w)
+    assert (inside.classes, inside.solver, inside.params) == \
+        (written.classes, written.solver, written.params)
     own = _cli("predict", str(data / "test.zarr"), str(tmp_path / "dna.dsvm"), "--output",
                str(tmp_path / "labels.txt"))
     assert own.returncode == 0
@@ -273,3 +276,36 @@ def test_pipeline_publishes_each_version_once_and_moves_the_alias_on_promotion(
     current = registry.load(str(tmp_path / "registry"), name)
     np.testing.assert_array_equal(mlflow.pyfunc.load_model(f"models:/{name}@prod").predict(X),
                                   current.predict(X))
+
+
+@pytest.mark.slow  # the job's test above checks the same failure path
+def test_pipeline_with_the_server_down_keeps_its_version_and_the_next_run_publishes_it(
+        tmp_path, data, server):
+    name = f"dna-pipe-down-{os.getpid()}"
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part-1.svm").write_bytes((data / "in" / "part-1.svm").read_bytes())
+    spec = {"name": name, "dataset": str(tmp_path / "dna.zarr"),
+            "partitions": str(tmp_path / "in" / "*.svm"), "holdout": str(data / "test.zarr"),
+            "registry": str(tmp_path / "registry"), "ingest": {"n_features": DNA_FEATURES},
+            "solver": {"type": 1}, "mlflow": {}}  # the URI from MLFLOW_TRACKING_URI
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(json.dumps(spec))
+    dead = f"http://127.0.0.1:{_free_port()}"
+    p = _cli("pipeline", "run", str(path), env={"MLFLOW_TRACKING_URI": dead}, check=False)
+    assert p.returncode == 1, p.stderr  # a failure: retry later
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ERROR: MLflow {dead}: cannot publish "
+                                                   f"{name}"), p.stderr
+    assert "running the pipeline again publishes it" in lines[0]
+    assert json.loads((tmp_path / "registry" / name / "current.json").read_text())["version"] == 1
+
+    out = json.loads(_cli("pipeline", "run", str(path), "--json",
+                          env={"MLFLOW_TRACKING_URI": server}).stdout)
+    assert (out["version"], out["promoted"], out["mlflow"]["version"]) == (1, True, 1)
+    assert _client(server).get_model_version_by_alias(name, "champion").version == "1"
+
+
+def test_mlflow_is_imported_only_for_a_spec_with_the_section():
+    code = ("import sys, distsvm.cli, distsvm.spec, distsvm.pipeline, distsvm.mlflow_registry; "
+            "assert 'mlflow' not in sys.modules, 'mlflow imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
