@@ -3,9 +3,10 @@ the one declaration of the training options (:class:`distsvm.params.Params`,
 :class:`~distsvm.params.Folds`) and LIBLINEAR's ``-s`` table
 (:data:`distsvm.solvers.registry.TYPES`).
 
-``train --help`` lists LIBLINEAR's own options first (``-s``, ``-c``, ``-p``, ``-n``,
-``-e``, ``-B``, ``-R``, ``-wi``, ``-v``, ``-C``, as its ``train``), then those every solver
-takes, then each solver's own under its name.  An option of ``train`` that is not given is
+``train --help`` lists LIBLINEAR's own options (``-s``, ``-c``, ``-p``, ``-n``, ``-e``,
+``-B``, ``-R``, ``-wi``, ``-v``, ``-C``, as its ``train``) with their help, then one line of
+flags per other group (every solver's, each solver's own under its name, the cluster's);
+``train --help-all`` gives every option its help.  An option of ``train`` that is not given is
 absent from the parsed namespace (its default is the table's): :func:`given` returns the
 options given, so that one given at its default value is still given (and refused by a
 solver that does not take it).  What each command does is :mod:`distsvm.cli`'s.
@@ -17,6 +18,7 @@ import argparse
 import json
 import re
 import sys
+import textwrap
 
 from . import __version__, params
 from .errors import message
@@ -31,8 +33,66 @@ DESCRIPTION = ("The distsvm command: ingest | generate | columnize | info | trai
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
-        print(f"ERROR: {self.prog}: {message}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+        usage_error(f"{self.prog}: {message}")
+
+
+class _TrainParser(_Parser):
+    """``train``'s parser: ``--help`` is LIBLINEAR's options, as its ``train`` lists them,
+    and one line of flags for each other group (every solver's, each solver's own, the
+    cluster's); ``--help-all`` (:class:`_HelpAll`) prints them all with their help."""
+
+    full = False
+
+    def format_help(self):
+        if self.full:
+            return super().format_help()
+        shown = [g for g in self._action_groups
+                 if g.title == "positional arguments" or g.title.startswith("LIBLINEAR")]
+        rest = [g for g in self._action_groups if g not in shown and g._group_actions]
+        groups, self._action_groups = self._action_groups, shown
+        try:
+            text = super().format_help()
+        finally:
+            self._action_groups = groups
+        lines = [text.rstrip("\n"), "",
+                 "more options (distsvm train --help-all: each with its help):"]
+        for g in rest:
+            flags = [a.option_strings[-1] if a.option_strings[-1].startswith("--")
+                     else a.option_strings[0] for a in g._group_actions if a.option_strings]
+            lines.append(textwrap.fill(f"{g.title.split(' (')[0].rstrip(':')}: "
+                                       f"{', '.join(flags)}", 88, initial_indent="  ",
+                                       subsequent_indent="      ", break_on_hyphens=False))
+        return "\n".join(lines) + "\n"
+
+
+class _HelpAll(argparse.Action):
+    """``train --help-all``: the full help."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.full = True
+        parser.print_help()
+        parser.exit()
+
+
+def usage_error(text: str):
+    """A command line refused while it is parsed: one error line (JSON with --log-format
+    json, :func:`distsvm.errors.print_error`), exit status 2 as argparse's."""
+    from .errors import print_error
+
+    print_error(text)
+    sys.exit(EXIT_USAGE)
+
+
+def _version(text: str) -> int:
+    """A registry version number: an int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a version number is an int >= 1 (v1, v2, ...); "
+                                         f"got {text!r}")
+    return value
 
 
 class _WeightsHelp(argparse.HelpFormatter):
@@ -230,8 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the metadata as JSON")
     _storage_options(p)
 
+    sub._parser_class = _TrainParser  # its --help: LIBLINEAR's short list (--help-all: all)
     p = sub.add_parser("train", help="train a linear classifier on a store",
-                       formatter_class=_WeightsHelp)
+                       formatter_class=_WeightsHelp,
+                       usage="distsvm train [options] STORE [MODEL]  (--help-all: every option)")
+    sub._parser_class = _Parser
+    p.add_argument("--help-all", action=_HelpAll, nargs=0,
+                   help="every option, each solver's under its name")
     p.add_argument("store")
     p.add_argument("model", nargs="?", help="where to write the model (not with -v or -C)")
     _train_options(p)
@@ -249,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "probabilities), written block by block on the workers")
     p.add_argument("--strict", action="store_true",
                    help="a model and store of different feature counts are an error "
-                        "(default: a warning, and features only one has weigh 0)")
+                        "(default: a warning, and a feature only one has gets weight 0)")
     p.add_argument("-b", dest="probability", type=int, choices=(0, 1), default=0,
                    help="1: --output gets LIBLINEAR's probability format (a 'labels' header, "
                         "then label and probabilities per row); logistic models only")
@@ -291,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=("list", "show", "promote"))
     p.add_argument("registry")
     p.add_argument("name", nargs="?", help="model name (all models for list)")
-    p.add_argument("version", nargs="?", type=int, help="version number (show, promote)")
+    p.add_argument("version", nargs="?", type=_version, help="version number (show, promote)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("pipeline", help="scheduled batch pipeline: ingest new partitions, "
@@ -319,8 +384,8 @@ def class_weights(argv: list[str]) -> tuple[list[str], dict | None]:
             try:
                 weights[float(m.group(1))] = float(argv[k + 1])
             except ValueError:
-                raise SystemExit(f"ERROR: {argv[k]} {argv[k + 1]}: -wi takes a label i and a "
-                                 "weight, e.g. -w1 2") from None
+                usage_error(f"{argv[k]} {argv[k + 1]}: -wi takes a label i and a weight, "
+                            "e.g. -w1 2")
             k += 2
         else:
             rest.append(argv[k])
@@ -475,6 +540,11 @@ def check(a) -> None:
         outputs = (("output", output_kind(a.output) is not None),)
     for dest, directory in outputs:
         params.check_output(owner, flags[dest], getattr(a, dest, None), directory)
+    if a.command == "generate":  # its values too: usage (exit 2), not a failure
+        from .generate import check as check_generate
+
+        check_generate(rows=a.rows, features=a.features, nnz_per_row=a.nnz_per_row,
+                       seed=a.seed, zipf=a.zipf, density=a.density, noise=a.noise)
     if a.command == "registry" and a.action == "promote" and a.name:  # writes NAME/current.json
         params.check_output(owner, "registry", f"{a.registry.rstrip('/')}/{a.name}", True)
 

@@ -405,6 +405,8 @@ def _registry(a):
     if a.action == "list":  # every sound model listed, then the first damaged one named
         out, damaged = registry.listing(a.registry, a.name)
         if not a.json:
+            if not out and not damaged:
+                print(f"{a.registry}: no models")
             for n, v in out.items():
                 print(f"{n}: versions {' '.join(f'v{k}' for k in v['versions'])}; current "
                       f"{'v%d' % v['current'] if v['current'] else 'none'}")

@@ -54,6 +54,34 @@ POLL_SECONDS = 2.0
 PAUSED_SECONDS = 60.0  # a pinned worker paused this long (over its memory) fails the job
 
 
+PROBE_SECONDS = 5.0  # a scheduler's port that does not answer a TCP connect within this
+
+
+def _reachable(scheduler: str) -> None:
+    """Fail fast where nothing listens at the scheduler's address (a wrong port: refused at
+    once; a filtered one: :data:`PROBE_SECONDS`): Dask's client retries for its whole
+    connect timeout, 30 s, before it says so.  Only tcp:// and tls:// addresses are probed."""
+    import socket
+
+    from distributed.comm import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(scheduler)
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError):
+        return  # Client's own error says what is wrong with the address
+    if scheme not in ("tcp", "tls"):
+        return
+    try:
+        socket.create_connection((host, port), timeout=PROBE_SECONDS).close()
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (
+            exc.strerror or str(exc)).lower()
+        raise ClusterError(f"cannot connect to the Dask scheduler at {scheduler}: {reason} "
+                           f"(nothing listens there; `dask scheduler` prints its "
+                           "address)") from None
+
+
 @contextlib.contextmanager
 def connect(scheduler: str | None = None, n_workers: int | None = None,
             client: Client | None = None, progress=None, security=None,
@@ -78,10 +106,15 @@ def connect(scheduler: str | None = None, n_workers: int | None = None,
         return
     if scheduler:
         _check_tls(scheduler, security)
+        _reachable(scheduler)
         try:
             c = Client(scheduler, timeout="30s", security=security)
         except (OSError, TimeoutError, TypeError) as exc:
             raise ClusterError(f"cannot connect to the Dask scheduler at {scheduler}: {exc}") from exc
+        except Exception as exc:  # something else answers there: its bytes are no handshake
+            raise ClusterError(f"cannot connect to the Dask scheduler at {scheduler}: what "
+                               "answers there is not a Dask scheduler "
+                               f"({type(exc).__name__})") from exc
         try:
             _direct(c)
             _announce(c, progress, dashboard, embedded=False)

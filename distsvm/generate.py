@@ -30,17 +30,9 @@ def _check(name: str, value, ok: bool, what: str) -> None:
         raise ValueError(f"The '{name}' parameter of generate must be {what}. Got {value!r} instead.")
 
 
-def generate(store: str, *, rows: int, features: int, nnz_per_row: int, seed: int = 0,
-             zipf: float = 1.0, density: float = 0.1, noise: float = 0.05,
-             block_rows: int | None = None, block_mb: float | None = DEFAULT_BLOCK_MB,
-             client=None, overwrite: bool = False, storage_options: dict | None = None,
-             progress: Progress | None = None) -> Dataset:
-    """Write ``rows`` × ``features`` synthetic rows (about ``nnz_per_row`` non-zeros each)
-    into a new dataset at ``store``, on ``client``'s workers (or in-process without one).
-
-    The result depends on the arguments only — not on the number of workers.
-    """
-    progress = progress or Progress(quiet=True)
+def check(*, rows, features, nnz_per_row, seed, zipf, density, noise) -> None:
+    """The values of :func:`generate`, checked by the command line too before anything
+    starts: ValueError in scikit-learn's words otherwise."""
     _check("rows", rows, isinstance(rows, (int, np.integer)) and rows >= 1, "an int >= 1")
     _check("features", features, isinstance(features, (int, np.integer)) and features >= 2,
            "an int >= 2")
@@ -52,6 +44,21 @@ def generate(store: str, *, rows: int, features: int, nnz_per_row: int, seed: in
     _check("zipf", zipf, np.isfinite(zipf) and zipf > 0, "a float > 0")
     _check("density", density, 0 < density <= 1, "a float in (0, 1]")
     _check("noise", noise, 0 <= noise < 0.5, "a float in [0, 0.5)")
+
+
+def generate(store: str, *, rows: int, features: int, nnz_per_row: int, seed: int = 0,
+             zipf: float = 1.0, density: float = 0.1, noise: float = 0.05,
+             block_rows: int | None = None, block_mb: float | None = DEFAULT_BLOCK_MB,
+             client=None, overwrite: bool = False, storage_options: dict | None = None,
+             progress: Progress | None = None) -> Dataset:
+    """Write ``rows`` × ``features`` synthetic rows (about ``nnz_per_row`` non-zeros each)
+    into a new dataset at ``store``, on ``client``'s workers (or in-process without one).
+
+    The result depends on the arguments only — not on the number of workers.
+    """
+    progress = progress or Progress(quiet=True)
+    check(rows=rows, features=features, nnz_per_row=nnz_per_row, seed=seed, zipf=zipf,
+          density=density, noise=noise)
     if not block_rows and not block_mb:
         raise ValueError("Give a block size: block_rows or block_mb")
     check_settings("generate", {"block_rows": block_rows,

@@ -143,7 +143,7 @@ class Model:
 
     def weights_for(self, n_features: int) -> np.ndarray:
         """The weights laid out for data with ``n_features`` columns (LIBLINEAR's rule:
-        features the model has not seen weigh 0; a bias weight goes last)."""
+        features the model has not seen get weight 0; a bias weight goes last)."""
         has_bias = self.bias >= 0
         w = np.zeros(self.w.shape[:-1] + (n_features + has_bias,))  # a row per class if K > 2
         k = min(n_features, self.n_features)

@@ -79,7 +79,7 @@ def check_features(model: Model, dataset: Dataset, names: tuple[str, str],
             f"{n_store}: a different feature space? (")
     if strict:
         raise ValueError(text + "--strict: not predicting)")
-    warnings.warn(text + "features only one of them has weigh 0, as in LIBLINEAR; "
+    warnings.warn(text + "a feature only one of them has gets weight 0, as in LIBLINEAR; "
                   "--strict makes this an error)", stacklevel=2)
 
 

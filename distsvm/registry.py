@@ -129,18 +129,56 @@ def _publish(registry, name, model, metrics, lineage, storage_options) -> int:
     return version
 
 
+def _named(names: list, most: int = 10) -> str:
+    """At most ``most`` names, and how many there are in all."""
+    shown = ", ".join(str(n) for n in names[:most])
+    return shown + (f", … ({len(names)} in all)" if len(names) > most else "") or "none"
+
+
+def check_exists(registry: str, storage_options: dict | None = None) -> None:
+    """RegistryError unless ``registry`` is a folder (or a remote prefix) that exists."""
+    if files._is_local(str(registry)):
+        found = os.path.isdir(files._local_path(str(registry)))
+    else:
+        fs, path = files._fs(registry, storage_options)
+        found = fs.exists(path)
+    if not found:
+        raise RegistryError(f"{registry}: no model registry here (no such directory)")
+
+
+def models(registry: str, storage_options: dict | None = None) -> list[str]:
+    """The names of the models of ``registry`` that have a complete version."""
+    return [n for n in files.listdir(registry, storage_options)
+            if _NAME.match(n) and versions(registry, n, storage_options)]
+
+
+def check_model(registry: str, name: str, storage_options: dict | None = None) -> list[int]:
+    """The complete versions of ``name``; RegistryError naming the registry's models (a
+    bounded list) if it has none, or the registry if it does not exist."""
+    found = versions(registry, name, storage_options)
+    if not found:
+        check_exists(registry, storage_options)
+        raise RegistryError(f"{registry}: no model {name!r} (its models: "
+                            f"{_named(models(registry, storage_options))})")
+    return found
+
+
 def show(registry: str, name: str, version: int | None = None,
          storage_options: dict | None = None) -> dict:
     """The record of a version (default: the current one) with ``current`` marked."""
     cur = current_version(registry, name, storage_options)
     version = cur if version is None else version
     if version is None:
-        raise RegistryError(f"{registry}/{name}: no current version (promote one first)")
+        found = check_model(registry, name, storage_options)
+        raise RegistryError(f"{registry}/{name}: no current version (promote one first: "
+                            f"versions {_named([f'v{v}' for v in found])})")
     path = files.join(str(registry), _check_name(name), f"v{version}", VERSION_FILE)
     try:
         rec = _read(path, storage_options)
     except FileNotFoundError as exc:
-        raise RegistryError(f"{registry}/{name}: no complete version v{version}") from exc
+        found = check_model(registry, name, storage_options)
+        raise RegistryError(f"{registry}/{name}: no complete version v{version} (versions "
+                            f"{_named([f'v{v}' for v in found])})") from exc
     if not isinstance(rec, dict) or not {"version", "model_sha256"} <= set(rec):
         raise RegistryError(f"{path}: damaged: not a version record")
     return {**rec, "current": version == cur}
@@ -177,8 +215,10 @@ def listing(registry: str, name: str | None = None,
     """{model name: {"versions": [...], "current": version or None}} of ``name`` (None: every
     model of ``registry``), and the RegistryError of each model that could not be read: the
     sound ones are listed whatever the others."""
-    names = [name] if name else [n for n in files.listdir(registry, storage_options)
-                                 if versions(registry, n, storage_options)]
+    check_exists(registry, storage_options)  # a mistyped path is not an empty registry
+    if name:
+        check_model(registry, name, storage_options)
+    names = [name] if name else models(registry, storage_options)
     out, damaged = {}, []
     for n in names:
         try:
