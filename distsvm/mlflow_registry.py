@@ -65,36 +65,35 @@ class MLflowError(StorageError):
     """MLflow could not be reached or refused the publish (the model is kept elsewhere)."""
 
 
-def check(cfg: dict, where: str, name: str | None) -> dict:
+def check(cfg: dict, where: str, name: str | None, error: type = ValueError) -> dict:
     """A spec's ``mlflow`` section with its defaults, checked before anything is trained:
     mlflow importable, a tracking URI (the section's or ``$MLFLOW_TRACKING_URI``) of a
-    scheme MLflow knows, a registered model name.  SpecError naming the key."""
-    from .spec import SpecError
-
+    scheme MLflow knows, an alias MLflow allows, a registered model name.  ``error``
+    (the caller's :class:`distsvm.spec.SpecError`) naming the key otherwise."""
     try:
         import mlflow  # noqa: F401
     except ImportError as exc:
-        raise SpecError(f"{where}: key 'mlflow' needs the mlflow package, which is not "
-                        "installed (pip install 'distsvm[mlflow]')") from exc
+        raise error(f"{where}: key 'mlflow' needs the mlflow package, which is not "
+                    "installed (pip install 'distsvm[mlflow]')") from exc
     uri = cfg.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
-        raise SpecError(f"{where}: key 'mlflow.tracking_uri' is required (or set "
-                        "MLFLOW_TRACKING_URI)")
+        raise error(f"{where}: key 'mlflow.tracking_uri' is required (or set "
+                    "MLFLOW_TRACKING_URI)")
     for key, value in (("tracking_uri", uri), ("registry_uri", cfg.get("registry_uri"))):
         scheme = urllib.parse.urlparse(value or "").scheme
         if value and "://" in value and scheme not in SCHEMES:
-            raise SpecError(f"{where}: key 'mlflow.{key}': {value!r} is not a URI MLflow "
-                            f"knows (scheme {scheme!r}; use one of {', '.join(SCHEMES)})")
+            raise error(f"{where}: key 'mlflow.{key}': {value!r} is not a URI MLflow "
+                        f"knows (scheme {scheme!r}; use one of {', '.join(SCHEMES)})")
         if scheme in ("http", "https") and not urllib.parse.urlparse(value).hostname:
-            raise SpecError(f"{where}: key 'mlflow.{key}': {value!r} names no host")
+            raise error(f"{where}: key 'mlflow.{key}': {value!r} names no host")
     alias = cfg.get("alias", DEFAULT_ALIAS)
     if re.fullmatch(r"latest|[vV]\d+", alias):  # MLflow's reserved names
-        raise SpecError(f"{where}: key 'mlflow.alias': {alias!r} is reserved by MLflow "
-                        "(latest, v1, v2, ...); choose another, e.g. champion")
+        raise error(f"{where}: key 'mlflow.alias': {alias!r} is reserved by MLflow "
+                    "(latest, v1, v2, ...); choose another, e.g. champion")
     model = cfg.get("registered_model") or name
     if not model:
-        raise SpecError(f"{where}: key 'mlflow.registered_model' (or 'name') is required "
-                        "with 'mlflow'")
+        raise error(f"{where}: key 'mlflow.registered_model' (or 'name') is required "
+                    "with 'mlflow'")
     return {"tracking_uri": uri, "registry_uri": cfg.get("registry_uri") or uri,
             "registered_model": model, "experiment": cfg.get("experiment") or model,
             "alias": alias}
@@ -287,7 +286,7 @@ def publish_job(spec: dict, run_dir: str, result: dict, storage_options, progres
 
     where = spec.get("source", files.join(run_dir, "job.json"))
     out = spec.get("output", {})
-    cfg = check(spec["mlflow"], where, out.get("name") or spec.get("name"))
+    cfg = check(spec["mlflow"], where, out.get("name") or spec.get("name"), MLflowError)
     kept_file = files.join(run_dir, MODEL_FILE)
     if model is not None:
         save_model(model, kept_file, storage_options)
@@ -329,7 +328,7 @@ def publish_pipeline(spec: dict, summary: dict, progress) -> dict:
     from .model import load_model
 
     reg, name, so = spec["registry"], spec["name"], spec.get("storage_options")
-    cfg = check(spec["mlflow"], spec["source"], name)
+    cfg = check(spec["mlflow"], spec["source"], name, MLflowError)
     rec = registry.show(reg, name, summary["version"], so)
     source = files.join(canonical(resolve(reg)), name, f"v{rec['version']}")
     data = files.read_bytes(files.join(reg, name, f"v{rec['version']}", registry.MODEL_FILE), so)

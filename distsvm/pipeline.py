@@ -257,7 +257,7 @@ def check(spec: dict) -> list[str]:
     if "mlflow" in spec:  # its package and URI
         from . import mlflow_registry
 
-        mlflow_registry.check(spec["mlflow"], where, spec["name"])
+        mlflow_registry.check(spec["mlflow"], where, spec["name"], SpecError)
     return paths
 
 

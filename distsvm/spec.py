@@ -358,7 +358,7 @@ def run(spec: dict, run_id: str | None = None, progress: Progress | None = None,
     if "mlflow" in spec:  # its package and URI, before anything is trained
         from . import mlflow_registry
 
-        mlflow_registry.check(spec["mlflow"], where, name)
+        mlflow_registry.check(spec["mlflow"], where, name, SpecError)
     resuming = run_dir is not None
     if not resuming:
         run_dir = run_dir_for(spec, run_id or new_run_id())

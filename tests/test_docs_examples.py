@@ -465,7 +465,7 @@ def test_example_runs_as_written(block, example, shared, tmp_path):
 
         doc = {"data": {"train": "a.zarr"}, **yaml.safe_load(code)}
         spec.validate(doc, "job", block.file)
-        mlflow_registry.check(doc["mlflow"], block.file, None)
+        mlflow_registry.check(doc["mlflow"], block.file, None, spec.SpecError)
         return
     if block.lang == "python":
         (d / "example.py").write_text(example.preamble + code)
