@@ -87,7 +87,7 @@ def test_bad_parameters_are_refused(tmp_path, capsys):
     with pytest.raises(ValueError, match="'nnz_per_row' parameter of generate"):
         generate(str(tmp_path / "x.zarr"), rows=10, features=10, nnz_per_row=6)
     assert main(["generate", str(tmp_path / "x.zarr"), "--rows", "10", "--features", "10",
-                 "--nnz-per-row", "2", "--noise", "0.7", "--serial"]) == 1
+                 "--nnz-per-row", "2", "--noise", "0.7", "--serial"]) == 2  # usage (29.9)
     assert "'noise' parameter" in capsys.readouterr().err
     assert not (tmp_path / "x.zarr").exists()
 
