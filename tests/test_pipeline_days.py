@@ -17,6 +17,7 @@ import sys
 import time
 
 import pytest
+
 from distsvm.storage import open_dataset
 
 from .conftest import DATA
