@@ -181,7 +181,7 @@ def _problem(meta, k: int | None, multiclass_solver: bool) -> dict:
     if meta.regression:
         return {"regression": True}
     classes = [float(c) for c in meta.classes]
-    if k is None or multiclass_solver:
+    if k is None or multiclass_solver or k >= len(classes):  # (one-class: no labels to score)
         return {"classes": classes}
     return {"positive": classes[k], "negative": classes[0] if len(classes) == 2 else None}
 
