@@ -12,7 +12,6 @@ import json
 import logging
 import signal
 import sys
-import threading
 import warnings
 
 try:  # these imports take a second (numpy, zarr): a Ctrl-C meanwhile is one line too
@@ -26,6 +25,7 @@ try:  # these imports take a second (numpy, zarr): a Ctrl-C meanwhile is one lin
         UsageError,
         message,
         print_error,
+        quiet_interrupt,
     )
     from .params import DEFAULTS
     from .progress import Progress, now_iso
@@ -160,62 +160,9 @@ def _columnize(a, progress):
 
 
 def _info(a):
-    from distsvm.storage.errors import StoreNotFoundError
+    from .info import show
 
-    try:
-        d = open_dataset(a.store, storage_options(a))
-    except StoreNotFoundError:
-        listed = _info_directory(a)  # a folder of stores: what killed writers left in it
-        if listed is None:
-            raise
-        return None
-    _leftovers_beside(a)
-    if not a.no_verify:
-        d.verify()
-    meta = d.meta.to_json()
-    meta["verified"] = not a.no_verify
-    meta["task"] = d.meta.task
-    if a.json:
-        print(json.dumps(meta))
-        return None
-    blocks = meta.pop("blocks")
-    targets = meta.pop("targets", None)
-    for k, v in meta.items():
-        print(f"{k:16s} {v}")
-    if targets is None:
-        print(f"{'labels':16s} classes {list(d.meta.classes)}")
-    else:
-        print(f"{'labels':16s} targets (regression): {d.meta.n_rows}, min {targets['min']:g}, "
-              f"max {targets['max']:g}, mean {targets['mean']:g}")
-    sizes = [b["n_rows"] for b in blocks]
-    print(f"{'blocks':16s} {len(blocks)} (rows per block: min {min(sizes)}, max {max(sizes)})")
-    return None
-
-
-def _info_directory(a):
-    """``info`` on a folder that is not a store: the leftovers of killed writers in it
-    (:func:`distsvm.storage.leftovers.scan`); None if there are none (then: no store here)."""
-    from distsvm.storage.leftovers import scan
-
-    found = scan(a.store, storage_options(a))
-    if not found:
-        return None
-    if a.json:
-        print(json.dumps({"directory": a.store, "leftovers": found}))
-        return found
-    print(f"{a.store}: not a dataset; {len(found)} leftover(s) of interrupted writes:")
-    for f in found:
-        print(f"  {f['kind']:18s} {f['path']}: {f['detail']}")
-    return found
-
-
-def _leftovers_beside(a) -> None:
-    """``info STORE``: a warning for each leftover of a killed writer of STORE."""
-    from distsvm.storage.leftovers import leftovers_of
-
-    for path in leftovers_of(a.store, storage_options(a)):
-        print(f"WARNING: {path}: left by an interrupted write to {a.store} (the next ingest "
-              "or append to it removes it)", file=sys.stderr)
+    show(a.store, storage_options(a), verify=not a.no_verify, as_json=a.json)
 
 
 # How the command line names what -s sets, for the message of a contradiction.
@@ -451,29 +398,6 @@ def _dispatch(a, progress):
 
 
 @contextlib.contextmanager
-def _quiet_interrupt():
-    """Ctrl-C (SIGINT) silences logging before it raises KeyboardInterrupt: the job's Dask
-    calls then unwind, and Dask's threads log the calls cancelled under them (tracebacks of
-    its internals, e.g. distributed.utils.sync's cancel) after the command's one ``ERROR:``
-    line.  Installed in the main thread only, over Python's default handler only."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
-        yield
-        return
-
-    def interrupted(signum, frame):
-        logging.disable(logging.CRITICAL)  # for good: the process is on its way out
-        INTERRUPTED.set()  # seen even if Python swallows the KeyboardInterrupt (main)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, interrupted)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-@contextlib.contextmanager
 def _tls(a):
     """The command's TLS options (``--tls-ca-file``, ``--tls-cert``, ``--tls-key``) as Dask's
     TLS configuration while it runs: every client it makes for ``--scheduler`` uses them."""
@@ -498,7 +422,7 @@ def main(argv=None) -> int:
                                 next((t.split("=", 1)[1] for t in argv
                                       if t.startswith("--log-format=")), "text"))
     try:
-        with _quiet_interrupt():  # from the start: an interrupt swallowed anywhere is seen
+        with quiet_interrupt():  # from the start: an interrupt swallowed anywhere is seen
             code = _main(argv)
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
@@ -540,7 +464,7 @@ def _main(argv) -> int:
     if a.command == "pipeline":  # exit codes of its own, for schedulers (docs/pipeline.md)
         from . import pipeline
 
-        with _quiet_interrupt():
+        with quiet_interrupt():
             code, result = pipeline.main(a.spec, progress, a.lock_timeout, a.ds)
         if a.json and result is not None:
             print(json.dumps(result))
@@ -549,7 +473,7 @@ def _main(argv) -> int:
     from distsvm.storage.lock import LockHeldError
 
     try:
-        with _quiet_interrupt(), _tls(a):
+        with quiet_interrupt(), _tls(a):
             _cluster_setup(a)
             result = _dispatch(a, progress)
     except LockHeldError as exc:

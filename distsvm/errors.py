@@ -1,8 +1,11 @@
 """Warnings and errors of the coordinator and the public API (those of the dataset format and
 of input files are :mod:`distsvm.storage.errors`'), and how a command prints an error."""
 
+import contextlib
 import datetime
 import json
+import logging
+import signal
 import sys
 import threading
 
@@ -61,3 +64,27 @@ def print_error(text: str) -> None:
         print(json.dumps({"time": now, "event": "error", "message": text}), file=sys.stderr)
     else:
         print(f"ERROR: {text}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def quiet_interrupt():
+    """The command's SIGINT handler (:mod:`distsvm.cli`): Ctrl-C silences logging before it
+    raises KeyboardInterrupt: the job's Dask calls then unwind, and Dask's threads log the
+    calls cancelled under them (tracebacks of its internals, e.g. distributed.utils.sync's
+    cancel) after the command's one ``ERROR:`` line.  Installed in the main thread only,
+    over Python's default handler only."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+
+    def interrupted(signum, frame):
+        logging.disable(logging.CRITICAL)  # for good: the process is on its way out
+        INTERRUPTED.set()  # seen even if Python swallows the KeyboardInterrupt (main)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
