@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import textwrap
@@ -298,7 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--help-all", action=_HelpAll, nargs=0,
                    help="every option, each solver's under its name")
     p.add_argument("store")
-    p.add_argument("model", nargs="?", help="where to write the model (not with -v or -C)")
+    p.add_argument("model", nargs="?", help="where to write the model (default: STORE's name "
+                   "and .model in this folder, as LIBLINEAR; not with -v or -C)")
     _train_options(p)
     _source_options(p)
     _cluster_options(p)
@@ -519,6 +521,12 @@ OUTPUTS = {"ingest": (("store", True),), "generate": (("store", True),),
 URLS = ("store", "source", "model", "liblinear_model", "output")
 
 
+def default_model(store: str) -> str:
+    """The model ``train STORE`` writes without a MODEL: LIBLINEAR's rule (train.c), the
+    training file's name and ``.model`` in the current folder."""
+    return os.path.basename(store.rstrip("/")) + ".model"
+
+
 def check(a) -> None:
     """The command's options checked before anything is read, written or started, by the
     checks the job and pipeline specs share (:func:`distsvm.params.check_settings`,
@@ -535,6 +543,9 @@ def check(a) -> None:
                                      or getattr(a, "scheduler_file", None)))
     params.check_storage_options(owner, flags.get("storage_options", "--storage-option"),
                                  storage_options(a), [getattr(a, k, None) for k in URLS])
+    if (a.command == "train" and a.model is None
+            and not (getattr(a, "find_c", False) or getattr(a, "n_folds", None))):
+        a.model = default_model(a.store)  # LIBLINEAR's train FILE: FILE.model here
     outputs = OUTPUTS.get(a.command, ())
     if a.command == "predict" and a.output:
         outputs = (("output", output_kind(a.output) is not None),)

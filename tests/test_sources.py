@@ -20,6 +20,7 @@ import pytest
 import scipy.sparse as sp
 
 from distsvm.cli import main
+from distsvm.model import load_model
 from distsvm.storage import dataset as ds
 from distsvm.storage import open_dataset
 
@@ -83,6 +84,21 @@ def test_train_and_predict_a_libsvm_file_as_liblinear(tmp_path, capsys):
         main(["predict", str(tmp_path / "a9a.t.xz"), str(tmp_path / "m.model"), "o1",
               "--output", "o2"])
     assert exit_.value.code == 2
+
+
+def test_train_without_a_model_path_writes_liblinear_s(tmp_path, capsys, monkeypatch):
+    """``train FILE`` (no MODEL) writes FILE's name and .model in the current folder, as
+    LIBLINEAR's train does; with -v it writes none."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    data = plain(DATA / "dna.scale.xz", tmp_path / "data" / "dna")
+    code, _, err = cli(capsys, "train", data, "-s", "2", "-q")
+    assert code == 0, err
+    assert sorted(os.listdir(tmp_path)) == ["data", "dna.model"]
+    assert load_model(str(tmp_path / "dna.model")).n_features == 180
+    code, out, err = cli(capsys, "train", data, "-v", "3", "-s", "2", "-q")
+    assert code == 0 and "Cross Validation Accuracy" in out, err
+    assert sorted(os.listdir(tmp_path)) == ["data", "dna.model"]
 
 
 def test_reused_while_unchanged_ingested_again_when_changed(tmp_path, capsys):
