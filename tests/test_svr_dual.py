@@ -275,15 +275,16 @@ def test_block_wise_svr_certifies_its_gap(abalone, svr_stores, client):
     assert best * (1 - 1e-6) <= s["primal_objective"] <= best * (1 + 1e-4)
 
 
-def test_svr_refuses_parallel_and_class_stores(svr_stores, client, tmp_path):
-    """CoCoA modes are not offered for SVR; SVR on a store of classes: one clear line."""
+def test_svr_refuses_parallel_and_reads_class_stores_as_targets(svr_stores, client, tmp_path):
+    """CoCoA modes are not offered for SVR; SVR on a store of classes trains on the class
+    values as numbers (LIBLINEAR's -s 12 on any file; issue 29.3, was one refusal line)."""
     from distsvm.ingest import ingest
 
     with pytest.raises(ValueError, match="'parallel'"):
         _train(svr_stores[0], client, "epsilon_insensitive", parallel="add")
     classes = ingest(str(DATA / "dna.scale.t.xz"), str(tmp_path / "dna.zarr"))
-    with pytest.raises(ValueError, match="-s 12 needs a regression store"):
-        _train(classes, client, "squared_epsilon_insensitive")
+    model = _train(classes, client, "squared_epsilon_insensitive")
+    assert model.is_regression and model.summary["n_rows"] == classes.meta.n_rows
 
 
 @pytest.mark.parametrize("loss", list(TYPES))
