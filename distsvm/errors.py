@@ -66,6 +66,13 @@ def print_error(text: str) -> None:
         print(f"ERROR: {text}", file=sys.stderr)
 
 
+def _unraisable(info, default=sys.unraisablehook) -> None:
+    """After Ctrl-C: the KeyboardInterrupt raised where Python can only swallow it (a GC or
+    finalizer callback of Dask's) is not printed — INTERRUPTED stops the command."""
+    if not issubclass(info.exc_type, KeyboardInterrupt):
+        default(info)
+
+
 @contextlib.contextmanager
 def quiet_interrupt():
     """The command's SIGINT handler (:mod:`distsvm.cli`): Ctrl-C silences logging before it
@@ -81,6 +88,7 @@ def quiet_interrupt():
     def interrupted(signum, frame):
         logging.disable(logging.CRITICAL)  # for good: the process is on its way out
         INTERRUPTED.set()  # seen even if Python swallows the KeyboardInterrupt (main)
+        sys.unraisablehook = _unraisable  # ... and then without its "Exception ignored" text
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, interrupted)
