@@ -253,7 +253,7 @@ def test_a_spent_budget_is_resumed(slow_store, tmp_path):
 
     job = tmp_path / "job.yaml"
     job.write_text(f"data: {{train: {slow_store.url}}}\n"
-                   "solver: {loss: hinge, C: 10.0, max_rounds: 30, time_budget: 1.0}\n"
+                   "solver: {loss: hinge, C: 10.0, max_rounds: 100000, time_budget: 1.0}\n"
                    f"checkpoint: {{every: 1000, runs: {tmp_path / 'runs'}}}\n"
                    f"output: {{model: {tmp_path / 'm.model'}}}\n")
     first = spec.run(spec.load_spec(str(job)), run_id="r1")
