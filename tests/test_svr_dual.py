@@ -383,7 +383,7 @@ def test_a_killed_owner_restarts_the_svr_problem_elsewhere(svr_stores, monkeypat
     loss, kw = "squared_epsilon_insensitive", dict(eps=1e-3, seed=3)
     with local_client(2) as c:
         ref = _train(svr_stores[0], c, loss, **kw)
-        c.run(__import__("distsvm.workers.blocks").blocks.clear_cache)
+        c.run(__import__("distsvm.workers.blocks").workers.blocks.clear_cache)
         killer = _KillOwner(c, 5, 0)
         model = _train(svr_stores[0], c, loss, progress=killer, **kw)
     log = killer.stream.getvalue()
