@@ -111,9 +111,10 @@ def test_early_stopping_keeps_the_best_round(noisy, client, path):
 
 @pytest.fixture(scope="module")
 def slow_store(tmp_path_factory, noisy, client):
-    """100 000 rows of 50 000 features (30 non-zeros a row), 20 blocks: -s 3 with C = 10
-    stops by its rule after 79 rounds, 6.9 s of training in one process (11.9 s for the
-    whole command, measured at load ~9 on this 2-core machine).  The workers have
+    """100 000 rows of 50 000 features (30 non-zeros a row), 20 blocks: -s 3 with C = 100
+    has not stopped by its rule after 406 rounds, 4.8 s of training in one process on an
+    idle machine (with C = 10 it stopped after 79 rounds: 6.9 s at load ~9, but ~1 s idle,
+    too near the 1 s budgets below).  The workers have
     compiled the kernels first (on another store: a fresh worker process's first tasks
     compile them, a cost of the cluster's start as its processes' are)."""
     for c in (client, embedded_client()):
@@ -129,7 +130,7 @@ def test_a_time_budget_ends_within_a_block_visit(slow_store, client, path, tmp_p
     """A budget of 1 s on a store that needs ~10 s and more: training ends within 1.5 s of
     its start, says so, and writes a loadable model (the last: no validation set)."""
     where = _where(path, client, slow_store)
-    kw = dict(loss="hinge", C=10.0, time_budget=1.0, **where)
+    kw = dict(loss="hinge", C=100.0, time_budget=1.0, **where)
     start = time.perf_counter()
     m = jobs.train(slow_store, **kw)
     seconds = time.perf_counter() - start
@@ -253,7 +254,7 @@ def test_a_spent_budget_is_resumed(slow_store, tmp_path):
 
     job = tmp_path / "job.yaml"
     job.write_text(f"data: {{train: {slow_store.url}}}\n"
-                   "solver: {loss: hinge, C: 10.0, max_rounds: 100000, time_budget: 1.0}\n"
+                   "solver: {loss: hinge, C: 100.0, max_rounds: 100000, time_budget: 1.0}\n"
                    f"checkpoint: {{every: 1000, runs: {tmp_path / 'runs'}}}\n"
                    f"output: {{model: {tmp_path / 'm.model'}}}\n")
     first = spec.run(spec.load_spec(str(job)), run_id="r1")
