@@ -145,7 +145,10 @@ def _interrupt(spec, when) -> subprocess.CompletedProcess:
     """``pipeline run`` interrupted as a terminal's Ctrl-C does (SIGINT to its process
     group) ``when`` seconds after it starts, or once a stderr line contains ``when``."""
     p = subprocess.Popen([*DISTSVM, "pipeline", "run", str(spec)],
-                         stderr=subprocess.PIPE, text=True, env=ENV, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, env=ENV, start_new_session=True,
+                         # Ctrl-C at its default even where the suite runs as a background
+                         # job, whose children inherit SIGINT ignored (tests/test_start.py)
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     if isinstance(when, str):
         for line in p.stderr:
