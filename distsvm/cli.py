@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import warnings
@@ -33,8 +34,8 @@ try:  # these imports take a second (numpy, zarr): a Ctrl-C meanwhile is one lin
 except KeyboardInterrupt:
     if getattr(sys.modules.get("__main__"), "__file__", "").endswith(
             ("/distsvm", "/distsvm/__main__.py")):  # the command starting (_as_command)
-        print("ERROR: interrupted", file=sys.stderr)
-        sys.exit(130)
+        print("ERROR: interrupted", file=sys.stderr, flush=True)
+        os._exit(130)  # now: unwinding the half-done imports could still die of the SIGINT
     raise
 
 EXIT_ERROR = 1
