@@ -43,6 +43,7 @@ import urllib.parse
 import numpy as np
 
 from distsvm.storage import StorageError
+from distsvm.storage.checkpoint import file_sha256
 
 DEFAULT_ALIAS = "champion"
 ARTIFACT_PATH = "model"  # the run's artifact folder of the model
@@ -108,8 +109,7 @@ def publish(cfg: dict, model_path: str, *, source: str, params: dict, metrics: d
     model's SHA-256 it is the key that makes a second publish find the first.  ``kept``
     says where the model stays if MLflow fails (for the error).  Returns {"run_id",
     "version", "alias", "model_uri"}."""
-    with open(model_path, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
+    sha = file_sha256(model_path)
     key = hashlib.sha256(f"{source}\n{sha}".encode()).hexdigest()
     uri = cfg["tracking_uri"]
     try:

@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import hashlib
 import os
 import tempfile
 
 from distsvm.storage import StorageError, StoreNotFoundError, open_dataset
+from distsvm.storage.checkpoint import file_sha256
 from distsvm.storage.dataset import append
 from distsvm.storage.errors import InputDataError, InputFormatError
 from distsvm.storage.leftovers import remove_leftovers
@@ -113,14 +113,6 @@ def _partitions(spec: dict) -> list[str]:
     return out
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _ledger(dataset) -> list[dict]:
     return list(dataset.meta.source.get("appended", [])) if dataset is not None else []
 
@@ -161,7 +153,7 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress,
     added = []
     local = "://" not in url
     for path in paths:
-        name, digest = os.path.basename(path), _sha256(path)
+        name, digest = os.path.basename(path), file_sha256(path)
         record = {"partition": name, "path": os.path.realpath(path), "sha256": digest}
         ledger = _ledger(dataset)
         seen = ingested(ledger, record)

@@ -25,6 +25,7 @@ import os
 import time
 
 from distsvm.storage import Dataset, open_dataset
+from distsvm.storage.checkpoint import file_sha256
 from distsvm.storage.errors import StorageError, StoreNotFoundError
 from distsvm.storage.lock import DEFAULT_TIMEOUT, Lock
 from distsvm.storage.paths import resolve
@@ -69,14 +70,6 @@ def _files(source: str) -> list[str]:
     return [p for p, _ in expand(source, None)]
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def fingerprint(source: str, label: str | None = None, content: bool = True) -> dict:
     """The source's path, size and modification time (the sum and the latest over a
     folder's files), the SHA-256 of its bytes (``content``; of a folder: of its files'
@@ -88,11 +81,11 @@ def fingerprint(source: str, label: str | None = None, content: bool = True) -> 
            "label": label}
     if content:
         if len(files) == 1 and files[0] == source:
-            out["sha256"] = _sha256(source)
+            out["sha256"] = file_sha256(source)
         else:
             h = hashlib.sha256()
             for p in files:
-                h.update(f"{os.path.relpath(p, source)}\0{_sha256(p)}\n".encode())
+                h.update(f"{os.path.relpath(p, source)}\0{file_sha256(p)}\n".encode())
             out["sha256"] = h.hexdigest()
     return out
 

@@ -132,6 +132,15 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def file_sha256(path) -> str:
+    """The SHA-256 of the local file ``path``, read 4 MiB at a time."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def write_arrays(url: str, arrays: dict[str, np.ndarray],
                  storage_options: dict | None = None) -> str:
     """Write named arrays as one ``.npz`` file; return its SHA-256."""
