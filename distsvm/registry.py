@@ -33,6 +33,7 @@ import tempfile
 
 from distsvm.storage import checkpoint as files
 from distsvm.storage.dataset import now_iso
+from distsvm.storage.errors import shown
 from distsvm.storage.lock import DEFAULT_TIMEOUT as DEFAULT_LOCK_TIMEOUT
 from distsvm.storage.lock import Lock
 
@@ -129,10 +130,9 @@ def _publish(registry, name, model, metrics, lineage, storage_options) -> int:
     return version
 
 
-def _named(names: list, most: int = 10) -> str:
-    """At most ``most`` names, and how many there are in all."""
-    shown = ", ".join(str(n) for n in names[:most])
-    return shown + (f", … ({len(names)} in all)" if len(names) > most else "") or "none"
+def _named(names: list) -> str:
+    """At most 10 names, and how many there are in all (:func:`distsvm.storage.errors.shown`)."""
+    return shown(names, 10, str) or "none"
 
 
 def check_exists(registry: str, storage_options: dict | None = None) -> None:

@@ -60,11 +60,16 @@ def listed(values, limit: int = LISTED, fmt=None) -> str:
     (``[-1.0, 1.0]``), else the first ``limit`` and the count (``[1.0, 2.0, 3.0, 4.0, 5.0,
     … (2000 in all)]``): an error is one line, whatever the data.  ``fmt`` formats an item
     (default: as Python's list shows it, a NumPy number as Python's)."""
+    return f"[{shown(values, limit, fmt)}]"
+
+
+def shown(values, limit: int = LISTED, fmt=None) -> str:
+    """:func:`listed` without its brackets: ``a, b, … (N in all)``."""
     values = list(values)
     if fmt is None:
         def fmt(v):
             return repr(v.item() if hasattr(v, "item") and hasattr(v, "dtype") else v)
-    shown = ", ".join(fmt(v) for v in values[:limit])
+    text = ", ".join(fmt(v) for v in values[:limit])
     if len(values) > limit:
-        shown += f", … ({len(values)} in all)"
-    return f"[{shown}]"
+        text += f", … ({len(values)} in all)"
+    return text
