@@ -19,7 +19,6 @@ import dataclasses
 import time
 
 import numpy as np
-import scipy.stats
 
 import distsvm.workers.blocks
 import distsvm.workers.validation
@@ -187,12 +186,11 @@ class Validation:
 def auc(scores: np.ndarray, positive: np.ndarray) -> float:
     """The area under the ROC curve of ``scores`` for the rows ``positive`` (ties count ½);
     NaN without both kinds of rows."""
-    n_pos = int(np.sum(positive))
-    n_neg = len(positive) - n_pos
-    if not n_pos or not n_neg:
+    from sklearn.metrics import roc_auc_score
+
+    if np.all(positive) or not np.any(positive):
         return float("nan")
-    r = scipy.stats.rankdata(scores)  # ties: their average rank
-    return float((r[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+    return float(roc_auc_score(positive, scores))
 
 
 def better(metric: str, score: float, than: float, tol: float = 0.0) -> bool:
