@@ -288,7 +288,7 @@ class _Batched(driver.Solver):
         self.tagged = [ctx.progress] if positives is not None else \
             tagged(ctx.progress, meta.classes)
         self.infos = list(meta.blocks)
-        self.eps = eps
+        self.eps, self.gap_tol = eps, gap_tol
         self.common = dict(
             seed=seed, n_rows=meta.n_rows, max_rounds=max_rounds,
             every=ctx.checkpoint.every if ctx.checkpoint is not None else None,

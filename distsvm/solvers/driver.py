@@ -47,6 +47,7 @@ import numpy as np
 
 import distsvm.workers.blocks
 from distsvm.storage import Dataset
+from distsvm.workers.dcd import certified
 
 from .. import anytime, cluster
 from ..checkpoint import Checkpoint, Checkpointer
@@ -106,6 +107,7 @@ class Solver:
     title = ""  # its name in warnings, if not ``name``
     policy = RERUN
     problems = 1
+    gap_tol = 0.0  # > 0: it also stops once the duality gap certifies P(w) to this (relative)
     settings = anytime.Settings()  # the run's anytime settings (drive sets them)
 
     def __init__(self, ctx: Context):
@@ -225,10 +227,7 @@ def _stopped_by(solver: Solver, k: int, history: list[dict], stopped: list,
         return stopped[k]
     last = history[-1] if history else {}
     if solver.converged[k]:
-        gap_tol = getattr(solver, "gap_tol", 0.0) or getattr(solver, "common", {}).get("gap_tol", 0)
-        certified = (gap_tol and "gap" in last and "primal" in last
-                     and last["gap"] <= gap_tol * abs(last["primal"]))
-        return "gap" if certified else "eps"
+        return "gap" if "gap" in last and certified(last, solver.gap_tol) else "eps"
     return "round limit" if _furthest([history]) >= max_rounds else "solver"
 
 
