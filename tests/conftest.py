@@ -32,6 +32,12 @@ def load_xy(path, n_features=None):
     return X.astype(np.float32).tocsr(), y
 
 
+def data_lines(name: str, n: int | None = None) -> list[str]:
+    """The first ``n`` lines (every line without ``n``) of the shipped ``data/NAME.xz``."""
+    with lzma.open(DATA / f"{name}.xz", "rt") as f:
+        return f.readlines() if n is None else [next(f) for _ in range(n)]
+
+
 def dna_rows(n: int):
     """The first ``n`` rows of the shipped Statlog DNA (3 classes, 180 binary features): the
     multi-class data of the fault and thread tests."""

@@ -14,7 +14,6 @@ what the docs say it prints.
 from __future__ import annotations
 
 import dataclasses
-import lzma
 import os
 import pathlib
 import re
@@ -24,7 +23,7 @@ import sys
 
 import pytest
 
-from .conftest import DATA, REPO
+from .conftest import DATA, REPO, data_lines
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 BIN = pathlib.Path(sys.executable).parent  # distsvm, python, python3 of this environment
@@ -78,11 +77,6 @@ def blocks() -> list[Block]:
 
 
 # ---------------------------------------------------------------- what the blocks need
-def _a9a_lines(start: int, stop: int) -> str:
-    with lzma.open(DATA / "a9a.xz", "rt") as f:
-        return "".join(line for i, line in enumerate(f) if start <= i < stop)
-
-
 def _cli(*args, cwd=None):
     p = subprocess.run([str(BIN / "distsvm"), *args, "-q"], capture_output=True, text=True,
                        cwd=cwd, timeout=600)
@@ -133,8 +127,7 @@ def _tables(d: pathlib.Path, csv: bool = False) -> None:
 def _dna_text(d: pathlib.Path) -> pathlib.Path:
     path = d / "dna.svm"
     if not path.exists():
-        with lzma.open(DATA / "dna.scale.xz", "rt") as f:
-            path.write_text(f.read())
+        path.write_text("".join(data_lines("dna.scale")))
     return path
 
 
@@ -289,7 +282,7 @@ def _job(d, shared):
 
 def _pipeline(d, shared):
     (d / "incoming" / "a9a" / "2026-11-27").mkdir(parents=True)
-    (d / "incoming" / "a9a" / "2026-11-27" / "part-0.svm").write_text(_a9a_lines(0, 6000))
+    (d / "incoming" / "a9a" / "2026-11-27" / "part-0.svm").write_text("".join(data_lines("a9a", 6000)))
     _link(shared, d, {"data/a9a-holdout.zarr": "a9a.t.zarr"})
 
 

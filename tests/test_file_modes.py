@@ -6,7 +6,6 @@ process under another user could not read a model or ``current.json``."""
 from __future__ import annotations
 
 import json
-import lzma
 import os
 import stat
 import subprocess
@@ -14,7 +13,7 @@ import sys
 
 import pytest
 
-from .conftest import DATA
+from .conftest import data_lines
 
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
@@ -31,8 +30,7 @@ def distsvm(*args, umask: int, cwd):
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     d = tmp_path_factory.mktemp("modes")
-    with lzma.open(DATA / "a9a.xz", "rt") as f:
-        (d / "small.svm").write_text("".join(next(f) for _ in range(400)))
+    (d / "small.svm").write_text("".join(data_lines("a9a", 400)))
     distsvm("ingest", d / "small.svm", d / "small.zarr", "-q", "--serial", umask=0o022, cwd=d)
     return d / "small.zarr"
 

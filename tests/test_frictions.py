@@ -7,7 +7,6 @@ Parquet extra and the feature-count warning's wording."""
 from __future__ import annotations
 
 import json
-import lzma
 import os
 import pathlib
 import re
@@ -20,7 +19,7 @@ import time
 
 import pytest
 
-from .conftest import DATA
+from .conftest import data_lines
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -43,8 +42,7 @@ def one_line(p, code) -> str:
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     d = tmp_path_factory.mktemp("frictions")
-    with lzma.open(DATA / "a9a.xz", "rt") as f:
-        (d / "small.svm").write_text("".join(next(f) for _ in range(500)))
+    (d / "small.svm").write_text("".join(data_lines("a9a", 500)))
     for args in (("ingest", d / "small.svm", d / "s.zarr", "--serial", "-q"),
                  ("ingest", d / "small.svm", d / "wide.zarr", "--n-features", 130, "--serial",
                   "-q"),

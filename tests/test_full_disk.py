@@ -10,7 +10,6 @@ publishes records the run directory absolute, whatever was typed.
 from __future__ import annotations
 
 import contextlib
-import lzma
 import os
 import pathlib
 import subprocess
@@ -23,7 +22,7 @@ from distsvm import cli, registry
 from distsvm.model import Model
 from distsvm.storage.errors import StorageError
 
-from .conftest import DATA
+from .conftest import DATA, data_lines
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -66,8 +65,7 @@ def fill(mnt: pathlib.Path, leave: int = 0) -> pathlib.Path:
 def small(tmp_path_factory):
     """A 3000-row a9a store and a model trained on it (outside any tmpfs)."""
     d = tmp_path_factory.mktemp("small")
-    with lzma.open(DATA / "a9a.xz", "rt") as f:
-        (d / "a.svm").write_text("".join(next(f) for _ in range(3000)))
+    (d / "a.svm").write_text("".join(data_lines("a9a", 3000)))
     assert cli.main(["ingest", str(d / "a.svm"), str(d / "a.zarr"), "--serial", "-q",
                      "--n-features", "123"]) == 0
     assert cli.main(["train", str(d / "a.zarr"), str(d / "m.dsvm"), "-s", "2", "-q"]) == 0

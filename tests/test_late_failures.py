@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import lzma
 import os
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from .conftest import DATA, load_xy
+from .conftest import DATA, data_lines, load_xy
 
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
@@ -28,8 +27,7 @@ def distsvm(*args, cwd=None):
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     d = tmp_path_factory.mktemp("late")
-    with lzma.open(DATA / "a9a.xz", "rt") as f:
-        rows = [next(f) for _ in range(1500)]
+    rows = data_lines("a9a", 1500)
     (d / "small.svm").write_text("".join(rows[:1000]))
     (d / "hold.svm").write_text("".join(rows[1000:]))
     for name in ("small", "hold"):

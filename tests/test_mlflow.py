@@ -8,7 +8,6 @@ registry's version.  ``distsvm run`` and ``distsvm pipeline run`` run as a user 
 from __future__ import annotations
 
 import json
-import lzma
 import os
 import signal
 import socket
@@ -23,7 +22,7 @@ import pytest
 mlflow = pytest.importorskip("mlflow", reason="mlflow is not installed (the mlflow extra: "
                                               "pip install 'distsvm[mlflow]')")
 
-from .conftest import DATA  # noqa: E402
+from .conftest import data_lines  # noqa: E402
 
 DNA_FEATURES = 180
 
@@ -75,14 +74,12 @@ def data(tmp_path_factory):
     """dna.scale (3 classes) as a training store and two partition files, and dna.scale.t as
     a test store in its file's order."""
     d = tmp_path_factory.mktemp("mlflow-data")
-    with lzma.open(DATA / "dna.scale.xz", "rt") as f:
-        rows = f.readlines()
+    rows = data_lines("dna.scale")
     (d / "train.svm").write_text("".join(rows))
     (d / "in").mkdir()
     (d / "in" / "part-1.svm").write_text("".join(rows[:1000]))
     (d / "part-2.svm").write_text("".join(rows[1000:]))
-    with lzma.open(DATA / "dna.scale.t.xz", "rt") as f:
-        (d / "test.svm").write_text(f.read())
+    (d / "test.svm").write_text("".join(data_lines("dna.scale.t")))
     _cli("ingest", str(d / "train.svm"), str(d / "train.zarr"), "--n-features",
          str(DNA_FEATURES))
     _cli("ingest", str(d / "test.svm"), str(d / "test.zarr"), "--no-shuffle", "--n-features",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import configparser
 import datetime
 import json
-import lzma
 import os
 import pathlib
 import shlex
@@ -20,7 +19,7 @@ import pytest
 
 from distsvm.storage import open_dataset
 
-from .conftest import DATA
+from .conftest import data_lines
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONWARNINGS": "ignore"}
@@ -34,8 +33,7 @@ def distsvm(*args, cwd=None):
 
 @pytest.fixture(scope="module")
 def rows():
-    with lzma.open(DATA / "a9a.xz", "rt") as f:
-        return [next(f) for _ in range(3000)]
+    return data_lines("a9a", 3000)
 
 
 def _layout(tmp_path, rows, days, solver=None) -> pathlib.Path:
