@@ -112,9 +112,9 @@ def test_early_stopping_keeps_the_best_round(noisy, client, path):
 @pytest.fixture(scope="module")
 def slow_store(tmp_path_factory, noisy, client):
     """100 000 rows of 50 000 features (30 non-zeros a row), 20 blocks: -s 3 with C = 100
-    has not stopped by its rule after 406 rounds, 4.8 s of training in one process on an
-    idle machine (with C = 10 it stopped after 79 rounds: 6.9 s at load ~9, but ~1 s idle,
-    too near the 1 s budgets below).  The workers have
+    had not stopped by its rule when a 5 s budget ended it after 406 rounds (one process,
+    load ~2.5).  With C = 10 it stops after 79 rounds: 6.9 s at load ~9, but at 38–45 rounds
+    a second on a quiet machine ~2 s, too near the 1 s budgets below.  The workers have
     compiled the kernels first (on another store: a fresh worker process's first tasks
     compile them, a cost of the cluster's start as its processes' are)."""
     for c in (client, embedded_client()):

@@ -113,7 +113,7 @@ def _near(value, best, rel):
 # ``again(**kw)`` trains once more on the same path, the case's keywords updated by ``kw``.
 
 def c_check(m, X, y, again, path):
-    _hinge_near(m, X, y, 1e-3)  # C = 1's optimum is 1.9 times as high there
+    _hinge_near(m, X, y, 1e-3)  # C = 1's optimum is 6.2% above it there (LIBLINEAR, measured)
 
 
 def epsilon_check(m, X, y, again, path):
