@@ -181,7 +181,7 @@ def _problem(meta, k: int | None, multiclass_solver: bool) -> dict:
     if meta.regression:
         return {"regression": True}
     classes = [float(c) for c in meta.classes]
-    if k is None or multiclass_solver or k >= len(classes):  # (one-class: no labels to score)
+    if k is None or multiclass_solver:
         return {"classes": classes}
     return {"positive": classes[k], "negative": classes[0] if len(classes) == 2 else None}
 
@@ -204,7 +204,8 @@ def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,
     settings = anytime.current()
 
     def fit(k, plan_k, progress_k, checkpoint_k=checkpoint):
-        with anytime.using(settings, problems=[_problem(dataset.meta, k, spec.multiclass)]):
+        problem = _problem(dataset.meta, k, spec.multiclass) if spec.labels else {}  # one-class
+        with anytime.using(settings, problems=[problem]):
             return solver.solve(client, *(held or (dataset, plan_k)), p, positive=k,
                                 cost=costs[k], progress=progress_k, checkpoint=checkpoint_k)
 
