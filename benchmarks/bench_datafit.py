@@ -111,7 +111,7 @@ def cases(k, X, y):
     w0, a0, ac0 = np.zeros(dim), np.zeros(n), np.zeros(n)
     i0 = np.arange(n, dtype=np.int32)
     innereps = dcd_lr.lr_passes(*csr, y, 1, sqnorm, w0, BIAS, d, a0, ac0, cost, i0, 1e-2, 0.01,
-                                3, SEED)[2]
+                                3, SEED)[3]
     out["dcd_lr.lr_passes logistic"] = (
         lambda w, a, ac, i: dcd_lr.lr_passes(*csr, y, 1, sqnorm, w, BIAS, d, a, ac, cost, i,
                                              innereps, 0.01, 1, SEED),

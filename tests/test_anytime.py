@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import scipy.sparse as sp
 import distsvm
 from distsvm import anytime, cluster, jobs, prediction
 from distsvm.cluster import embedded_client
+from distsvm.errors import ConvergenceWarning
 from distsvm.generate import generate
 from distsvm.ingest import ingest
 from distsvm.model import load_model, save_model
@@ -142,6 +144,38 @@ def test_a_time_budget_ends_within_a_block_visit(slow_store, client, path, tmp_p
     np.testing.assert_array_equal(back.w, m.w)
     assert np.any(m.w != 0)
     assert prediction.predict(slow_store, back, client=where["client"])["accuracy"] > 0.6
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared_epsilon_insensitive",
+                                  "epsilon_insensitive"])
+@pytest.mark.parametrize("path", ["in-process", "joined on 1 of 2 workers",
+                                  "chained over 2 workers"])
+def test_a_time_budget_ends_a_long_visit_of_lr_and_svr(slow_store, noisy, client, path, loss,
+                                                       tmp_path):
+    """-s 7, -s 12, -s 13: their kernels poll the same stop flag as -s 1/-s 3's, so a 1 s
+    budget ends a block visit that would take longer.  With 100 passes a visit and eps 1e-9
+    the solvers cannot stop by their rule; one round (measured in one process, load ~4:
+    joined, one visit of the whole store, 3.6 / 3.0 / 2.8 s; chained 1.4 / 1.1 / 1.0 s)."""
+    with warnings.catch_warnings():  # the kernels compiled with a flag (the round limit warns)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        jobs.train(noisy[0], loss=loss, max_rounds=1, time_budget=60.0,
+                   **_where(path, client, noisy[0]))
+    where = _where(path, client, slow_store)
+    start = time.perf_counter()
+    m = jobs.train(slow_store, loss=loss, C=100.0, eps=1e-9, inner_passes=100,
+                   time_budget=1.0, **where)
+    seconds = time.perf_counter() - start
+    assert m.summary["stopped_by"] == "time budget" and not m.summary["converged"]
+    assert seconds < 1.5, seconds
+    save_model(m, str(tmp_path / "m.model"))
+    back = load_model(str(tmp_path / "m.model"))
+    np.testing.assert_array_equal(back.w, m.w)
+    assert np.any(m.w != 0)
+    out = prediction.predict(slow_store, back, client=where["client"])
+    if loss == "logistic":
+        assert out["accuracy"] > 0.6
+    else:  # the targets are the labels ±1: w = 0's error is 1
+        assert out["mean_squared_error"] < 1.0
 
 
 @pytest.mark.parametrize("path", ["in-process", "chained over 2 workers",
@@ -301,10 +335,7 @@ def test_early_stopping_resumed_keeps_the_same_best(noisy, client, path, tmp_pat
     """A checkpointed early-stopping run cut short (at round 2, before its stop) and resumed
     stops where the uninterrupted run does and keeps the same best model: the best round,
     its w and the rounds without improvement travel in the checkpoints."""
-    import warnings
-
     from distsvm.checkpoint import Checkpointer
-    from distsvm.errors import ConvergenceWarning
 
     train, valid = noisy
     where = _where(path, client, train)

@@ -32,7 +32,7 @@ def test_kernel_meets_the_optimality_conditions(small):
     alpha, alpha_c = np.zeros(X.shape[0]), np.zeros(X.shape[0])
     upper = np.full(X.shape[0], C)
     labels = (y > 0).astype(np.int32)
-    gmax, converged, _, entropy = dcd_lr.lr_passes(
+    gmax, _, converged, _, entropy = dcd_lr.lr_passes(
         X.indptr, X.indices, X.data, labels, 1, sq, w, -1.0, X.shape[1], alpha, alpha_c, upper,
         np.arange(X.shape[0], dtype=np.int32), 1e-2, 1e-8, 1000, 3)
     assert converged and gmax < 1e-8

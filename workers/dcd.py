@@ -79,17 +79,17 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps
     ``class_cost`` is C per class index with its class weight (its row costs Cᵢ are
     :func:`losses.costs`); ``shrink`` is the round's ``(M̄, m̄)`` of (16), taken over all
     blocks by the coordinator, or None to reactivate every row of the block first.
-    ``epsilon``: the SVR losses' p (:func:`_visit_svr`); ``stop``: :func:`_alarm`'s flag
-    (the L1/L2-loss SVM's kernel polls it).
+    ``epsilon``: the SVR losses' p (:func:`_visit_svr`); ``stop``: :func:`_alarm`'s flag,
+    which every loss's kernel polls.
     """
     cost = losses.costs(class_cost, block.y, block.weight)
     if loss == LOGISTIC:
         return _visit_lr(w, block, sqnorm, s, seed, bias=bias, n_features=n_features,
-                         cost=cost, eps=eps, n_passes=n_passes, positive=positive)
+                         cost=cost, eps=eps, n_passes=n_passes, positive=positive, stop=stop)
     if is_regression(loss):
         return _visit_svr(w, block, sqnorm, s, seed, bias=bias, n_features=n_features,
                           loss=loss, cost=cost, eps=eps, n_passes=n_passes, shrink=shrink,
-                          epsilon=epsilon)
+                          epsilon=epsilon, stop=stop)
     state = s["state"]
     if shrink is None:
         state[kernel.ACTIVE] = block.n_rows
@@ -106,7 +106,7 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps
 
 
 def _visit_svr(w, block, sqnorm, s, seed, *, bias, n_features, loss, cost, eps, n_passes,
-               shrink, epsilon):
+               shrink, epsilon, stop):
     """SVR dual CD passes (:mod:`distsvm.workers.kernels.svr_dual`, LIBLINEAR's -s 12/13) on one
     block: β in ``s["alpha"]``, w = Σ βᵢxᵢ.  ``shrink`` is ``(M̄, −∞)``, M̄ the round's
     largest violation over all blocks (LIBLINEAR's Gmax_old), or None to reactivate every
@@ -122,13 +122,14 @@ def _visit_svr(w, block, sqnorm, s, seed, *, bias, n_features, loss, cost, eps, 
         state[svr_dual.GMAX_OLD] = shrink[0]
     gmax, gnorm1, full, _, sum_lin, sum_dsq = svr_dual.svr_passes(
         block.indptr, block.indices, block.data, block.target, sqnorm, w, bias, n_features,
-        s["alpha"], s["index"], state, loss, cost, epsilon, eps, n_passes, seed, False)
+        s["alpha"], s["index"], state, loss, cost, epsilon, eps, n_passes, seed, False, stop)
     s["stats"] = {**(s["stats"] or {}), "pg_max": gmax, "pg_min": 0.0, "gnorm1": gnorm1,
                   "full": bool(full), "sum_alpha": sum_lin, "sum_dsq": sum_dsq,
                   "active": int(state[svr_dual.ACTIVE]), "skipped": False}
 
 
-def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, cost, eps, n_passes, positive):
+def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, cost, eps, n_passes, positive,
+              stop):
     """Dual CD passes for logistic regression (:mod:`distsvm.workers.kernels.dcd_lr`) on one block.
 
     Its statistics fit the coordinator's round: ``pg_max`` = max |g′| (LIBLINEAR's
@@ -141,11 +142,11 @@ def _visit_lr(w, block, sqnorm, s, seed, *, bias, n_features, cost, eps, n_passe
     if "alpha_c" not in s:
         s["alpha_c"] = cost - s["alpha"]
         s["innereps"] = 1e-2
-    gmax, _, s["innereps"], entropy = dcd_lr.lr_passes(
+    gmax, full, _, s["innereps"], entropy = dcd_lr.lr_passes(
         block.indptr, block.indices, block.data, block.y, positive, sqnorm, w, bias,
         n_features, s["alpha"], s["alpha_c"], cost, s["index"], s["innereps"], eps, n_passes,
-        seed)
-    s["stats"] = {**(s["stats"] or {}), "pg_max": gmax, "pg_min": 0.0, "full": True,
+        seed, stop)
+    s["stats"] = {**(s["stats"] or {}), "pg_max": gmax, "pg_min": 0.0, "full": bool(full),
                   "sum_alpha": -entropy, "sum_dsq": 0.0, "active": block.n_rows,
                   "skipped": False}
 

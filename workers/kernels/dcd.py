@@ -24,9 +24,7 @@ import numba
 import numpy as np
 
 from ..losses import dual_diag, dual_upper, xi
-from .linear import AHEAD, PREFETCH_MIN, prefetch, row_dot
-
-STOP_EVERY = 1024  # dcd_passes polls its stop flag every this many rows
+from .linear import AHEAD, PREFETCH_MIN, prefetch, row_dot, stop_asked
 
 # Layout of the per-block float64 ``state`` array carried between visits.
 ACTIVE, PG_MAX_OLD, PG_MIN_OLD = 0, 1, 2
@@ -62,9 +60,9 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
     Q̄ᵢᵢ = σ′(‖xᵢ‖² + bias²) + Dᵢᵢ, and the update (13) adds σ′·Δαᵢyᵢxᵢ.
 
     ``stop`` (a one-element array, or None): once another thread sets it non-zero (a time
-    budget's deadline, :mod:`distsvm.workers.dcd`), the pass ends within ``STOP_EVERY`` rows
-    after its first ``STOP_EVERY`` — w and α consistent as after any row —, reported as not
-    ``full``, the shrinking thresholds left as they were.
+    budget's deadline), the pass ends at the next poll (:func:`.linear.stop_asked`) — w and α
+    consistent as after any row —, reported as not ``full``, the shrinking thresholds left
+    as they were.
     """
     np.random.seed(seed)
     n = len(alpha)
@@ -83,7 +81,7 @@ def dcd_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features,
         s = 0
         cut = False
         while s < active:
-            if stop is not None and s >= STOP_EVERY and s % STOP_EVERY == 0 and stop[0] != 0.0:
+            if stop_asked(stop, s):
                 cut = True
                 break
             if ahead and s + AHEAD < active:  # the rows to come (linear.prefetch)

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 
 from ..losses import logistic_dual, logistic_dual_d1, logistic_dual_d2
-from .linear import AHEAD, PREFETCH_MIN, prefetch, row_dot
+from .linear import AHEAD, PREFETCH_MIN, prefetch, row_dot, stop_asked
 
 MAX_INNER = 100  # Newton steps per coordinate (LIBLINEAR's max_inner_iter)
 ETA = 0.1  # the paper's ξ: z ← ηz when a Newton step leaves (0, C)
@@ -47,14 +47,16 @@ def _add_row(indptr, indices, data, i, w, bias, n_features, d):
 
 @numba.njit(cache=True, nogil=True)
 def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, alpha, alpha_c,
-              upper, index, innereps, eps, n_passes, seed):
+              upper, index, innereps, eps, n_passes, seed, stop=None):
     """Up to ``n_passes`` passes of dual CD for logistic regression over the block's rows.
 
     Rows with ``alpha`` = 0 (never visited) first get the initial α and add αᵢyᵢxᵢ to ``w``.
     Updates ``w``, ``alpha``, ``alpha_c`` (= Cᵢ − αᵢ), ``index`` in place.  Returns
-    ``(gmax, converged, innereps, entropy)``: max |g′| of the last pass, whether it was
-    < eps, the inner tolerance for the next visit, and Σᵢ [αᵢ log αᵢ + (Cᵢ − αᵢ) log(Cᵢ − αᵢ)
-    − Cᵢ log Cᵢ] (≤ 0), the non-quadratic part of the dual objective.
+    ``(gmax, full, converged, innereps, entropy)``: max |g′| of the last pass, whether that
+    pass covered every row, whether it was < eps, the inner tolerance for the next visit, and
+    Σᵢ [αᵢ log αᵢ + (Cᵢ − αᵢ) log(Cᵢ − αᵢ) − Cᵢ log Cᵢ] (≤ 0), the non-quadratic part of the
+    dual objective.  ``stop``: a time budget's flag, as :func:`.dcd.dcd_passes`' (a pass it
+    ends is not ``full`` and leaves the inner tolerance as it was).
     """
     np.random.seed(seed)
     n = len(alpha)
@@ -68,7 +70,7 @@ def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, a
             _add_row(indptr, indices, data, i, w, bias, n_features,
                      a0 if y[i] == positive else -a0)
     gmax = 0.0
-    converged = False
+    full, converged = True, False
     for _ in range(n_passes):
         for s in range(n):
             j = np.random.randint(s, n)
@@ -76,6 +78,9 @@ def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, a
         newton_iter = 0
         gmax = 0.0
         for s in range(n):
+            if stop_asked(stop, s):
+                full = False
+                break
             if ahead and s + AHEAD < n:  # the rows to come (linear.prefetch)
                 prefetch(index[s + AHEAD], indptr, upper, y, alpha, alpha_c, sqnorm)
                 prefetch(indptr[index[s + AHEAD // 2]], indices, data)
@@ -112,6 +117,8 @@ def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, a
                 else:
                     alpha_c[i], alpha[i] = z, C - z
                 _add_row(indptr, indices, data, i, w, bias, n_features, sign * (z - old) * yi)
+        if not full:
+            break
         if gmax < eps:
             converged = True
             break
@@ -121,4 +128,4 @@ def lr_passes(indptr, indices, data, y, positive, sqnorm, w, bias, n_features, a
     for i in range(n):
         if upper[i] > 0.0:
             entropy += logistic_dual(alpha[i], alpha_c[i], upper[i])
-    return gmax, converged, innereps, entropy
+    return gmax, full, converged, innereps, entropy

@@ -50,6 +50,18 @@ def prefetch(typingctx, i, *arrays):
     return types.void(i, types.StarArgTuple.from_types(arrays)), codegen
 
 
+STOP_EVERY = 1024  # the dual CD kernels poll their stop flag every this many rows
+
+
+@numba.njit(cache=True, nogil=True)
+def stop_asked(stop, s):
+    """Whether a dual CD pass at its row ``s`` ends for a time budget: ``stop`` (a
+    one-element array another thread sets non-zero at the deadline,
+    :func:`distsvm.workers.dcd._alarm`; None: never) is polled every ``STOP_EVERY`` rows after
+    the first ``STOP_EVERY``, so that every visit makes some progress."""
+    return stop is not None and s >= STOP_EVERY and s % STOP_EVERY == 0 and stop[0] != 0.0
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def row_dot(indptr, indices, data, i, w, bias, n_features):
     """wᵀxᵢ in float64, including the bias feature."""

@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from ..losses import svr_diag, svr_upper, xi_residual
-from .linear import AHEAD, PREFETCH_MIN, prefetch, row_dot
+from .linear import AHEAD, PREFETCH_MIN, prefetch, row_dot, stop_asked
 
 # Layout of the per-block float64 ``state`` array carried between visits.
 ACTIVE, GMAX_OLD, GNORM1_INIT = 0, 1, 2
@@ -42,7 +42,7 @@ def new_state(n_rows):
 
 @numba.njit(cache=True, nogil=True)
 def svr_passes(indptr, indices, data, target, sqnorm, w, bias, n_features, beta, index, state,
-               loss, cost, p, eps, n_passes, seed, unshrink=True):
+               loss, cost, p, eps, n_passes, seed, unshrink=True, stop=None):
     """Run up to ``n_passes`` passes (LIBLINEAR's iterations) of SVR dual CD on one block.
 
     Returns ``(gmax, gnorm1, full, converged, sum_lin, sum_dsq)`` of the last pass: its
@@ -54,6 +54,9 @@ def svr_passes(indptr, indices, data, target, sqnorm, w, bias, n_features, beta,
     When a pass meets the stopping rule on a shrunken active set, the block reactivates
     every row (M̄ = ∞) for the next pass if ``unshrink``; otherwise the call stops there
     and leaves the rows shrunk, for the caller to reactivate.
+
+    ``stop``: a time budget's flag, as :func:`.dcd.dcd_passes`' (a pass it ends is not
+    ``full``, its Σ violation not the first pass's, M̄ left as it was).
     """
     rng = _lcg(np.uint64(seed) + np.uint64(1))
     n = len(beta)
@@ -72,7 +75,11 @@ def svr_passes(indptr, indices, data, target, sqnorm, w, bias, n_features, beta,
             j = s + int((rng >> np.uint64(33)) % np.uint64(active - s))
             index[s], index[j] = index[j], index[s]
         s = 0
+        cut = False
         while s < active:
+            if stop_asked(stop, s):
+                cut = True
+                break
             if ahead and s + AHEAD < active:  # the rows to come (linear.prefetch)
                 prefetch(index[s + AHEAD], indptr, cost, target, beta, sqnorm)
                 prefetch(indptr[index[s + AHEAD // 2]], indices, data)
@@ -135,6 +142,9 @@ def svr_passes(indptr, indices, data, target, sqnorm, w, bias, n_features, beta,
                 if bias >= 0.0:
                     w[n_features] += d * bias
         state[ACTIVE] = active
+        if cut:
+            full = False
+            break
         full = active == n
         if state[GNORM1_INIT] < 0.0:
             state[GNORM1_INIT] = gnorm1_new
