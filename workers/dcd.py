@@ -19,8 +19,8 @@ from distsvm.storage import BlockInfo
 from distsvm.storage.dataset import join_blocks, take_rows
 
 from . import blocks, losses, resident
+from .kernels import adaptive, dcd_lr, svr_dual
 from .kernels import dcd as kernel
-from .kernels import dcd_lr, svr_dual
 from .kernels.linear import loss_sums
 from .kernels.newton import dot as kernel_dot
 from .losses import LOGISTIC, is_regression
@@ -511,14 +511,34 @@ def first_gnorm1(history: list[dict]) -> float | None:
     return history[0]["gnorm1"] if history and "gnorm1" in history[0] else None
 
 
+START = "sgd-start"  # a problem's SGD start among its run's states (blocks.run_state)
+START_ETA = 0.5  # its step η: Vowpal Wabbit's default learning rate (docs/solvers/dcd.md)
+
+
+def _start_visit(run: str, block, seed: int, *, positive, class_cost, bias, n_features, loss,
+                 n_rows, stop) -> None:
+    """One pass of the SGD start (:mod:`.kernels.adaptive`) of problem ``run`` on a block
+    its dual CD has just visited: its w and AdaGrad's sums, kept on this worker, made on
+    first use."""
+    s = blocks.run_state(run, START, dict)
+    if "w" not in s:
+        dim = n_features + (1 if bias >= 0 else 0)
+        s.update(w=np.zeros(dim), G=np.zeros(dim))
+    c = float(np.max(class_cost))
+    adaptive.adaptive_pass(block.indptr, block.indices, block.data, block.y, positive,
+                           losses.costs(class_cost, block.y, block.weight), 1.0 / c,
+                           1.0 / (c * n_rows), bias, n_features, loss, s["w"], s["G"],
+                           START_ETA, seed, stop)
+
+
 def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: list[int],
               class_costs: list, rounds: list[int], shrinks: list, *, seed: int, n_rows: int,
               max_rounds: int, every: int | None, seconds: float, eps: float, gap_tol: float,
               n_passes: int, bias: float, n_features: int, loss: int, cache_bytes: int,
               informative: int = 0, storage_options: dict | None = None,
               from_checkpoint: dict | None = None, epsilon: float = 0.0,
-              inits: list | None = None, deadline: float | None = None
-              ) -> tuple[np.ndarray, list[dict]]:
+              inits: list | None = None, deadline: float | None = None,
+              starts: list[bool] | None = None) -> tuple[np.ndarray, list[dict]]:
     """Rounds of sequential DCD for several one-vs-rest problems, all on this worker.
 
     Problem j is row j of W: class index ``positives[j]`` against the rest, C per class
@@ -554,6 +574,9 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     is always made), its row ``"cut": True``:
     ``(W, outcome per problem)``, each ``{"rows": [round_row of each
     round done, with "at": seconds into the task], "shrink", "done", "converged"}``.
+
+    ``starts[j]``: problem j also runs its SGD start on each block it visits
+    (:func:`_start_visit`), whose w its outcome returns as ``"start"``; False drops it.
     """
     start = time.perf_counter()
     if from_checkpoint:
@@ -565,6 +588,10 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     kw = dict(bias=bias, n_features=n_features, loss=loss, eps=eps, n_passes=n_passes,
               epsilon=epsilon)
     inits = list(inits) if inits is not None else [None] * len(runs)
+    starts = list(starts) if starts is not None else [False] * len(runs)
+    for j in range(len(runs)):
+        if not starts[j]:
+            blocks.run_state(runs[j], START, dict).clear()
     if informative:  # each problem keeps a cache of that many rows (_visit_cached)
         cache_bytes = max(0, int(cache_bytes - len(runs) * informative * _row_bytes(infos)))
         for run in runs:
@@ -613,6 +640,11 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
                                    block_seed(seed, rr, b), positive=positives[j],
                                    shrink=out[j]["shrink"], class_cost=class_costs[j],
                                    stop=stop, **kw)
+                        if starts[j]:
+                            _start_visit(runs[j], block, block_seed(seed, rr, b),
+                                         positive=positives[j], class_cost=class_costs[j],
+                                         bias=bias, n_features=n_features, loss=loss,
+                                         n_rows=n_rows, stop=stop)
                     del block, sqnorm
                 cut = cut or _past(deadline)  # a visit the stop flag ended (kernel.dcd_passes)
                 for j, report in zip(js, measured(js, gap_tol > 0)):
@@ -639,6 +671,9 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
             full = round_row(last["round"], [report], n_rows)
             last.update({k: full[k] for k in ("primal", "gap", "train_accuracy", "train_mse")
                          if k in full})
+    for j in range(len(runs)):
+        if starts[j]:
+            out[j]["start"] = blocks.run_state(runs[j], START, dict).get("w")
     return W, out
 
 

@@ -53,6 +53,7 @@ from .ovr import tagged
 
 BATCH_SECONDS = 0.5  # one-vs-rest: rounds one task may run before it reports
 PARALLEL_GAP = 1e-3  # the parallel modes' default stop: duality gap / primal objective
+START_SHARE = 0.1  # the SGD starts' w and AdaGrad sums may take this share of a worker's budget
 BATCHED = "dcd-batched"  # the checkpoints of solve_ovr (its state differs from solve's)
 
 
@@ -297,6 +298,11 @@ class _Batched(driver.Solver):
             informative=distsvm.workers.dcd.cache_rows(self.infos, code, ctx.plan.budget(), K),
             storage_options=ctx.dataset.storage_options)
         self.reload_from: dict[int, Checkpoint] = {}  # problems to load from a checkpoint
+        # the SGD start (distsvm.workers.kernels.adaptive): where a validation set can score it,
+        # a classifier's problems whose two vectors a worker's cache spares; each its last w
+        self.starting = [not losses.is_regression(code)
+                         and 16 * dim * K <= START_SHARE * ctx.plan.budget()] * K
+        self.started: list[np.ndarray | None] = [None] * K
 
     def slots(self) -> list[tuple[str, int]]:
         """(worker, thread): each thread of each worker runs a group of problems, the
@@ -333,6 +339,7 @@ class _Batched(driver.Solver):
             [self.costs[k] for k in g], [len(h[k]) for k in g], [self.shrink[k] for k in g],
             inits=[distsvm.workers.dcd.first_gnorm1(h[k]) for k in g],
             from_checkpoint=self.from_checkpoint(g), cache_bytes=ctx.plan.cache_bytes[a],
+            starts=[self.starting[k] and self.settings.validation is not None for k in g],
             workers=[a], pure=False, **{**self.common, **self.anytime_kw()})
             for (a, t), g in groups.items()]
         results, gone = cluster.gather_each(ctx.client, ctx.pending, [a for a, _ in groups])
@@ -350,6 +357,7 @@ class _Batched(driver.Solver):
                     rows.append((k, row))
                 self.shrink[k], self.done[k], self.converged[k] = \
                     o["shrink"], o["done"], o["converged"]
+                self.started[k] = o.get("start")
         if gone:
             raise cluster.WorkerLost(gone, rows)
         return rows
@@ -359,6 +367,12 @@ class _Batched(driver.Solver):
         driver scores the w a step ends with)."""
         return {"deadline": self.settings.deadline,
                 "seconds": self.batch_seconds(BATCH_SECONDS)}
+
+    def start(self, k):
+        return self.started[k]
+
+    def drop_start(self, k):
+        self.starting[k], self.started[k] = False, None
 
     def progress_of(self, k):
         return self.tagged[k]
@@ -385,6 +399,8 @@ class _Batched(driver.Solver):
                       found)
         self.W, self.shrink = found.arrays["w"], found.state["shrink"]
         self.done, self.converged = found.state["done"], found.state["converged"]
+        for k in range(self.problems):  # its start is not checkpointed: w goes on alone
+            self.drop_start(k)
 
     def reload(self, found, lost, histories):
         """The lost workers' running problems restart on the other slots (round-robin, fresh
@@ -393,6 +409,7 @@ class _Batched(driver.Solver):
         ks = [k for k in self.live() if self.where[k][0] in lost.gone]
         left = self.slots()
         for i, k in enumerate(ks):
+            self.drop_start(k)  # it was on the lost worker
             self.runs[k] = uuid.uuid4().hex
             self.ctx.runs.append(self.runs[k])
             self.where[k] = left[i % len(left)]

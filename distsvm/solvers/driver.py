@@ -163,8 +163,24 @@ class Solver:
         """What problem k's result reports beyond the objectives (:attr:`Result.extra`)."""
         return {}
 
+    kept_keys: tuple = ()  # what of a kept round's row goes in the result's extra (one-class: ρ)
+
+    def conclude(self, ks: list[int]) -> None:
+        """The driver stopped problems ``ks`` (a time budget, no improvement): a solver whose
+        model needs a last pass at its w makes it here (the one-class SVM's ρ)."""
+
     def progress_of(self, k: int) -> Progress:
         return self.ctx.progress
+
+    def start(self, k: int) -> np.ndarray | None:
+        """Problem k's second model this round, scored beside w on the validation set and
+        kept if better (dual CD's SGD start, :mod:`distsvm.workers.kernels.adaptive`); None:
+        none."""
+        return None
+
+    def drop_start(self, k: int) -> None:
+        """Problem k stops computing its second model (w scores at least as well, or it no
+        longer improves)."""
 
     def batch_seconds(self, seconds: float) -> float:
         """How long a task that runs several rounds (a batch) may run: ``seconds``, or one
@@ -182,18 +198,21 @@ def _finish(solver: Solver, problems) -> None:
 
 
 class _Best:
-    """A problem's best round by validation score, and its rounds without an improvement."""
+    """A problem's best round by validation score (``model``: "solver", its w, or "sgd", its
+    start's), its rounds without an improvement, and its start's last score."""
 
     def __init__(self):
         self.score, self.round, self.w, self.row, self.count = np.nan, 0, None, {}, 0
+        self.model, self.start = "solver", np.nan
 
     def state(self) -> dict:
-        return {"score": self.score, "round": self.round, "row": self.row, "count": self.count}
+        return {"score": self.score, "round": self.round, "row": self.row, "count": self.count,
+                "model": self.model}
 
     def load(self, state: dict, w) -> None:
         self.score, self.round, self.row, self.count = (state["score"], state["round"],
                                                         state["row"], state["count"])
-        self.w = w
+        self.model, self.w = state.get("model", "solver"), w
 
 
 def _scored(solver: Solver, rows, bests: list[_Best], stopped: list) -> None:
@@ -206,15 +225,30 @@ def _scored(solver: Solver, rows, bests: list[_Best], stopped: list) -> None:
     last = {k: row for k, row in rows}
     ks = list(last)
     ws = [np.array(solver.w(k), dtype=np.float64) for k in ks]
-    for k, w, score in zip(ks, ws, v.scores(ws, [settings.problems[k] for k in ks])):
+    starts = {k: np.array(w, dtype=np.float64) for k in ks
+              if (w := solver.start(k)) is not None}
+    scores = v.scores(ws + list(starts.values()),
+                      [settings.problems[k] for k in ks + list(starts)])
+    started = dict(zip(starts, scores[len(ks):]))
+    for k, w, score in zip(ks, ws, scores):
         row, best = last[k], bests[k]
         row[v.name] = score
+        model = "solver"
+        if k in started:  # the better of w and the start's is the round's model
+            row[f"sgd_{v.name}"] = s = started[k]
+            if not anytime.better(v.metric, s, score) or \
+                    not anytime.better(v.metric, s, best.start, settings.tol):
+                solver.drop_start(k)
+            best.start = s
+            if anytime.better(v.metric, s, score):
+                score, w, model = s, starts[k], "sgd"
         if anytime.better(v.metric, score, best.score, settings.tol):
             best.count = 0
         else:
             best.count += 1
         if best.w is None or anytime.better(v.metric, score, best.score):
-            best.score, best.round, best.w, best.row = score, row["round"], w, row
+            best.score, best.round, best.w, best.row, best.model = (score, row["round"], w,
+                                                                    row, model)
         if settings.n_iter_no_change and best.count >= settings.n_iter_no_change \
                 and not solver.done[k]:
             solver.done[k], stopped[k] = True, "no improvement"
@@ -265,6 +299,8 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
                 text = solver.line(row)
                 if v is not None and v.name in row:
                     text = f"{text or dual_line(row)}  {v.name} {row[v.name]:.6g}"
+                    if f"sgd_{v.name}" in row:
+                        text += f" (sgd start {row[f'sgd_{v.name}']:.6g})"
                 solver.progress_of(k).round(row, text)
 
         while not all(solver.done) and r < max_rounds:
@@ -281,6 +317,9 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
                 break
             if every and not all(solver.done) and r < max_rounds and r // every > saved // every:
                 saved = r if _save(solver, r, histories, start, bests) else saved
+        ended = [k for k in range(solver.problems) if stopped[k]]
+        if ended:
+            _attempt(solver, histories, lambda r: solver.conclude(ended), None)
         for k, h in enumerate(histories):  # not a stop of its own (a failed line search)
             if stopped[k]:
                 continue
@@ -298,16 +337,21 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
         best, w = bests[k], solver.w(k)
         extra = {**solver.extra(k),
                  "stopped_by": _stopped_by(solver, k, history, stopped, max_rounds)}
-        kept = last
+        kept, score = last, last.get(v.name, best.score) if v is not None else None
         # early stopping or a spent budget keep the best round's model (its objectives where
         # measured); a validation set alone only watches
         if best.w is not None and (settings.n_iter_no_change or stopped[k] == "time budget") \
-                and best.round != last.get("round"):
-            kept, w = best.row, best.w
+                and (best.round != last.get("round") or best.model != "solver"):
+            kept, w, score = best.row, best.w, best.score
+            if best.model != "solver":  # the SGD start's: the row's objectives are w's
+                kept = {key: val for key, val in kept.items()
+                        if key not in ("primal", "dual", "gap")}
+                extra["kept_model"] = "sgd start"
             if "nnz" in extra:  # an L1-regularized model's sparsity
                 extra["nnz"] = int(np.count_nonzero(w))
+        extra.update({key: kept[key] for key in solver.kept_keys if key in kept})
         if best.w is not None:
-            extra.update({"validation_metric": v.metric, v.name: kept.get(v.name, best.score),
+            extra.update({"validation_metric": v.metric, v.name: score,
                           "best_round": best.round})
             if "gap" in kept:
                 extra["kept_duality_gap"] = kept["gap"]
