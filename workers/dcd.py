@@ -512,7 +512,7 @@ def first_gnorm1(history: list[dict]) -> float | None:
 
 
 START = "sgd-start"  # a problem's SGD start among its run's states (blocks.run_state)
-START_ETA = 0.5  # its step η: Vowpal Wabbit's default learning rate (docs/solvers/dcd.md)
+START_ETA = 0.5  # its step η: Vowpal Wabbit's default learning rate (docs/anytime.md)
 
 
 def _start_visit(run: str, block, seed: int, *, positive, class_cost, bias, n_features, loss,
