@@ -34,10 +34,12 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import uuid
 import zlib
 from typing import Any
 
+import numcodecs
 import numpy as np
 import zarr
 import zarr.codecs
@@ -70,6 +72,15 @@ DTYPES = ("float32", "float64")
 SAFE_CODECS = ("bytes", "zstd", "gzip", "blosc", "crc32c", "transpose")
 DIGEST = "digest"  # the metadata documents' SHA-256 entry (seal_metadata)
 _COMPRESSOR = zarr.codecs.ZstdCodec(level=1)  # vs 3: 3x faster writes, 7% larger (pypi-summaries)
+# Row blocks are re-read every round once they do not fit in the workers' memory, so their
+# codec is chosen for decoding (issue 31; docs/benchmarks.md): Blosc with LZ4 and byte
+# shuffle (shuffle by item size: the codec's default) against zstd level 1, per block of
+# pypi-summaries (42.7 MB decoded): 29.1 MB against 30.0 MB, decoded in 15.4 ms against
+# 41.5 ms, encoded in 63 ms against 125 ms; per generated block (16.3 MB, 100 non-zeros a
+# row): 4.56 MB for both, 7.5 against 8.6 ms to decode.  Uncompressed decodes in no time
+# but is 1.4-3.6x the bytes to read (a store beyond the page cache, or remote).  Stores
+# written with zstd read as before: the reader takes each array's codec from its metadata.
+_ROW_COMPRESSOR = zarr.codecs.BloscCodec(cname="lz4")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -489,15 +500,27 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
     expected = {"indptr": info.n_rows + 1, "indices": info.nnz, "data": info.nnz,
                 "y": info.n_rows, WEIGHT: info.n_rows, TARGET: info.n_rows}
     where = f"rows/{info.name}"
+    group = []  # the block's Zarr group, opened when an array is read through Zarr
+
+    def zarr_group():
+        if not group:
+            group.append(open_group(url, mode="r", storage_options=storage_options)["rows"][
+                info.name])
+        return group[0]
+
     try:
-        root = open_group(url, mode="r", storage_options=storage_options)
-        limits = info.limits if info.limits is not None else _limits(root.attrs["distsvm"])
+        if info.limits is not None:
+            limits = info.limits
+        else:
+            limits = _limits(open_group(url, mode="r",
+                                        storage_options=storage_options).attrs["distsvm"])
         n_features, n_classes, regression, dtype = limits
         dtypes = row_dtypes(dtype)
-        g = root["rows"][info.name]
         for k in names:
             where = f"rows/{info.name}/{k}"
-            arrays[k] = checked_array(url, where, g[k], dtypes[k], (expected[k],))[...]
+            a = _local_chunk(url, where, dtypes[k], expected[k])
+            arrays[k] = a if a is not None else checked_array(
+                url, where, zarr_group()[k], dtypes[k], (expected[k],))[...]
     except CorruptStoreError:
         raise
     except Exception as exc:  # a damaged chunk fails in the codec with its own error types
@@ -509,7 +532,7 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
             raise CorruptStoreError(f"{url}: array rows/{info.name}/{k} reads as {a.dtype} "
                                     f"{a.shape}, expected {dtypes[k]} ({expected[k]},)")
         if verify and _crc(a) != info.crc32[k]:
-            raise checksum_error(url, f"rows/{info.name}/{k}", g[k])
+            raise checksum_error(url, f"rows/{info.name}/{k}", zarr_group()[k])
     block = RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"],
                      arrays.get(WEIGHT), arrays.get(TARGET))
     check_row_block(url, f"rows/{info.name}", block, n_features, n_classes, regression)
@@ -642,6 +665,78 @@ def checksum_error(url: str, path: str, array) -> CorruptStoreError:
             None: "is missing or damaged"}[missing]
     return CorruptStoreError(f"{url}: array {path} fails its CRC-32 check: its chunk 0 "
                              f"({path}/c/0) {what}")
+
+
+# The array metadata of a one-chunk array as distsvm writes it, but for its shape and dtype
+# and the compressor after the "bytes" codec (_local_chunk reads only such arrays itself).
+_ONE_CHUNK = {"zarr_format": 3, "node_type": "array", "storage_transformers": [],
+              "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}}}
+_LITTLE = {"name": "bytes", "configuration": {"endian": "little"}}
+
+
+def _local_chunk(url: str, path: str, dtype: str, n: int) -> np.ndarray | None:
+    """The one-chunk array ``path`` of a local store read and decoded by hand into a new
+    array of ``n`` ``dtype``, or None: not the plain case, for Zarr to read (and to refuse).
+
+    The plain case is what distsvm writes: a Zarr v3 array of ``n`` (> 0) ``dtype`` in one
+    chunk, its codecs ``bytes`` (little-endian) and at most one of zstd and blosc, its chunk
+    file present and decoding to exactly the array's bytes.  Zarr reads the same chunk with
+    two hops between threads (its event loop, a codec thread) per array and a copy of the
+    decoded chunk into the array it returns; here the codec writes into the array itself,
+    the uncompressed chunk is read into it (issue 31, a block of 2 M non-zeros read, decoded
+    and checked, median at load 4.6: zstd / blosc-lz4 / none 29.5 / 19.9 / 13.2 ms through
+    Zarr, 22.5 / 13.1 / 6.5 ms this way; docs/benchmarks.md).  Anything else — another codec or
+    layout, a missing or damaged chunk — is left to Zarr, whose checks (:func:`checked_array`)
+    and errors are then those of every other store."""
+    if not _is_local(url) or n <= 0 or sys.byteorder != "little":
+        return None
+    base = os.path.join(_local_path(url), *path.split("/"))
+    try:
+        with open(os.path.join(base, "zarr.json"), "rb") as f:
+            md = json.loads(f.read())
+        codecs = md.get("codecs")
+        if (any(md.get(k) != v for k, v in _ONE_CHUNK.items()) or md.get("shape") != [n]
+                or md.get("data_type") != dtype
+                or md.get("chunk_grid") != {"name": "regular",
+                                            "configuration": {"chunk_shape": [n]}}
+                or not isinstance(codecs, list) or not 1 <= len(codecs) <= 2
+                or codecs[0] != _LITTLE
+                or (len(codecs) == 2 and codecs[1].get("name") not in ("zstd", "blosc"))):
+            return None
+        out = np.empty(n, dtype)
+        with open(os.path.join(base, "c", "0"), "rb") as f:
+            if len(codecs) == 1:  # uncompressed: the file is the array's bytes
+                if os.fstat(f.fileno()).st_size != out.nbytes or \
+                        f.readinto(memoryview(out).cast("B")) != out.nbytes:
+                    return None
+                return out
+            raw = f.read()
+        if _decoded_size(codecs[1]["name"], raw) != out.nbytes:
+            return None
+        _DECODERS[codecs[1]["name"]].decode(raw, out=out)
+        return out
+    except Exception:  # noqa: BLE001 - Zarr reads it again and says what is wrong
+        return None
+
+
+_DECODERS = {"zstd": numcodecs.Zstd(), "blosc": numcodecs.Blosc()}
+
+
+def _decoded_size(codec: str, raw: bytes) -> int | None:
+    """The size a zstd frame or a blosc buffer says it decodes to (None: not stated)."""
+    if codec == "blosc":  # header: version, versionlz, flags, typesize, nbytes (uint32 LE), …
+        return int.from_bytes(raw[4:8], "little") if len(raw) >= 16 else None
+    # zstd (RFC 8878 3.1.1): magic, frame header descriptor, [window], [dictionary id], size
+    if len(raw) < 6 or raw[:4] != b"\x28\xb5\x2f\xfd":
+        return None
+    d = raw[4]
+    fcs, single, did = d >> 6, (d >> 5) & 1, d & 3
+    at = 5 + (0 if single else 1) + (0, 1, 2, 4)[did]
+    width = (1 if single else 0, 2, 4, 8)[fcs]
+    if width == 0 or len(raw) < at + width:
+        return None
+    size = int.from_bytes(raw[at:at + width], "little")
+    return size + 256 if width == 2 else size
 
 
 def read_block_labels(url: str, info: BlockInfo, storage_options: dict | None = None,
@@ -795,7 +890,7 @@ def write_row_block(stage: str, name: str, block: RowBlock,
     for k in (k for k, a in arrays.items() if a is not None):
         a = np.ascontiguousarray(arrays[k])
         arr = bg.create_array(k, shape=a.shape, chunks=(max(1, a.shape[0]),), dtype=a.dtype,
-                              compressors=_COMPRESSOR, fill_value=0)
+                              compressors=_ROW_COMPRESSOR, fill_value=0)
         if a.size:
             arr[...] = a
         crcs[k] = _crc(a)

@@ -1,0 +1,142 @@
+"""Issue 31: row blocks are written with Blosc-LZ4 (byte shuffle), read straight from their
+chunk files on a local store; stores written with the previous codec (zstd level 1), or
+uncompressed, or with another safe codec, read and train as before."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import zarr
+
+from distsvm.ingest import ingest
+from distsvm.jobs import train
+from distsvm.storage import CorruptStoreError, open_dataset
+from distsvm.storage import dataset as ds
+
+ARRAYS = ds.ROW_ARRAYS + (ds.POSITION,)
+
+
+def _codecs(store: pathlib.Path, block: str, k: str) -> list[dict]:
+    return json.loads((store / "rows" / block / k / "zarr.json").read_text())["codecs"]
+
+
+def _recode(store: pathlib.Path, compressors) -> None:
+    """Rewrite every row array of ``store`` with ``compressors`` (the contents, and so the
+    block table's CRC-32s, unchanged): a store as an older writer, or another tool, left it."""
+    root = zarr.open_group(str(store), mode="r+")
+    for name in root["rows"].group_keys():
+        g = root["rows"][name]
+        for k in list(g.array_keys()):
+            a = g[k][...]
+            new = g.create_array(k, shape=a.shape, chunks=(max(1, a.shape[0]),), dtype=a.dtype,
+                                 compressors=compressors, fill_value=0, overwrite=True)
+            if a.size:
+                new[...] = a
+
+
+@pytest.fixture(scope="module")
+def rows():
+    rng = np.random.default_rng(31)
+    X = (rng.random((600, 40)) * (rng.random((600, 40)) < 0.3)).astype(np.float32)
+    y = np.where(X[:, :20].sum(1) > X[:, 20:].sum(1), 1, -1)
+    return X, y
+
+
+def test_new_row_blocks_are_lz4_with_byte_shuffle(rows, tmp_path):
+    store = ingest(rows, str(tmp_path / "new.zarr"), block_rows=200)
+    for info in store.meta.blocks:
+        for k in ARRAYS:
+            bytes_codec, blosc = _codecs(tmp_path / "new.zarr", info.name, k)
+            assert bytes_codec == {"name": "bytes", "configuration": {"endian": "little"}}
+            assert blosc["name"] == "blosc", blosc
+            c = blosc["configuration"]
+            assert (c["cname"], c["shuffle"]) == ("lz4", "shuffle"), c
+            assert c["typesize"] == np.dtype(ds.row_dtypes("float32").get(k, "int64")).itemsize
+    store.verify()
+
+
+@pytest.mark.parametrize("codec", ["zstd", "none", "gzip"])
+def test_stores_of_other_codecs_read_and_train_alike(rows, tmp_path, codec):
+    """A store of the previous default (zstd level 1), an uncompressed one (both read by the
+    local fast path) and a gzip one (read by Zarr) hold the same blocks and train the same
+    model as a store of the new default."""
+    new = ingest(rows, str(tmp_path / "new.zarr"), block_rows=200)
+    ingest(rows, str(tmp_path / "old.zarr"), block_rows=200)
+    compressors = {"zstd": zarr.codecs.ZstdCodec(level=1), "none": None,
+                   "gzip": zarr.codecs.GzipCodec()}[codec]
+    _recode(tmp_path / "old.zarr", compressors)
+    old = open_dataset(str(tmp_path / "old.zarr"))
+    names = [c["name"] for c in _codecs(tmp_path / "old.zarr", old.meta.blocks[0].name, "data")]
+    assert names == ["bytes"] + ([] if codec == "none" else [codec])
+    fast = ds._local_chunk(old.url, f"rows/{old.meta.blocks[0].name}/indices", "int32",
+                           old.meta.blocks[0].nnz)
+    assert (fast is None) == (codec == "gzip")  # gzip is left to Zarr
+    for i in range(new.n_blocks):
+        a, b = new.read_block(i), old.read_block(i)
+        for k in ds.ROW_ARRAYS:
+            x, z = getattr(a, k), getattr(b, k)
+            assert x.dtype == z.dtype and x.flags.writeable and z.flags.writeable
+            np.testing.assert_array_equal(x, z)
+    w_new = train(new, eps=0.01, max_rounds=500, seed=3).w
+    w_old = train(old, eps=0.01, max_rounds=500, seed=3).w
+    np.testing.assert_array_equal(w_new, w_old)
+
+
+def test_fast_path_reads_what_zarr_reads(rows, tmp_path):
+    store = ingest(rows, str(tmp_path / "s.zarr"), block_rows=250)  # a short last block
+    root = zarr.open_group(store.url, mode="r")
+    dtypes = ds.row_dtypes(store.meta.dtype)
+    for info in store.meta.blocks:
+        for k in ARRAYS:
+            z = root["rows"][info.name][k][...]
+            a = ds._local_chunk(store.url, f"rows/{info.name}/{k}", dtypes.get(k, "int64"),
+                                len(z))
+            assert a is not None and a.dtype == z.dtype
+            np.testing.assert_array_equal(a, z)
+            # what the metadata does not say is not read by hand
+            assert ds._local_chunk(store.url, f"rows/{info.name}/{k}", "float64"
+                                   if a.dtype != np.float64 else "int64", len(z)) is None
+            assert ds._local_chunk(store.url, f"rows/{info.name}/{k}", str(a.dtype),
+                                   len(z) + 1) is None
+    assert ds._local_chunk("memory://x.zarr", "rows/000000/y", "int32", 250) is None
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+@pytest.mark.parametrize("damage", ["truncated", "size", "missing"])
+def test_a_damaged_chunk_is_an_error_as_through_zarr(rows, tmp_path, codec, damage):
+    """A chunk that the fast path cannot decode to the array's size is left to Zarr: the
+    error names the array (and says a missing chunk is missing), as before."""
+    store = ingest(rows, str(tmp_path / "s.zarr"), block_rows=200)
+    if codec == "zstd":
+        _recode(tmp_path / "s.zarr", zarr.codecs.ZstdCodec(level=1))
+    info = store.meta.blocks[1]
+    chunk = tmp_path / "s.zarr" / "rows" / info.name / "indices" / "c" / "0"
+    raw = chunk.read_bytes()
+    if damage == "truncated":
+        chunk.write_bytes(raw[: len(raw) // 2])
+    elif damage == "size":  # a sound chunk of one value fewer
+        import numcodecs
+
+        assert ds._decoded_size("blosc" if codec == "lz4" else codec, raw) == info.nnz * 4
+        short = store.read_block(1).indices[:-1]
+        chunk.write_bytes(numcodecs.Blosc(cname="lz4", shuffle=1, typesize=4).encode(short)
+                          if codec == "lz4" else numcodecs.Zstd(level=1).encode(short))
+    else:
+        chunk.unlink()
+    assert ds._local_chunk(store.url, f"rows/{info.name}/indices", "int32", info.nnz) is None
+    match = "is missing" if damage == "missing" else f"rows/{info.name}/indices"
+    with pytest.raises(CorruptStoreError, match=match):
+        store.read_block(1)
+    store.read_block(0)  # the other blocks read as ever
+
+
+def test_zstd_frame_sizes():
+    import numcodecs
+
+    for n in (0, 1, 255, 256, 300, 65791, 65792, 10**6):  # each width of the size field
+        raw = numcodecs.Zstd(level=1).encode(np.zeros(n, np.uint8))
+        assert ds._decoded_size("zstd", raw) == n, n
+    assert ds._decoded_size("zstd", b"not a frame") is None
