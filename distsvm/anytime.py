@@ -27,7 +27,13 @@ from distsvm.storage import Dataset, open_dataset
 from . import cluster
 
 # metric -> whether higher is better (its name in the round row: "validation_<metric>")
-METRICS = {"accuracy": True, "mse": False, "auc": True}
+METRICS = {"accuracy": True, "mse": False, "auc": True, "pairwise_accuracy": True}
+# the metrics that score each kind of model (:func:`kind_of`), "auto" the first: a one-class
+# model's ±1 predictions (+1: an inlier) against the labels, as predict's accuracy and
+# LIBLINEAR's, or the AUC of its decision values for the rows labelled +1; a ranking model's
+# pairwise accuracy (its thresholds are fit after training, its order is what it learns)
+KINDS = {"classification": ("accuracy", "auc"), "regression": ("mse",),
+         "one-class": ("accuracy", "auc"), "ranking": ("pairwise_accuracy",)}
 
 
 @dataclasses.dataclass
@@ -78,14 +84,15 @@ def check(owner: str, p) -> None:
                          "exclude each other")
 
 
-def metric_of(p, regression: bool) -> str:
-    metric = p.validation_metric
-    if metric == "auto":
-        return "mse" if regression else "accuracy"
-    if (metric == "mse") != regression:
-        raise ValueError(f"validation metric {metric!r} does not score a "
-                         f"{'regression' if regression else 'classification'} model")
-    return metric
+def metric_of(p, kind: str) -> str:
+    """The validation metric of ``p`` for a model of ``kind`` (:data:`KINDS`)."""
+    allowed = KINDS[kind]
+    if p.validation_metric == "auto":
+        return allowed[0]
+    if p.validation_metric not in allowed:
+        raise ValueError(f"validation metric {p.validation_metric!r} does not score a {kind} "
+                         f"model (it is scored by {' or '.join(allowed)})")
+    return p.validation_metric
 
 
 def holdout(client, dataset: Dataset, fraction: float, seed: int, plan) -> tuple[Dataset, Dataset]:
@@ -174,11 +181,17 @@ class Validation:
                 break
             except cluster.WorkerLost as lost:
                 self.plan = cluster.replan(plan, lost.gone)
-        return [self._score([part[j] for part in parts]) for j in range(len(problems))]
+        return [self._score([part[j] for part in parts], problems[j])
+                for j in range(len(problems))]
 
-    def _score(self, parts: list) -> float:
-        if self.metric == "auc":
-            return auc(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    def _score(self, parts: list, problem: dict) -> float:
+        if self.metric in ("auc", "pairwise_accuracy"):  # of every row's value and truth
+            values, truths = (np.concatenate([p[i] for p in parts]) for i in (0, 1))
+            if self.metric == "auc":
+                return auc(values, truths)
+            from .solvers.cutting_plane import pairwise_accuracy
+
+            return pairwise_accuracy(values, truths, len(problem["ranks"]))[0]
         total, n = (sum(p[0] for p in parts), sum(p[1] for p in parts))
         return float(total / max(1, n))
 

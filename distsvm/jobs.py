@@ -146,14 +146,12 @@ def _anytime(c, p, dataset: Dataset, plan: cluster.WorkerPlan, progress: Progres
                                 deadline=deadline)
     if p.validation is None and p.validation_fraction is None:
         return dataset, plan, settings
-    if not registry.SOLVERS[p.solver].labels or p.objective == "ordinal":
-        raise ValueError(f"a validation set scores classifiers and regression models; not a "
-                         f"{'one-class' if p.objective != 'ordinal' else 'ranking'} model")
     if p.validation_fraction is not None and registry.SOLVERS[p.solver].reads == "columns":
         raise ValueError(f"solver {p.solver!r} reads the store's column view, which covers "
                          "every row: it cannot hold rows out (validation_fraction); give a "
                          "validation store instead")
-    metric = anytime.metric_of(p, meta.regression)
+    kind = _kind(p, meta)
+    metric = anytime.metric_of(p, kind)
     layout = dict(bias=float(p.bias), n_features=meta.n_features)
     if p.validation is not None:
         validation = anytime.Validation.of_store(c, p.validation, dataset.storage_options, metric,
@@ -167,6 +165,13 @@ def _anytime(c, p, dataset: Dataset, plan: cluster.WorkerPlan, progress: Progres
         raise ValueError("validation metric 'auc' scores binary problems (one-vs-rest's too), "
                          f"not solver {p.solver!r}'s multi-class model")
     v = validation.dataset.meta
+    labels = {"one-class": {-1.0, 1.0}, "ranking": set(meta.classes)}.get(kind)
+    if labels is not None and not set(v.classes) <= labels:
+        odd = ", ".join(f"{c:g}" for c in sorted(set(v.classes) - labels))
+        raise ValueError(f"{validation.dataset.url}: labels {odd} are "
+                         + ("neither +1 (inlier) nor -1 (outlier), what a one-class model is "
+                            "scored against" if kind == "one-class" else
+                            "not ranks of the training store"))
     progress.note(f"train: validation set of {v.n_rows} rows"
                   + (f" ({p.validation})" if p.validation else
                      f" held out of the training store ({p.validation_fraction:g}, seed {p.seed})")
@@ -174,13 +179,27 @@ def _anytime(c, p, dataset: Dataset, plan: cluster.WorkerPlan, progress: Progres
     return dataset, plan, dataclasses.replace(settings, validation=validation)
 
 
-def _problem(meta, k: int | None, multiclass_solver: bool) -> dict:
+def _kind(p, meta) -> str:
+    """The kind of model ``p`` trains on a store of ``meta`` (:data:`distsvm.anytime.KINDS`)."""
+    if not registry.SOLVERS[p.solver].labels:
+        return "one-class"
+    if p.objective == "ordinal":
+        return "ranking"
+    return "regression" if meta.regression else "classification"
+
+
+def _problem(meta, k: int | None, multiclass_solver: bool, kind: str) -> dict:
     """How a validation task scores problem k (:func:`distsvm.workers.validation.block_scores`):
     class index k's rows against the rest (a binary store: index 1 against index 0), a
-    multi-class W (``k`` None), or a regression."""
+    multi-class W (``k`` None), a regression, a one-class model (+1 against −1; its solver
+    sets each round's ρ, ``offset``) or a ranking model (its ranks, the store's labels)."""
+    if kind == "one-class":
+        return {"positive": 1.0, "negative": -1.0, "offset": 0.0}
     if meta.regression:
         return {"regression": True}
     classes = [float(c) for c in meta.classes]
+    if kind == "ranking":
+        return {"ranks": classes}
     if k is None or multiclass_solver:
         return {"classes": classes}
     return {"positive": classes[k], "negative": classes[0] if len(classes) == 2 else None}
@@ -202,15 +221,15 @@ def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,
              for k in positives}
 
     settings = anytime.current()
+    kind = _kind(p, dataset.meta)
 
     def fit(k, plan_k, progress_k, checkpoint_k=checkpoint):
-        problem = _problem(dataset.meta, k, spec.multiclass) if spec.labels else {}  # one-class
-        with anytime.using(settings, problems=[problem]):
+        with anytime.using(settings, problems=[_problem(dataset.meta, k, spec.multiclass, kind)]):
             return solver.solve(client, *(held or (dataset, plan_k)), p, positive=k,
                                 cost=costs[k], progress=progress_k, checkpoint=checkpoint_k)
 
     if multiclass and spec.batches_ovr and p.parallel is None:  # K problems, one read a block
-        with anytime.using(settings, problems=[_problem(dataset.meta, k, False)
+        with anytime.using(settings, problems=[_problem(dataset.meta, k, False, kind)
                                                for k in positives]):
             results = solver.solve_ovr(client, *(held or (dataset, plan)), p,
                                        costs=list(costs.values()), progress=progress,
@@ -239,7 +258,8 @@ def _switch_to_primal(client, dataset, plan, dual, positive: int, cost, p, progr
                   f"the primal Newton solver (LIBLINEAR's -s "
                   f"{registry.liblinear_type('newton', p.loss)})")
     tighter = 1e-3 if p.loss in registry.REGRESSION_LOSSES else 0.1
-    with anytime.using(anytime.current(), problems=[_problem(dataset.meta, positive, False)]):
+    with anytime.using(anytime.current(),
+                       problems=[_problem(dataset.meta, positive, False, "classification")]):
         primal = registry.SOLVERS["newton"].module().solve(
             client, dataset, plan, dataclasses.replace(p, eps=tighter * p.eps, warm_start=dual.w,
                                                        max_rounds=p.max_rounds - dual.rounds),

@@ -307,10 +307,13 @@ class Params:
                                "a float in the range (0, 1)")),
         help="hold out this fraction of the rows (drawn by --seed) as the validation set")
     validation_metric: str = option(
-        "auto", "--validation-metric", kind=str, check=(OneOf(("auto", "accuracy", "mse", "auc")),),
+        "auto", "--validation-metric", kind=str,
+        check=(OneOf(("auto", "accuracy", "mse", "auc", "pairwise_accuracy")),),
         section=TRAINING, record="set",
-        help="the validation score: auto = accuracy (classification), mse (regression); auc "
-             "(binary problems) (default {default})")
+        help="the validation score: auto = accuracy (classification; one-class: its +1/-1 "
+             "predictions against the labels, +1 an inlier), mse (regression), "
+             "pairwise_accuracy (ranking: the pairs of different rank in order); auc (binary "
+             "problems; one-class: of the rows labelled +1) (default {default})")
     n_iter_no_change: int | None = option(
         None, "--n-iter-no-change", kind=int, check=(None, Int(1)), metavar="N",
         section=TRAINING, record="set",

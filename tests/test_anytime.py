@@ -372,3 +372,113 @@ def test_a_worker_lost_while_scoring_or_training(noisy):
         assert m.summary["stopped_by"] in ("no improvement", "eps")
         assert prediction.predict(valid, m, client=c)["accuracy"] == \
             m.summary["validation_accuracy"]
+
+
+@pytest.fixture(scope="module")
+def unlabelled(tmp_path_factory, a9a):
+    """One-class: 3000 a9a rows to train on and 3000 others to validate (their labels ±1, +1
+    an inlier).  Ranking: UCI Adult's age quintile (ranks 1-5) from 2000 rows, validated on
+    1000 others (tests/test_cutting_plane.py's ranking problem)."""
+    from .test_cutting_plane import age_ranks
+
+    root = tmp_path_factory.mktemp("unlabelled")
+    X, y = a9a
+    Xr, r = age_ranks(X[:3000])
+    return {"oneclass": (ingest((X[:3000], y[:3000]), str(root / "oc.zarr"), block_rows=500),
+                         ingest((X[3000:6000], y[3000:6000]), str(root / "ocv.zarr"),
+                                block_rows=1000), X[3000:6000], y[3000:6000]),
+            "ranking": (ingest((Xr[:2000], r[:2000]), str(root / "rk.zarr"), block_rows=500),
+                        ingest((Xr[2000:], r[2000:]), str(root / "rkv.zarr"), block_rows=500))}
+
+
+@pytest.mark.parametrize("path", ["in-process", "chained over 2 workers", "streamed"])
+def test_one_class_models_are_scored(unlabelled, client, path, tmp_path):
+    """A one-class model's score is its ±1 predictions (+1: wᵀx > ρ, an inlier) against the
+    validation labels — ``predict``'s accuracy, LIBLINEAR's — or the AUC of its decision values
+    for the rows labelled +1 (scikit-learn's on the model's decision_function).  Early stopping
+    keeps the best round's w and ρ; a spent budget writes a loadable model."""
+    from sklearn.metrics import roc_auc_score
+
+    train, valid, Xv, yv = unlabelled["oneclass"]
+    where = _where(path, client, train)
+    kw = dict(solver="oneclass", loss="oneclass", validation=valid.url, **where)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        watched = jobs.train(train, max_rounds=8, **kw)
+    s = watched.summary
+    assert s["stopped_by"] == "round limit" and len(s["history"]) == s["rounds"] == 8
+    assert prediction.predict(valid, watched, client=where["client"])["accuracy"] == \
+        s["validation_accuracy"] == s["history"][-1]["validation_accuracy"]
+    early = jobs.train(train, n_iter_no_change=2, validation_tol=0.0, **kw)
+    s = early.summary
+    assert s["stopped_by"] == "no improvement" and s["best_round"] < s["rounds"]
+    assert early.rho == s["history"][s["best_round"] - 1]["rho"] != s["history"][-1]["rho"]
+    assert prediction.predict(valid, early, client=where["client"])["accuracy"] == \
+        s["validation_accuracy"] == max(row["validation_accuracy"] for row in s["history"])
+    auc = jobs.train(train, validation_metric="auc", n_iter_no_change=1, **kw)
+    assert auc.summary["validation_auc"] == pytest.approx(
+        roc_auc_score(yv == 1, auc.decision_function(Xv)), abs=1e-9)
+    timed = jobs.train(train, solver="oneclass", loss="oneclass", eps=1e-12,
+                       max_rounds=10**6, time_budget=0.3, **where)
+    assert timed.summary["stopped_by"] == "time budget" and np.isfinite(timed.rho)
+    save_model(timed, str(tmp_path / "oc.model"))
+    assert load_model(str(tmp_path / "oc.model")).rho == timed.rho
+
+
+@pytest.mark.parametrize("path", ["in-process", "chained over 2 workers", "streamed"])
+def test_ranking_models_are_scored_by_pairwise_accuracy(unlabelled, client, path):
+    """A ranking model's score is its pairwise accuracy (the pairs of validation rows of
+    different rank that its scores put in order; its thresholds are fit after training):
+    ``predict``'s on that store, for the last model and for early stopping's best."""
+    train, valid = unlabelled["ranking"]
+    where = {k: v for k, v in _where(path, client, train).items() if k != "join_blocks"}
+    kw = dict(solver="cutting_plane", loss="hinge", objective="ordinal", C=0.001,
+              validation=valid.url, **where)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        watched = jobs.train(train, max_rounds=10, **kw)
+    early = jobs.train(train, n_iter_no_change=2, validation_tol=0.0, **kw)
+    assert early.summary["stopped_by"] == "no improvement"
+    assert early.summary["best_round"] < early.summary["rounds"]
+    for m in (watched, early):
+        s = m.summary
+        assert s["validation_metric"] == "pairwise_accuracy"
+        assert prediction.predict(valid, m, client=where["client"])["pairwise_accuracy"] == \
+            s["validation_pairwise_accuracy"]
+    assert s["validation_pairwise_accuracy"] == max(
+        row["validation_pairwise_accuracy"] for row in s["history"])
+
+
+def test_one_class_and_ranking_validation_labels(unlabelled, tmp_path):
+    """Validation labels a one-class model or a ranking model cannot be scored against, and
+    metrics that do not score them, are refused with one line."""
+    train, _, Xv, yv = unlabelled["oneclass"]
+    zero_one = ingest((Xv[:500], (yv[:500] > 0).astype(float)), str(tmp_path / "01.zarr"))
+    with pytest.raises(ValueError, match=r"labels 0 are neither \+1 \(inlier\) nor -1"):
+        jobs.train(train, solver="oneclass", loss="oneclass", validation=zero_one.url)
+    rtrain, rvalid = unlabelled["ranking"]
+    with pytest.raises(ValueError, match="labels -1 are not ranks of the training store"):
+        jobs.train(rtrain, solver="cutting_plane", loss="hinge", objective="ordinal",
+                   validation=train.url.replace("oc.zarr", "ocv.zarr"))
+    with pytest.raises(ValueError, match="'accuracy' does not score a ranking model"):
+        jobs.train(rtrain, solver="cutting_plane", loss="hinge", objective="ordinal",
+                   validation=rvalid.url, validation_metric="accuracy")
+    with pytest.raises(ValueError, match="'mse' does not score a one-class model"):
+        jobs.train(train, solver="oneclass", loss="oneclass", validation_fraction=0.2,
+                   validation_metric="mse")
+
+
+def test_a_budget_spent_mid_round_reads_no_more_blocks(tmp_path):
+    """Streamed through one worker, a round the deadline cuts reads none of the blocks it
+    has not visited (the first visit and the one block already in flight at most), where
+    a whole round reads the blocks its cache does not hold (here 6 of 8 at least)."""
+    store = ingest(_data(4000, 0.3, 3), str(tmp_path / "s.zarr"), n_features=N_FEATURES,
+                   block_rows=500)
+    c = embedded_client()
+    plan = _streamed(c, store)
+    cut = jobs.train(store, client=c, plan=plan, join_blocks=False, time_budget=1e-3)
+    whole = jobs.train(store, client=c, plan=plan, join_blocks=False, max_rounds=1)
+    assert cut.summary["stopped_by"] == "time budget"
+    read_cut = cut.summary["history"][0]["bytes_read"]
+    read_whole = whole.summary["history"][0]["bytes_read"]
+    assert 0 < 3 * read_cut < read_whole, (read_cut, read_whole)

@@ -7,7 +7,8 @@ prediction, its Numba kernel), then the labels by the model's rule
 (:meth:`distsvm.model.Model.class_index`: binary and one-class, the positive label where the
 value is > 0; a multi-class W, the class of the largest value) and the block's share of the
 score: (correct, rows) for accuracy, (Σ(p − t)², rows) for the mean squared error, the
-decision values and truths for the area under the ROC curve (summed on the coordinator).
+decision values and truths for the area under the ROC curve, the scores and rank indices
+for a ranking model's pairwise accuracy (summed on the coordinator).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def block_scores(url: str, info: BlockInfo, problems: list[dict], *ws, metric: s
     out for this store (a row per class for a multi-class W); ``problems[j]``: ``positive``
     (the label of its +1 side), ``negative`` (the label of its −1 side; None: every other
     label, one-vs-rest), ``offset`` (subtracted from the values: a one-class model's ρ),
-    ``classes`` (a multi-class W's labels, row order) or ``regression``."""
+    ``classes`` (a multi-class W's labels, row order), ``ranks`` (a ranking model's labels,
+    in rank order) or ``regression``."""
     out = []
     labels = np.asarray(store_classes, dtype=np.float64)
     for w, prob in zip(ws, problems):
@@ -37,6 +39,9 @@ def block_scores(url: str, info: BlockInfo, problems: list[dict], *ws, metric: s
             out.append((float(np.sum((dv - truth) ** 2)), len(dv)))
             continue
         y = labels[truth]
+        if "ranks" in prob:  # a ranking model: its scores and the rows' rank indices
+            out.append((dv, np.searchsorted(np.asarray(prob["ranks"]), y)))
+            continue
         if dv.ndim == 2:  # a multi-class W: the class of the largest value
             pred = np.asarray(prob["classes"], dtype=np.float64)[np.argmax(dv, axis=1)]
             out.append((int(np.sum(pred == y)), len(y)))

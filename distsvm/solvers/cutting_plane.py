@@ -191,13 +191,19 @@ def ranking_metrics(scores: np.ndarray, ranks: np.ndarray, thresholds: np.ndarra
     """Rank accuracy, mean absolute rank error (in ranks) and pairwise ordering accuracy of
     ``scores`` against the true rank indices ``ranks`` (0 … n_ranks−1)."""
     predicted = np.searchsorted(thresholds, scores, side="left")
-    pairs = n_loss_terms(np.bincount(ranks, minlength=n_ranks), "ordinal")
-    concordant = concordant_pairs(scores, ranks, np.argsort(scores, kind="stable"), n_ranks)
     n = max(1, len(scores))
+    pairwise, pairs = pairwise_accuracy(scores, ranks, n_ranks)
     return {"rank_accuracy": int(np.sum(predicted == ranks)) / n,
             "mean_abs_rank_error": float(np.sum(np.abs(predicted - ranks))) / n,
-            "pairwise_accuracy": concordant / pairs if pairs else float("nan"),
-            "n_pairs": pairs}
+            "pairwise_accuracy": pairwise, "n_pairs": pairs}
+
+
+def pairwise_accuracy(scores: np.ndarray, ranks: np.ndarray, n_ranks: int) -> tuple[float, int]:
+    """The share of the pairs of rows of different rank whose ``scores`` are in the order of
+    their ``ranks`` (NaN without such pairs), and the number of those pairs."""
+    pairs = n_loss_terms(np.bincount(ranks, minlength=n_ranks), "ordinal")
+    concordant = concordant_pairs(scores, ranks, np.argsort(scores, kind="stable"), n_ranks)
+    return (concordant / pairs if pairs else float("nan")), pairs
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, cost=None,

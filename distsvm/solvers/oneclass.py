@@ -66,6 +66,7 @@ class _OneClass(driver.Solver):
     title = "one-class SVM"
     policy = driver.ROLLBACK
     restore = staticmethod(tasks.restore)
+    kept_keys = ("rho",)  # a kept round's model is its (w, ρ)
 
     def __init__(self, ctx, *, nu, eps, max_rounds):
         super().__init__(ctx)
@@ -104,9 +105,16 @@ class _OneClass(driver.Solver):
                 self.call, self.w_, self.updates, r=r, tag=r, n_rows=meta.n_rows, eps=self.eps)
             self.done[0] = self.converged[0] = converged
             rows = [row]
-        if self.done[0] or rows[-1]["round"] >= self.max_rounds:
+        if self.done[0] or rows[-1]["round"] >= self.max_rounds \
+                or self.settings.validation is not None:  # each scored round's ρ
             rows[-1].update(self.finish())
         return [(0, row) for row in rows]
+
+    def conclude(self, ks):
+        """Stopped by the driver (a time budget, no improvement): ρ at the last w."""
+        last = self.histories[0][-1]
+        if "rho" not in last:
+            last.update(self.finish())
 
     def batch(self, r, owners, fill):
         """Iterations from r on the one owner (:func:`distsvm.workers.oneclass.batch`), the blocks'
@@ -118,8 +126,8 @@ class _OneClass(driver.Solver):
             tasks.batch, self.w_, ctx.dataset.url, list(meta.blocks), ctx.run, self.updates,
             first=r, max_rounds=self.max_rounds,
             every=ctx.checkpoint.every if ctx.checkpoint is not None else None,
-            seconds=dcd.BATCH_SECONDS, eps=self.eps, n_rows=meta.n_rows, common=common,
-            fill=fill, workers=owners, pure=False)]
+            seconds=self.batch_seconds(dcd.BATCH_SECONDS), eps=self.eps, n_rows=meta.n_rows,
+            common=common, fill=fill, workers=owners, pure=False)]
         self.w_, self.updates, out = cluster.gather(ctx.client, ctx.pending, owners)[0]
         self.out = out
         self.done[0] = self.converged[0] = out["converged"]
@@ -142,6 +150,8 @@ class _OneClass(driver.Solver):
         self.final = {"rho": rho, "alpha_sum": stats["alpha_sum"],
                       "alpha_min": stats["alpha_min"], "alpha_max": stats["alpha_max"],
                       "n_sv": stats["n_sv"]}
+        if self.settings.problems:  # the validation scores w's ±1 predictions at this ρ
+            self.settings.problems[0]["offset"] = rho
         return {"primal": primal, "gap": primal + 0.5 * ww, "rho": rho,
                 "train_inliers": inside / max(1, self.ctx.dataset.meta.n_rows)}
 
