@@ -622,12 +622,15 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
                 order = block_order(seed, rr, len(infos))
                 loaded = blocks.stream(url, [infos[b] for b in order], cache_bytes, storage_options)
                 cut = False
-                for i, (b, (block, sqnorm)) in enumerate(zip(order, loaded)):
+                for i, b in enumerate(order):
                     if _past(deadline) and (i or rr > min(rounds) + 1):  # one visit at least
-                        cut = True
-                        for j in js:
-                            _cut(_state(runs[j], infos[b]), is_regression(loss))
-                        continue
+                        cut = True  # the blocks left: not read, their α as they are
+                        for c in order[i:]:
+                            for j in js:
+                                _cut(_state(runs[j], infos[c]), is_regression(loss))
+                        loaded.close()  # (waits for the one block in flight)
+                        break
+                    block, sqnorm = next(loaded)
                     for j in js:
                         if informative:  # block b's part of the cache: its share of the rows
                             _visit_cached(W[j], b, block, sqnorm, runs[j], infos,
