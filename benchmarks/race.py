@@ -70,7 +70,16 @@ trains on it (default options, -s 1) on a LocalCluster of --bm-workers workers w
 --bm-memory-limit each (via --scheduler), against VW (5 passes from its cache file, and
 1 pass) streaming the same rows, exported once to VW's text format (untimed); test accuracy on
 held-out rows from the same generator (same seed, hence the same ground truth, block indices
-beyond the training store's).
+beyond the training store's).  It is issue 31's anytime race: VW runs first, then distsvm to
+its own stop, with early stopping (--bm-n-iter-no-change, on a validation store of
+--bm-valid-rows rows from the same generator) and with time budgets of 1x and 2x VW's
+one-pass wall time (less the default run's wall time outside training, so that the
+whole commands compare); --png plots test accuracy against wall time.
+--anytime DATA...: the same race on a dataset of the race (-s 3, the validation rows held out
+of the training store: --bm-validation-fraction), e.g.
+
+    python benchmarks/race.py --anytime pypi-summaries --bm-workers 1 --bm-memory-limit 4GB \
+        --work /work/tmp-race --png docs/img/anytime-pypi.png
 """
 
 from __future__ import annotations
@@ -615,8 +624,6 @@ def print_row(r, flush=False):
 # ----------------------------------------------------------------------------- beyond memory
 
 def beyond_memory(a):
-    from distributed import Client, LocalCluster
-
     from distsvm.storage import open_dataset
     from distsvm.storage.generate import block_seed, generate_rows
 
@@ -641,7 +648,7 @@ def beyond_memory(a):
           f"{ds.n_blocks} blocks, {data_bytes / 1e9:.2f} GB of CSR = "
           f"{data_bytes / limit_bytes:.1f}x the worker memory limit {limit}", flush=True)
     # the held-out rows: same seed (same ground truth), block indices past the store's
-    vw_train, vw_test, svm_test = work / "train.vw", work / "test.vw", work / "test.svm"
+    vw_train, vw_test = work / "train.vw", work / "test.vw"
 
     def write_rows(indptr, indices, data, labels, g_vw, g_svm=None):
         for i in range(len(labels)):
@@ -654,15 +661,19 @@ def beyond_memory(a):
                 g_svm.write(f"{lab} {feats}\n")
 
     args = (a.bm_features, a.bm_nnz, 1.0, 0.1, 0.05, np.uint64(a.bm_seed))
-    if not vw_test.exists():
-        with open(vw_test, "w") as g, open(svm_test, "w") as h:
-            left, b = a.bm_test_rows, 10**6
+    valid_store = work / "valid.zarr"  # early stopping's and the budgets' validation rows
+    for path, store_, rows, first in ((vw_test, test_store, a.bm_test_rows, 10**6),
+                                      (work / "valid.vw", valid_store, a.bm_valid_rows, 2 * 10**6)):
+        if path.exists():
+            continue
+        with open(path, "w") as g, open(path.with_suffix(".svm"), "w") as h:
+            left, b = rows, first  # block seeds past the store's: held-out rows
             while left > 0:
                 k = min(left, a.bm_block_rows)
                 write_rows(*generate_rows(k, *args, block_seed(a.bm_seed, b)), g, h)
                 left, b = left - k, b + 1
-        run([a.distsvm, "ingest", str(svm_test), str(test_store), "--overwrite", "-q",
-             "--no-shuffle", "--n-features", str(a.bm_features)])
+        run([a.distsvm, "ingest", str(path.with_suffix(".svm")), str(store_), "--overwrite",
+             "-q", "--no-shuffle", "--n-features", str(a.bm_features)])
     if not vw_train.exists():
         t = time.perf_counter()
         with open(vw_train.with_suffix(".part"), "w") as g:
@@ -670,13 +681,24 @@ def beyond_memory(a):
                 write_rows(*generate_rows(blk.n_rows, *args, block_seed(a.bm_seed, b)), g)
         vw_train.with_suffix(".part").rename(vw_train)
         print(f"exported to VW text in {time.perf_counter() - t:.0f}s (untimed)", flush=True)
-    out = []
-    lam = 1.0 / ds.meta.n_rows
+    res.update(anytime_race(a, store, test_store, ["--validation", str(valid_store)],
+                            vw_train, vw_test, 1, ds.meta.n_rows, work))
+    return res
+
+
+def anytime_race(a, store, test_store, held, vw_train, vw_test, s, n_rows, work) -> dict:
+    """Issue 31's anytime race: VW one pass and five (hinge loss, --l2 1/l), then on a
+    LocalCluster of ``--bm-workers`` x ``--bm-memory-limit`` distsvm ``-s s`` to its stop,
+    with early stopping, and with budgets of 1x and 2x VW's one-pass wall time (less the
+    default run's wall time outside training), the last three validated by ``held``."""
+    from distributed import Client, LocalCluster
+
+    out, limit = [], a.bm_memory_limit
     for _ in range(a.bm_repeats):  # VW first: its one-pass time sets distsvm's budgets
         for passes in (1, 5):
             la = load()
             model, readable = work / "vw.model", work / "vw.txt"
-            cmd = (f"-d {vw_train} --loss_function hinge --l2 {lam:.10g} -f {model} "
+            cmd = (f"-d {vw_train} --loss_function hinge --l2 {1.0 / n_rows:.10g} -f {model} "
                    f"--readable_model {readable} --quiet")
             if passes > 1:
                 cmd += f" -c --cache_file {work / 'vw.cache'} -k --passes {passes}"
@@ -693,23 +715,22 @@ def beyond_memory(a):
             print(f"  {r['tool']}: wall {wall:.1f}s, test acc {100 * r['accuracy']:.2f}% "
                   f"(load {la:.2f})", flush=True)
     vw1 = med([r for r in out if r["tool"] == "vw 1 pass"], "wall")
-    held = ["--validation-fraction", str(a.bm_validation_fraction)]
     with LocalCluster(n_workers=a.bm_workers, threads_per_worker=1, host="127.0.0.1",
                       dashboard_address="127.0.0.1:0", memory_limit=limit) as cluster, Client(cluster):
         addr = cluster.scheduler_address
         for _ in range(a.bm_repeats):
             overhead = None  # the default run's wall time outside training: budgets leave it
-            runs = [("distsvm -s 1", []),
-                    (f"distsvm -s 1 early stopping ({a.bm_n_iter_no_change} rounds)",
+            runs = [(f"distsvm -s {s}", []),
+                    (f"distsvm -s {s} early stopping ({a.bm_n_iter_no_change} rounds)",
                      held + ["--n-iter-no-change", str(a.bm_n_iter_no_change)])]
-            runs += [(f"distsvm -s 1 budget {k}x vw 1 pass", held + ["--time-budget", k])
+            runs += [(f"distsvm -s {s} budget {k}x vw 1 pass", held + ["--time-budget", k])
                      for k in ("1", "2")]
             for tool, extra in runs:
                 if "--time-budget" in extra:
                     extra = extra[:-1] + [f"{max(0.5, float(extra[-1]) * vw1 - overhead):.2f}"]
                 la = load()
                 model = work / "distsvm.model"
-                wall, o, _ = run([a.distsvm, "train", str(store), str(model), "-s", "1",
+                wall, o, _ = run([a.distsvm, "train", str(store), str(model), "-s", str(s),
                                   "--json", "--scheduler", addr, *extra])
                 j = json.loads(o.strip().splitlines()[-1])
                 _, po, _ = run([a.distsvm, "predict", str(test_store), str(model), "--json",
@@ -725,10 +746,23 @@ def beyond_memory(a):
                       f"{wall:.1f}s, train {r['train']:.1f}s, {r['iters']} rounds, stopped by "
                       f"{r['stopped_by']}{', kept the SGD start' if r['kept_model'] else ''}, "
                       f"test acc {100 * r['accuracy']:.2f}% (load {la:.2f})", flush=True)
-    res["runs"] = out
-    res["median"] = {t: {k: med([r for r in out if r["tool"] == t], k)
-                         for k in ("wall", "train", "accuracy", "load", "iters")}
-                     for t in dict.fromkeys(r["tool"] for r in out)}
+    return {"runs": out, "median": {t: {k: med([r for r in out if r["tool"] == t], k)
+                                        for k in ("wall", "train", "accuracy", "load", "iters")}
+                                    for t in dict.fromkeys(r["tool"] for r in out)}}
+
+
+def anytime_data(a, name) -> dict:
+    """:func:`anytime_race` on a dataset of the race (``-s 3``; validation rows held out of
+    the training store: ``--bm-validation-fraction``)."""
+    d = Data(name, a)
+    d.ingest(a.distsvm)
+    d.vw_export()
+    res = {"data": name, "rows": d.X.shape[0], "workers": a.bm_workers,
+           "memory_limit": a.bm_memory_limit,
+           "data_bytes": d.X.nnz * 8 + d.X.shape[0] * 12}
+    res.update(anytime_race(a, d.store, d.test_store,
+                            ["--validation-fraction", str(a.bm_validation_fraction)],
+                            d.vw_file, d.vw_test, 3, d.X.shape[0], d.work))
     return res
 
 
@@ -747,8 +781,9 @@ def plot_anytime(res, png):
     ax.set_xlabel("whole command, wall time (s)")
     ax.set_ylabel("test accuracy (%)")
     ax.grid(alpha=0.3)
-    ax.set_title(f"Beyond memory: {res['rows']} rows, {res['data_bytes'] / 1e9:.2f} GB of CSR, "
-                 f"{res['workers']} worker(s) x {res['memory_limit']}", fontsize=9)
+    ax.set_title(f"{res.get('data', 'Beyond memory')}: {res['rows']} rows, "
+                 f"{res['data_bytes'] / 1e9:.2f} GB of CSR, {res['workers']} worker(s) x "
+                 f"{res['memory_limit']}", fontsize=9)
     fig.tight_layout()
     pathlib.Path(png).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110)
@@ -839,9 +874,13 @@ def main():
     ap.add_argument("--bm-workers", type=int, default=2)
     ap.add_argument("--bm-memory-limit", default="300MB")
     ap.add_argument("--bm-repeats", type=int, default=1)
-    ap.add_argument("--bm-validation-fraction", type=float, default=0.02,
-                    help="rows held out for early stopping and the budgets' best model (0.02)")
+    ap.add_argument("--bm-valid-rows", type=int, default=20_000,
+                    help="rows of the validation store of early stopping and the budgets")
     ap.add_argument("--bm-n-iter-no-change", type=int, default=3)
+    ap.add_argument("--bm-validation-fraction", type=float, default=0.1,
+                    help="--anytime: rows held out of the training store to validate on (0.1)")
+    ap.add_argument("--anytime", nargs="+", choices=list(DATASETS), metavar="DATA",
+                    help="run only the anytime race (as --beyond-memory's) on these datasets")
     ap.add_argument("--from-json", nargs="+", metavar="FILE",
                     help="no run: print the Markdown table of these --json-out files (and "
                          "--png)")
@@ -855,10 +894,12 @@ def main():
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     print(f"started {started}; load average {os.getloadavg()}; argv {' '.join(sys.argv[1:])}",
           flush=True)
-    if a.beyond_memory:
-        result = {"beyond_memory": beyond_memory(a)}
-        if a.png:
-            plot_anytime(result["beyond_memory"], a.png)
+    if a.beyond_memory or a.anytime:
+        result = {"anytime": [anytime_data(a, name) for name in a.anytime or []]}
+        if a.beyond_memory:
+            result["anytime"].insert(0, beyond_memory(a))
+        for k, res in enumerate(result["anytime"]) if a.png else ():
+            plot_anytime(res, a.png if not k else a.png.replace(".png", f"-{k}.png"))
     else:
         rows = race(a)
         print("\n" + HEAD)
