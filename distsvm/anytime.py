@@ -97,8 +97,10 @@ def metric_of(p, kind: str) -> str:
 
 def holdout(client, dataset: Dataset, fraction: float, seed: int, plan) -> tuple[Dataset, Dataset]:
     """The rows of ``dataset`` for training and the held-out validation rows: round(fraction·l)
-    rows drawn by ``seed``, as two views (:meth:`Dataset.take`, nothing copied); their
-    non-zeros and class counts by one task a block on its owner in ``plan``."""
+    rows drawn by ``seed`` (:func:`distsvm.workers.validation.held_out`), as two views
+    (:meth:`Dataset.take`, nothing copied); their non-zeros and class counts by one task a
+    block on its owner in ``plan``.  A solver over the column view trains on the first by
+    weighing the others 0 (:func:`distsvm.columns.training_rows`)."""
     meta = dataset.meta
     if dataset.is_subset or any(info.parts for info in meta.blocks):
         raise ValueError(f"{dataset.url}: validation_fraction holds out rows of a stored "
@@ -107,9 +109,7 @@ def holdout(client, dataset: Dataset, fraction: float, seed: int, plan) -> tuple
     if not 0 < n_held < meta.n_rows:
         raise ValueError(f"validation_fraction={fraction:g} of {meta.n_rows} rows holds out "
                          f"{n_held}: none would be left to {'score' if not n_held else 'train'}")
-    rng = np.random.default_rng([seed, 31])
-    held = np.zeros(meta.n_rows, dtype=np.int64)
-    held[rng.choice(meta.n_rows, n_held, replace=False)] = 1
+    held = distsvm.workers.validation.held_out(meta.n_rows, fraction, seed).astype(np.int64)
     starts = np.cumsum([0] + [info.n_rows for info in meta.blocks])
     n_classes = 1 if meta.regression else len(meta.classes)
     futures = [client.submit(distsvm.workers.blocks.block_stats, dataset.url, info, n_classes,

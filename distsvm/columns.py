@@ -54,6 +54,26 @@ def ensure_columns(dataset: Dataset, client=None, progress: Progress | None = No
     return cmeta
 
 
+def training_rows(dataset: Dataset, p) -> tuple[cols.ColumnsMeta, dict]:
+    """What a solver over the column view (pcd, l1) reads to train on ``dataset``: the
+    column view's metadata, and its tasks' keywords on the rows — ``row_infos``, the row
+    blocks whose instance weights they read (a weighted store's, all of them, the view's row
+    order), and ``holdout``, ``p``'s validation_fraction and seed, whose held-out rows cost 0
+    (:func:`distsvm.workers.validation.row_costs`).  ``dataset`` is the store, or the
+    training rows :func:`distsvm.anytime.holdout` leaves of it: the column view covers every
+    row of the store, so the solver reads it whole and the held-out rows weigh nothing."""
+    holdout = None if p.validation_fraction is None else (float(p.validation_fraction),
+                                                          int(p.seed))
+    stored = dataset
+    if dataset.is_subset:
+        if holdout is None:  # a fold: its solver is refused before (params.check_solver)
+            raise ValueError(f"{dataset.url}: a view of some row blocks has no column view")
+        stored = ds.open_dataset(dataset.url, dataset.storage_options)
+    return cols.read_columns_meta(stored), {
+        "row_infos": list(stored.meta.blocks) if stored.meta.weighted else None,
+        "holdout": holdout}
+
+
 def columnize(dataset: Dataset, *, memory_mb: float = DEFAULT_MEMORY_MB,
               block_mb: float = DEFAULT_BLOCK_MB, client=None,
               progress: Progress | None = None) -> cols.ColumnsMeta:

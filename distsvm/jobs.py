@@ -146,10 +146,6 @@ def _anytime(c, p, dataset: Dataset, plan: cluster.WorkerPlan, progress: Progres
                                 deadline=deadline)
     if p.validation is None and p.validation_fraction is None:
         return dataset, plan, settings
-    if p.validation_fraction is not None and registry.SOLVERS[p.solver].reads == "columns":
-        raise ValueError(f"solver {p.solver!r} reads the store's column view, which covers "
-                         "every row: it cannot hold rows out (validation_fraction); give a "
-                         "validation store instead")
     kind = _kind(p, meta)
     metric = anytime.metric_of(p, kind)
     layout = dict(bias=float(p.bias), n_features=meta.n_features)

@@ -483,3 +483,65 @@ def test_a_budget_spent_mid_round_reads_no_more_blocks(tmp_path):
     read_cut = cut.summary["history"][0]["bytes_read"]
     read_whole = whole.summary["history"][0]["bytes_read"]
     assert 0 < read_cut <= read_whole / 2, (read_cut, read_whole)
+
+
+@pytest.fixture(scope="module")
+def columned(tmp_path_factory, a9a):
+    """3000 a9a rows in store order (not shuffled: row j of the store is row j of X), 6 row
+    blocks, with a column view of several blocks."""
+    from distsvm.columns import columnize
+
+    X, y = a9a[0][:3000], a9a[1][:3000]
+    d = ingest((X, y), str(tmp_path_factory.mktemp("columned") / "c.zarr"), block_rows=500,
+               shuffle=False)
+    columnize(d, block_mb=0.02)
+    return X, y, d
+
+
+COLUMN_SOLVERS = {"-s 5": ("l1", "squared_hinge", 0.01), "-s 6": ("l1", "logistic", 0.1),
+                  "pcd": ("pcd", "squared_hinge", 0.01)}
+
+
+@pytest.mark.parametrize("path", ["in-process", "streamed", pytest.param(
+    "parallel over 2 workers", marks=pytest.mark.slow)])  # 20-40 s: a task and a score a round
+@pytest.mark.parametrize("which", list(COLUMN_SOLVERS))
+def test_column_view_solvers_hold_out_the_same_rows(columned, client, which, path):
+    """``validation_fraction`` with a solver over the column view (which covers every row):
+    the rows the seed holds out (those the row solvers hold out) cost 0, so the model is
+    LIBLINEAR's on the other rows (objective to 1e-4 of its optimum at eps 1e-10), and the
+    score is ``predict``'s on the held-out rows — in one process, streamed through a small
+    cache, and shared by 2 workers (``pcd_mode="parallel"``)."""
+    from distsvm.workers.validation import held_out
+
+    from .conftest import liblinear_optimum, primal_objective
+    from .test_l1 import l1_objective, liblinear_l1
+
+    X, y, store = columned
+    solver, loss, C = COLUMN_SOLVERS[which]
+    where = {"in-process": {"client": embedded_client()},
+             "parallel over 2 workers": {"client": client, "pcd_mode": "parallel"}}.get(path)
+    if where is None:  # streamed: one worker whose cache holds two column blocks
+        c = embedded_client()
+        plan = cluster.plan(c, len(store.meta.blocks), None, store)
+        one, small = plan.workers[0], 40_000
+        where = {"client": c, "plan": dataclasses.replace(
+            plan, owners=(one,) * len(plan.owners), cache_bytes={one: small},
+            budgets={one: small}, threads={one: 1}, free={})}
+    m = jobs.train(store, solver=solver, loss=loss, C=C, eps=1e-6, validation_fraction=0.2,
+                   seed=5, **where)
+    kept = ~held_out(3000, 0.2, 5)
+    assert m.summary["n_rows"] == kept.sum() == 2400
+    Xk, yk = X[kept], y[kept]
+    if solver == "l1":
+        ref, _ = liblinear_l1(Xk, yk, f"-s {which[-1]} -c {C} -e 1e-10")
+        f, f_ref = (l1_objective(w, Xk, yk, loss, C) for w in (m.w, ref))
+    else:
+        _, f_ref = liblinear_optimum(Xk, yk, loss, C, eps=1e-10)
+        f = primal_objective(m.w, Xk, yk, loss, C)
+    assert f == pytest.approx(m.summary["primal_objective"], rel=1e-9)
+    assert f_ref * (1 - 1e-9) <= f <= f_ref * (1 + 1e-4), (f, f_ref)
+    c = where["client"]
+    _, held = anytime.holdout(c, store, 0.2, 5, cluster.plan(c, len(store.meta.blocks), None,
+                                                             store))
+    assert prediction.predict(held, m, client=c)["accuracy"] == \
+        m.summary["validation_accuracy"]

@@ -68,6 +68,7 @@ def _where(path: str, clusters: dict, store) -> dict:
 
 _REFERENCES: dict = {}
 _HELD_OUT: dict = {}  # the validation store's (X, y, url), set by the test
+_TRAINING: dict = {}  # the case's training store, set by the test
 
 
 def reference(X, y, options: str) -> np.ndarray:
@@ -292,6 +293,43 @@ def validation_metric_check(m, X, y, again, path):
     assert m.summary["validation_auc"] == pytest.approx(roc_auc_score(yv, dv), abs=1e-9)
 
 
+def column_holdout_check(m, X, y, again, path):
+    """-s 5 over the column view: the rows the seed holds out (the row solvers' rows) cost
+    0, so the model is LIBLINEAR's on the others (the store is shuffled: its rows' source
+    positions name them)."""
+    from distsvm.storage.dataset import read_block_positions
+    from distsvm.workers.validation import held_out
+
+    from .test_l1 import l1_objective
+
+    store = _TRAINING["store"]
+    source = np.concatenate([read_block_positions(store.url, info)
+                             for info in store.meta.blocks])
+    kept = np.sort(source[~held_out(len(source), 0.2, 0)])
+    ref = reference(X[kept], y[kept], "-s 5 -c 0.01 -e 1e-10")
+    f, f_ref = (l1_objective(w, X[kept], y[kept], "squared_hinge", 0.01) for w in (m.w, ref))
+    assert m.summary["n_rows"] == 2400 and f_ref * (1 - 1e-9) <= f <= f_ref * (1 + 1e-4)
+
+
+def oneclass_metric_check(m, X, y, again, path):
+    """A one-class model's AUC: of its decision values for the rows labelled +1."""
+    from sklearn.metrics import roc_auc_score
+
+    Xv, yv, _ = _HELD_OUT["data"]
+    dv = Xv.astype(np.float64) @ m.w - m.rho
+    assert m.summary["validation_auc"] == pytest.approx(roc_auc_score(yv == 1, dv), abs=1e-9)
+
+
+def ranking_metric_check(m, X, y, again, path):
+    """A ranking model's pairwise accuracy: the share of the pairs of held-out rows of
+    different rank whose scores are in order (ties ½) — with two ranks, the ROC area."""
+    from sklearn.metrics import roc_auc_score
+
+    dv, yv, _ = _held_out_scores(m)
+    assert m.summary["validation_pairwise_accuracy"] == pytest.approx(roc_auc_score(yv, dv),
+                                                                      abs=1e-9)
+
+
 def n_iter_no_change_check(m, X, y, again, path):
     """Stopped 3 rounds after the best score, with the best round's model."""
     s = m.summary
@@ -357,8 +395,18 @@ CASES = {  # option: (train's keywords, data, check)
     "validation": (dict(HINGE, validation=HELD_OUT), "a9a", validation_check),
     "validation_fraction": (dict(HINGE, validation_fraction=0.2), "a9a",
                             validation_fraction_check),
+    "validation_fraction: column view": (dict(solver="l1", loss="squared_hinge", C=0.01,
+                                              eps=1e-6, validation_fraction=0.2), "a9a",
+                                         column_holdout_check),
     "validation_metric": (dict(HINGE, validation=HELD_OUT, validation_metric="auc"), "a9a",
                           validation_metric_check),
+    "validation_metric: one-class": (dict(solver="oneclass", loss="oneclass",
+                                          validation=HELD_OUT, validation_metric="auc"), "a9a",
+                                     oneclass_metric_check),
+    "validation_metric: ranking": (dict(solver="cutting_plane", loss="hinge", c_perf=1.0,
+                                        objective="ordinal", validation=HELD_OUT,
+                                        validation_metric="pairwise_accuracy"), "a9a",
+                                   ranking_metric_check),
     "n_iter_no_change": (dict(HINGE, eps=1e-9, validation=HELD_OUT, n_iter_no_change=3,
                               validation_tol=0.0), "a9a", n_iter_no_change_check),
     "validation_tol": (dict(HINGE, eps=1e-9, validation=HELD_OUT, n_iter_no_change=2,
@@ -371,8 +419,10 @@ EVERY_CASE = {"solver", "loss"}
 
 
 def test_every_option_has_a_case():
-    """A new option of Params needs its case here (its effect on every path)."""
-    assert set(CASES) | EVERY_CASE == set(params.OPTIONS), set(params.OPTIONS) ^ set(CASES)
+    """A new option of Params needs its case here (its effect on every path; "option: what"
+    names a further case of it)."""
+    options = {case.split(":")[0] for case in CASES}
+    assert options | EVERY_CASE == set(params.OPTIONS), set(params.OPTIONS) ^ options
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -380,6 +430,7 @@ def test_every_option_has_a_case():
 def test_an_option_has_its_effect_on_every_path(data, clusters, option, path):
     kw, which, check = CASES[option]
     X, y, store = data[which]
+    _TRAINING["store"] = store
     if kw.get("validation") == HELD_OUT:
         _HELD_OUT["data"] = data["held out"]
         kw = {**kw, "validation": data["held out"][2].url}

@@ -31,9 +31,10 @@ import numpy as np
 from distsvm.storage import BlockInfo
 from distsvm.storage.columns import ColumnsMeta
 
-from . import blocks, losses
+from . import blocks
 from .kernels import l1 as kernel
 from .pcd import _reader, held, load_columns, n_items, round_plan
+from .validation import row_costs
 
 MAX_INNER = 1000  # newGLMNET's inner CD cycles per Newton iteration (LIBLINEAR's max_iter)
 
@@ -59,11 +60,11 @@ def _visit(url, cmeta, keys, cache_bytes, storage_options, fn, bias_fn):
 
 def initial(url: str, cmeta: ColumnsMeta, run: str, *, loss: int, bias: float, class_cost,
             row_infos: list[BlockInfo] | None, positive: int, w: np.ndarray | None,
-            cache_bytes: int, storage_options: dict | None = None, **_) -> dict:
+            cache_bytes: int, storage_options: dict | None = None, holdout=None, **_) -> dict:
     """The state at ``w`` (None: 0): labels, costs Cⱼ (class cost × instance weight,
     :func:`_rows`), and wᵀxⱼ by one pass over the column blocks; CDN's b or newGLMNET's
     wᵀxⱼ, τ, D."""
-    y, cost = _rows(run, url, cmeta, class_cost, row_infos, storage_options)
+    y, cost = _rows(run, url, cmeta, class_cost, row_infos, holdout, storage_options)
     n = cmeta.n_features
     dim = n + (1 if bias >= 0 else 0)
     w = np.zeros(dim) if w is None else np.array(w, dtype=np.float64)
@@ -255,7 +256,7 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
                  reg: bool, n_features: int, class_cost, positive: int,
                  row_infos: list[BlockInfo] | None, cache_bytes: int,
                  storage_options: dict | None = None, stop_at: int | None = None,
-                 resume: dict | None = None) -> dict:
+                 resume: dict | None = None, holdout=None) -> dict:
     """Rounds r, r+1, … of LIBLINEAR's algorithm on this worker until its stopping rule
     (Gnorm1 ≤ ``eps``·Gnorm1 of the first iteration; ``eps`` already scaled by
     max(min(#pos, #neg), 1)/l as linear.cpp's ``train_one``), ``max_rounds``, ``seconds``
@@ -273,7 +274,7 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
             raise RuntimeError(f"l1 run {run}: round {r} on a worker that has no state of it")
         resume = resume or {}
         state.update(initial(url, cmeta, run, loss=loss, class_cost=class_cost,
-                             row_infos=row_infos, w=resume.get("w"), **common))
+                             row_infos=row_infos, holdout=holdout, w=resume.get("w"), **common))
         state["gmax_old"] = resume.get("gmax_old", math.inf)
         if resume.get("active") is not None:
             state["active"][:] = resume["active"]
@@ -353,12 +354,11 @@ def unpack_active(p: dict) -> np.ndarray:
     return np.unpackbits(p["bits"], count=p["n"])
 
 
-def _rows(run, url, cmeta, class_cost, row_infos, storage_options):
-    """The column view's class indices and row costs, read once a run."""
-    def read():
-        y, weight = blocks.column_rows(url, cmeta, row_infos, storage_options)
-        return y, losses.costs(class_cost, y, weight)
-    return blocks.run_state(run, "rows", read)
+def _rows(run, url, cmeta, class_cost, row_infos, holdout, storage_options):
+    """The column view's class indices and row costs (:func:`validation.row_costs`), read
+    once a run."""
+    return blocks.run_state(run, "rows", lambda: row_costs(
+        url, cmeta, class_cost, row_infos, holdout, storage_options))
 
 
 def _state(prev) -> dict:
@@ -369,12 +369,12 @@ def _state(prev) -> dict:
 def parallel_initial(url: str, cmeta: ColumnsMeta, run: str, *, loss: int, bias: float,
                      class_cost, row_infos, positive: int, n_features: int, reg: bool,
                      cache_bytes: int, storage_options: dict | None = None,
-                     resume: dict | None = None, **_) -> dict:
+                     resume: dict | None = None, holdout=None, **_) -> dict:
     """Parallel mode's first state, at ``resume`` (w, the active set, the shrinking bound,
     inner_eps, Gnorm1₀; None: w = 0 before round 1): one pass over the column blocks."""
     resume = resume or {}
     full = initial(url, cmeta, run, loss=loss, bias=bias, class_cost=class_cost,
-                   row_infos=row_infos, positive=positive, w=resume.get("w"),
+                   row_infos=row_infos, holdout=holdout, positive=positive, w=resume.get("w"),
                    cache_bytes=cache_bytes, storage_options=storage_options)
     if resume.get("active") is not None:
         full["active"][:] = resume["active"]
@@ -395,7 +395,7 @@ def _ranges(cmeta, keys, n_features):
 def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int, run: str, *,
          loss: int, bias: float, reg: bool, positive: int, n_features: int, class_cost,
          row_infos, cache_bytes: int, storage_options: dict | None = None, n_parts: int = 1,
-         **_) -> dict:
+         holdout=None, **_) -> dict:
     """Parallel mode, one owner's share of round ``r`` on its items ``mine`` (column block
     numbers; ``len(cmeta.blocks)`` is the bias feature), from the round's state, which it
     leaves untouched.  CDN: one pass of Appendix F over its active features, in the round's
@@ -404,7 +404,7 @@ def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int,
     of Appendix G on the quadratic model over its features (the Hessian's blocks between
     owners left out); returns its Δw, Xd, ∇Lᵀd share, cycles and statistics."""
     state = _state(prev)
-    y, c = _rows(run, url, cmeta, class_cost, row_infos, storage_options)
+    y, c = _rows(run, url, cmeta, class_cost, row_infos, holdout, storage_options)
     w0 = unpack_w(state["w"])
     mine = set(mine)
     common = dict(bias=bias, reg=reg, positive=positive, n_features=n_features,
@@ -459,7 +459,7 @@ def _summed(state, parts):
 
 def combine(prev, parts: list[dict], r: int, run: str, url: str, cmeta: ColumnsMeta, *,
             loss: int, eps: float, bias: float, reg: bool, positive: int, n_features: int,
-            class_cost, row_infos, storage_options: dict | None = None, **_):
+            class_cost, row_infos, storage_options: dict | None = None, holdout=None, **_):
     """Parallel mode: round r's next state from the parts' summed direction d, by a line
     search on the full objective (β = 1, ½, …, Tseng & Yun 2009's Armijo rule
     F(w + βd) − F(w) ≤ σβ(∇L(w)ᵀd + ‖w + d‖₁ − ‖w‖₁), σ = 0.01), and LIBLINEAR's stopping
@@ -467,7 +467,7 @@ def combine(prev, parts: list[dict], r: int, run: str, url: str, cmeta: ColumnsM
     w); newGLMNET: Appendix G's line search (:func:`_glm_line_search`) from wᵀx and Xd =
     ΣXdₚ.  Returns ``(state, [report])``; the report carries w and the shrinking state."""
     state = _state(prev)
-    y, c = _rows(run, url, cmeta, class_cost, row_infos, storage_options)
+    y, c = _rows(run, url, cmeta, class_cost, row_infos, holdout, storage_options)
     w0 = unpack_w(state["w"])
     d, active, stats = _summed(state, parts)
     gnorm1 = stats[kernel.GNORM1]

@@ -32,24 +32,26 @@ from distsvm.storage.columns import (
     read_labels,
 )
 
-from . import blocks, losses
+from . import blocks
 from .kernels import pcd as kernel
 from .kernels.linear import row_sqnorms
+from .validation import row_costs
 
 
 def initial(url: str, cmeta: ColumnsMeta, dim: int, loss: int, class_cost: np.ndarray,
             row_infos: list[BlockInfo] | None = None,
             storage_options: dict | None = None, w: np.ndarray | None = None, *,
-            bias: float = -1.0, positive: int = 1, cache_bytes: int = 0) -> dict:
+            bias: float = -1.0, positive: int = 1, cache_bytes: int = 0,
+            holdout=None) -> dict:
     """The state at ``w`` (None: w = 0, where every bⱼ = 1, §2 after (17), and f(0) =
     ΣCⱼ·ξ(1)).  Cⱼ = ``class_cost[yⱼ]`` times row j's instance weight, read from the row
     blocks ``row_infos`` (all of them, in order: the column view's row order) of a weighted
-    store (None: unweighted).  For w ≠ 0, bⱼ(w) = 1 − yⱼwᵀxⱼ is (17) applied to every
-    feature with z = wᵢ from w = 0, in one pass over the column blocks (through the block
-    cache, ``cache_bytes``) and the bias feature; rows of class index ``positive`` have
-    yⱼ = +1."""
-    y, weight = blocks.column_rows(url, cmeta, row_infos, storage_options)
-    cost = losses.costs(class_cost, y, weight)
+    store (None: unweighted); the rows ``holdout`` names cost 0
+    (:func:`distsvm.workers.validation.row_costs`).  For w ≠ 0, bⱼ(w) = 1 − yⱼwᵀxⱼ is (17)
+    applied to every feature with z = wᵢ from w = 0, in one pass over the column blocks
+    (through the block cache, ``cache_bytes``) and the bias feature; rows of class index
+    ``positive`` have yⱼ = +1."""
+    y, cost = row_costs(url, cmeta, class_cost, row_infos, holdout, storage_options)
     b = np.ones(cmeta.n_rows)
     if w is None:
         w = np.zeros(dim)
@@ -165,7 +167,8 @@ def _labels(run, url, cmeta, storage_options):
 
 
 def part(prev, url: str, cmeta: ColumnsMeta, mine: list[int], r: int, seed: int, run: str, *,
-         storage_options: dict | None = None, row_infos=None, class_cost=None, **kw) -> dict:
+         storage_options: dict | None = None, row_infos=None, class_cost=None, holdout=None,
+         **kw) -> dict:
     """Parallel mode, one worker's share of round ``r``: the inner iterations over its items
     ``mine`` (in the round's order) from the round's starting state, which it leaves
     untouched; returns its Δw (per block), Δb and statistics."""
@@ -187,7 +190,8 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
                  eps: float, g0: float, seconds: float, bias: float,
                  n_features: int, loss: int, class_cost: np.ndarray,
                  storage_options: dict | None = None, row_infos: list[BlockInfo] | None = None,
-                 stop_at: int | None = None, w0: np.ndarray | None = None, **kw) -> dict:
+                 stop_at: int | None = None, w0: np.ndarray | None = None, holdout=None,
+                 **kw) -> dict:
     """Exact mode: outer iterations r, r+1, … of Algorithm 1 on this worker, each visiting
     every item in the round's random order, until the stopping rule holds (``g0`` is
     max|∇f(0)ᵢ|, NaN before round 1 has measured it), ``max_rounds`` is reached, or
@@ -208,7 +212,8 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
             raise RuntimeError(f"pcd run {run}: round {r} on a worker that has no state of it")
         return initial(url, cmeta, n_features + (1 if bias >= 0 else 0), loss, class_cost,
                        row_infos, storage_options, w0, bias=bias,
-                       positive=kw.get("positive", 1), cache_bytes=kw["cache_bytes"])
+                       positive=kw.get("positive", 1), cache_bytes=kw["cache_bytes"],
+                       holdout=holdout)
 
     state = blocks.run_state(run, "state", dict)
     if not state:  # made outside run_state's lock: initial reads through the block cache

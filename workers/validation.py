@@ -17,7 +17,7 @@ import numpy as np
 
 from distsvm.storage import BlockInfo
 
-from . import blocks
+from . import blocks, losses
 
 
 def block_scores(url: str, info: BlockInfo, problems: list[dict], *ws, metric: str,
@@ -54,3 +54,27 @@ def block_scores(url: str, info: BlockInfo, problems: list[dict], *ws, metric: s
         up = dv > 0
         out.append((int(np.sum(up & positive) + np.sum(~up & negative)), len(y)))
     return out
+
+
+def held_out(n_rows: int, fraction: float, seed: int) -> np.ndarray:
+    """The rows ``validation_fraction`` holds out of a store of ``n_rows`` (a mask in the
+    store's row order): round(fraction·l) of them drawn by ``seed``, the same for every
+    solver, whether it reads row blocks or the column view."""
+    held = np.zeros(n_rows, dtype=bool)
+    held[np.random.default_rng([seed, 31]).choice(n_rows, int(round(fraction * n_rows)),
+                                                  replace=False)] = True
+    return held
+
+
+def row_costs(url: str, cmeta, class_cost, row_infos: list[BlockInfo] | None, holdout,
+              storage_options: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The class indices and costs Cⱼ (:func:`losses.costs`) of a column view's rows
+    (:func:`blocks.column_rows`), those held out as the validation set (``holdout``:
+    (fraction, seed) of :func:`held_out`; None: none) at cost 0: the column view covers
+    every row of the store, and a row of cost 0 takes no part in LIBLINEAR's L1 and
+    primal CD objectives or steps, so the solvers that read it train on the other rows."""
+    y, weight = blocks.column_rows(url, cmeta, row_infos, storage_options)
+    cost = losses.costs(class_cost, y, weight)
+    if holdout is not None:
+        cost[held_out(len(y), *holdout)] = 0.0
+    return y, cost

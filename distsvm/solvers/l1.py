@@ -42,13 +42,13 @@ import numpy as np
 
 import distsvm.workers.l1
 from distsvm.storage import Dataset
-from distsvm.storage.columns import read_columns_meta
 from distsvm.workers import losses
 from distsvm.workers.kernels import l1 as kernel
 
 from .. import cluster
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
+from ..columns import training_rows
 from ..progress import Progress
 from . import driver
 
@@ -65,7 +65,8 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, c
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
     return driver.drive(_L1(ctx, loss=p.loss, cost=cost, eps=float(p.eps), bias=float(p.bias),
                             seed=p.seed, max_rounds=p.max_rounds,
-                            reg=bool(p.regularize_bias), positive=positive, mode=p.pcd_mode),
+                            reg=bool(p.regularize_bias), positive=positive, mode=p.pcd_mode,
+                            rows=training_rows(dataset, p)),
                         max_rounds=p.max_rounds)[0]
 
 
@@ -84,21 +85,20 @@ class _L1(driver.Solver):
     name = "l1"
     policy = driver.REBUILD
 
-    def __init__(self, ctx, *, loss, cost, eps, bias, seed, max_rounds, reg, positive,
+    def __init__(self, ctx, *, loss, cost, eps, bias, seed, max_rounds, reg, positive, rows,
                  mode="exact"):
         super().__init__(ctx)
         self.mode = mode
         meta = ctx.dataset.meta
         self.code = losses.code(loss)
-        self.cmeta = read_columns_meta(ctx.dataset)
+        self.cmeta, rows = rows  # (distsvm.columns.training_rows)
         self.eps = eps
         self.eps_rel = scaled_eps(eps, meta.class_counts, positive)
         self.max_rounds, self.seed = max_rounds, seed
         self.common = dict(loss=self.code, bias=bias, reg=bool(reg) or bias < 0,
                            n_features=meta.n_features,
                            class_cost=np.asarray(cost, dtype=np.float64), positive=positive,
-                           row_infos=list(meta.blocks) if meta.weighted else None,
-                           storage_options=ctx.dataset.storage_options)
+                           storage_options=ctx.dataset.storage_options, **rows)
         self.dim = meta.n_features + (1 if bias >= 0 else 0)
         self.carry: dict = {}  # w and the shrinking state after the last round reported
         self.gnorm1_init = self.f = np.nan

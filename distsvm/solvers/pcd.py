@@ -28,13 +28,13 @@ import numpy as np
 
 import distsvm.workers.pcd
 from distsvm.storage import Dataset
-from distsvm.storage.columns import read_columns_meta
 from distsvm.workers import losses
 from distsvm.workers.kernels import pcd as kernel
 
 from .. import cluster
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
+from ..columns import training_rows
 from ..progress import Progress
 from . import driver
 from .driver import Result
@@ -59,7 +59,7 @@ def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, c
     ctx = driver.Context(client, dataset, plan, progress or Progress(quiet=True), checkpoint)
     return driver.drive(_PCD(ctx, loss=p.loss, cost=cost, eps=float(p.eps), bias=float(p.bias),
                              max_rounds=p.max_rounds, seed=p.seed, mode=p.pcd_mode,
-                             positive=positive),
+                             positive=positive, rows=training_rows(dataset, p)),
                         max_rounds=p.max_rounds)[0]
 
 
@@ -71,19 +71,18 @@ class _PCD(driver.Solver):
     name = "pcd"
     policy = driver.REBUILD
 
-    def __init__(self, ctx, *, loss, cost, eps, bias, max_rounds, seed, mode, positive):
+    def __init__(self, ctx, *, loss, cost, eps, bias, max_rounds, seed, mode, positive, rows):
         super().__init__(ctx)
         meta = ctx.dataset.meta
         self.code = losses.code(loss)
-        self.cmeta = read_columns_meta(ctx.dataset)
+        self.cmeta, rows = rows  # (distsvm.columns.training_rows)
         self.dim = meta.n_features + (1 if bias >= 0 else 0)
         self.n_items = distsvm.workers.pcd.n_items(self.cmeta, bias)
         self.class_cost = np.asarray(cost, dtype=np.float64)
-        self.row_infos = list(meta.blocks) if meta.weighted else None
+        self.row_infos = rows["row_infos"]
         self.common = dict(bias=bias, n_features=meta.n_features, loss=self.code,
-                           class_cost=self.class_cost, row_infos=self.row_infos,
-                           positive=positive,
-                           storage_options=ctx.dataset.storage_options)
+                           class_cost=self.class_cost, positive=positive,
+                           storage_options=ctx.dataset.storage_options, **rows)
         self.eps, self.max_rounds, self.seed, self.mode = eps, max_rounds, seed, mode
         self.g0 = self.gnorm0 = self.f = np.nan
         self.x = None  # the w of the last round reported (None: w = 0)
@@ -127,8 +126,8 @@ class _PCD(driver.Solver):
                     distsvm.workers.pcd.initial, ctx.dataset.url, self.cmeta, self.dim, self.code,
                     self.class_cost, self.row_infos, ctx.dataset.storage_options, self.x,
                     bias=self.common["bias"], positive=self.common["positive"],
-                    cache_bytes=ctx.plan.cache_bytes[addrs[0]], workers=addrs[:1],
-                    pure=False), r)
+                    cache_bytes=ctx.plan.cache_bytes[addrs[0]], holdout=self.common["holdout"],
+                    workers=addrs[:1], pure=False), r)
             current = self.ahead
             self.ahead = self.parallel_round(current[-1], r + 1) if r < self.max_rounds else []
             ctx.pending = current + self.ahead + [ctx.client.submit(
