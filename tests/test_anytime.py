@@ -149,7 +149,7 @@ def test_a_time_budget_ends_within_a_block_visit(slow_store, client, path, tmp_p
 @pytest.mark.parametrize("loss", ["logistic", "squared_epsilon_insensitive",
                                   "epsilon_insensitive"])
 @pytest.mark.parametrize("path", ["in-process", "joined on 1 of 2 workers",
-                                  "chained over 2 workers"])
+                                  "chained over 2 workers", "streamed"])
 def test_a_time_budget_ends_a_long_visit_of_lr_and_svr(slow_store, noisy, client, path, loss,
                                                        tmp_path):
     """-s 7, -s 12, -s 13: their kernels poll the same stop flag as -s 1/-s 3's, so a 1 s
@@ -447,6 +447,35 @@ def test_ranking_models_are_scored_by_pairwise_accuracy(unlabelled, client, path
             s["validation_pairwise_accuracy"]
     assert s["validation_pairwise_accuracy"] == max(
         row["validation_pairwise_accuracy"] for row in s["history"])
+
+
+def test_one_class_and_ranking_hold_out_a_fraction(unlabelled):
+    """``validation_fraction`` of a one-class or a ranking store: the rows the seed draws are
+    scored, not trained on, with ``predict``'s score on them."""
+    c = embedded_client()
+    for store, kw, metric in (
+            (unlabelled["oneclass"][0], dict(solver="oneclass", loss="oneclass"), "accuracy"),
+            (unlabelled["ranking"][0], dict(solver="cutting_plane", loss="hinge",
+                                            objective="ordinal", C=0.001, max_rounds=5),
+             "pairwise_accuracy")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            m = jobs.train(store, validation_fraction=0.25, seed=2, client=c, **kw)
+        assert m.summary["n_rows"] == store.meta.n_rows * 3 // 4
+        _, held = anytime.holdout(c, store, 0.25, 2, cluster.plan(c, len(store.meta.blocks),
+                                                                  None, store))
+        assert prediction.predict(held, m, client=c)[metric] == \
+            m.summary[f"validation_{metric}"]
+
+
+def test_an_l1_estimator_holds_out_its_fraction():
+    """scikit-learn's early_stopping on LinearSVC(penalty="l1") (-s 5, the column view)."""
+    X, y = _data(2000, 0.3, 1)
+    clf = distsvm.LinearSVC(penalty="l1", dual=False, C=0.1, early_stopping=True,
+                            validation_fraction=0.2, n_iter_no_change=2).fit(X, y)
+    s = clf.model_.summary
+    assert clf.model_.solver == "l1" and s["n_rows"] == 1600
+    assert s["stopped_by"] in ("no improvement", "eps") and "validation_accuracy" in s
 
 
 def test_one_class_and_ranking_validation_labels(unlabelled, tmp_path):
