@@ -191,3 +191,34 @@ def test_the_feature_count_warning_is_worded(work):
     assert p.returncode == 0 and p.stderr.startswith("WARNING: the model")
     assert "has weigh 0" not in p.stderr and "a feature only one of them has gets weight 0" \
         in p.stderr, p.stderr
+
+
+CLIENT_ONLY = """
+import json, sys
+import numba
+from distributed import Client, LocalCluster
+import distsvm.workers as W
+from distsvm import jobs
+from distsvm.solvers.registry import type_params
+if __name__ == "__main__":
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        for s in sys.argv[2:]:
+            jobs.train(sys.argv[1], client=c, max_rounds=2, **type_params(int(s)))
+    loaded = [f"{m.__name__}.{k}" for m in list(sys.modules.values())
+              if m is not None and m.__name__.startswith(W.__name__)
+              for k, f in vars(m).items()
+              if isinstance(f, numba.core.dispatcher.Dispatcher) and f.signatures]
+    print(json.dumps(loaded))
+"""
+
+
+def test_the_coordinator_runs_no_kernel(work, tmp_path):
+    """Training on a cluster whose workers are other processes loads no compiled kernel in
+    the coordinator's process: calling one there (a loss-code test, once) cost each ``train
+    --scheduler`` a second of Numba's cache loading before its first round."""
+    store = work / "s.zarr"
+    p = subprocess.run([sys.executable, "-c", CLIENT_ONLY, str(store), "1", "3", "0", "7"],
+                       capture_output=True, text=True, env=ENV, timeout=600, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == []

@@ -169,7 +169,7 @@ def cache_rows(infos: list[BlockInfo], loss: int, budget: int, n_problems: int) 
     the store's average bytes a row.  The coordinator sets it once for the run, so a
     problem's path does not depend on where, with which others, or next to how much memory
     it runs."""
-    if len(infos) <= 1 or loss == LOGISTIC or is_regression(loss):
+    if len(infos) <= 1 or loss == LOGISTIC or is_regression.py_func(loss):  # on the coordinator
         return 0
     n_rows = sum(i.n_rows for i in infos)
     return int(min(CACHE_ROWS * n_rows, n_rows / len(infos),

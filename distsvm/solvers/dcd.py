@@ -115,7 +115,7 @@ class _Blocks(driver.Solver):
                            class_cost=class_cost, storage_options=ctx.dataset.storage_options,
                            epsilon=epsilon)
         self.restore_kw = dict(bias=bias, n_features=meta.n_features, positive=positive,
-                               regression=bool(losses.is_regression(code)))
+                               regression=bool(losses.is_regression.py_func(code)))
         self.eps, self.max_rounds, self.seed, self.gap_tol = eps, max_rounds, seed, gap_tol
         self.inner_passes, self.parallel = inner_passes, parallel
         self.x = np.zeros(dim)
@@ -300,7 +300,7 @@ class _Batched(driver.Solver):
         self.reload_from: dict[int, Checkpoint] = {}  # problems to load from a checkpoint
         # the SGD start (distsvm.workers.kernels.adaptive): where a validation set can score it,
         # a classifier's problems whose two vectors a worker's cache spares; each its last w
-        self.starting = [not losses.is_regression(code)
+        self.starting = [not losses.is_regression.py_func(code)
                          and 16 * dim * K <= START_SHARE * ctx.plan.budget()] * K
         self.started: list[np.ndarray | None] = [None] * K
 
