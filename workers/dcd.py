@@ -632,6 +632,11 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
                         break
                     block, sqnorm = next(loaded)
                     for j in js:
+                        if starts[j]:  # first: a budget that ends the visit cuts the dual's
+                            _start_visit(runs[j], block, block_seed(seed, rr, b),
+                                         positive=positives[j], class_cost=class_costs[j],
+                                         bias=bias, n_features=n_features, loss=loss,
+                                         n_rows=n_rows, stop=stop)
                         if informative:  # block b's part of the cache: its share of the rows
                             _visit_cached(W[j], b, block, sqnorm, runs[j], infos,
                                           block_seed(seed, rr, b),
@@ -643,11 +648,6 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
                                    block_seed(seed, rr, b), positive=positives[j],
                                    shrink=out[j]["shrink"], class_cost=class_costs[j],
                                    stop=stop, **kw)
-                        if starts[j]:
-                            _start_visit(runs[j], block, block_seed(seed, rr, b),
-                                         positive=positives[j], class_cost=class_costs[j],
-                                         bias=bias, n_features=n_features, loss=loss,
-                                         n_rows=n_rows, stop=stop)
                     del block, sqnorm
                 cut = cut or _past(deadline)  # a visit the stop flag ended (kernel.dcd_passes)
                 for j, report in zip(js, measured(js, gap_tol > 0)):
