@@ -83,8 +83,9 @@ def codecs(a) -> None:
                            .read_text())["codecs"][1:]
         name = "none" if not codec else codec[0]["name"] + (
             f"-{codec[0]['configuration']['cname']}" if codec[0]["name"] == "blosc" else "")
-        disk = sum(p.stat().st_size for p in (pathlib.Path(s) / "rows").rglob("c/0")) / len(
-            d.meta.blocks)
+        read = ds.ROW_ARRAYS + (ds.WEIGHT, ds.TARGET)  # what a block read reads
+        disk = sum(p.stat().st_size for p in (pathlib.Path(s) / "rows").rglob("c/0")
+                   if p.parent.parent.name in read) / len(d.meta.blocks)
         dec = sum(b.nbytes for b in [read_row_block(s, d.meta.blocks[0])])
         for path in ("fast", "zarr"):
             med = [f"{np.median(wall[s, path, c]) * 1e3:.1f} ({np.median(cpu[s, path, c]) * 1e3:.1f})"

@@ -6,7 +6,9 @@ Blocks not in the cache are re-read from the store, so a worker's memory is
 bounded by its cache budget plus two blocks, whatever the dataset's size: the
 one being solved and, with :func:`stream`, the next one being read and
 decompressed by a background thread meanwhile (prefetch; the kernels and the
-zstd decoder release the GIL, so reading overlaps computing).
+codecs release the GIL, and a local store's chunks are decoded on that thread itself,
+:func:`distsvm.storage.dataset._local_chunk`, so reading overlaps computing: measured
+beyond memory, the solver waits for 3-9% of a round — issue 31, docs/benchmarks.md).
 """
 
 from __future__ import annotations
