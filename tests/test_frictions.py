@@ -213,12 +213,15 @@ if __name__ == "__main__":
 """
 
 
-def test_the_coordinator_runs_no_kernel(work, tmp_path):
-    """Training on a cluster whose workers are other processes loads no compiled kernel in
+def test_the_coordinator_runs_no_dual_cd_kernel(work, tmp_path):
+    """Dual CD on a cluster whose workers are other processes loads no compiled kernel in
     the coordinator's process: calling one there (a loss-code test, once) cost each ``train
-    --scheduler`` a second of Numba's cache loading before its first round."""
+    --scheduler`` 0.5-1 s of Numba's cache loading before its first round, out of a time
+    budget.  (Newton's coordinator still sums its vectors with the compiled ``dot``, in
+    order: with NumPy's pairwise einsum a 1-block run stopped an iteration before a 6-block
+    one, the test of that equality failed.)"""
     store = work / "s.zarr"
-    p = subprocess.run([sys.executable, "-c", CLIENT_ONLY, str(store), "1", "3", "0", "7"],
+    p = subprocess.run([sys.executable, "-c", CLIENT_ONLY, str(store), "1", "3", "7"],
                        capture_output=True, text=True, env=ENV, timeout=600, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout.strip().splitlines()[-1]) == []
