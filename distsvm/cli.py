@@ -170,8 +170,8 @@ def _info(a):
 TYPE_FLAGS = {"type": "-s", "solver": "--solver", "loss": "--loss"}
 
 
-# anytime training's summary keys (issue 31): why it stopped, the kept round and its gap
-ANYTIME_KEYS = ("stopped_by", "best_round", "kept_duality_gap")
+# anytime training's summary keys (issue 31): why it stopped, the kept round, its gap, its model
+ANYTIME_KEYS = ("stopped_by", "best_round", "kept_duality_gap", "kept_model")
 
 
 def _train(a, progress):
@@ -208,8 +208,9 @@ def _train(a, progress):
     if "nnz" in s:  # an L1-regularized model's sparsity
         detail += f"{s['nnz']} of {s['n_weights']} weights non-zero, "
     if "stopped_by" in s and s["stopped_by"] not in ("eps", "gap"):  # anytime training
+        kept = f" (its {s['kept_model']})" if "kept_model" in s else ""
         detail += f"stopped by {s['stopped_by']}, " + (
-            f"best round {s['best_round']}, the model's validation {s['validation_metric']} "
+            f"best round {s['best_round']}{kept}, the model's validation {s['validation_metric']} "
             f"{s['validation_' + s['validation_metric']]:.6g}, " if "best_round" in s else "")
     progress.note(f"train: {s['rounds']} rounds, primal {s['primal_objective']:.8g}, "
                   f"{detail}{s['train_seconds']:.2f}s; model written to {a.model}")

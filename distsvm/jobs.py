@@ -272,7 +272,7 @@ def _switch_to_primal(client, dataset, plan, dual, positive: int, cost, p, progr
         if anytime.better(metric, dual.extra[name], primal.extra.get(name, np.nan)):
             result = dataclasses.replace(
                 result, w=dual.w, extra={**primal.extra, **{k: dual.extra[k] for k in (
-                    name, "best_round", "kept_duality_gap") if k in dual.extra}},
+                    name, "best_round", "kept_duality_gap", "kept_model") if k in dual.extra}},
                 primal_objective=dual.primal_objective, dual_objective=dual.dual_objective,
                 duality_gap=dual.duality_gap)
         else:

@@ -121,3 +121,20 @@ def test_no_sgd_start_off_the_batched_classifier_path(a9a_split, client, tmp_pat
     m = jobs.train(train, validation=valid.url, max_rounds=3, **kw)
     assert len(m.summary["history"]) == 3
     assert all(not any(k.startswith("sgd_") for k in row) for row in m.summary["history"])
+
+
+def test_the_command_line_says_which_model_it_kept(a9a_split, tmp_path):
+    """``train --json`` reports ``kept_model``; the text line names it beside the round."""
+    import json
+    import subprocess
+    import sys
+
+    train, valid = a9a_split
+    args = [sys.executable, "-m", "distsvm", "train", train.url, str(tmp_path / "m"), "-s", "3",
+            "--validation", valid.url, "--n-iter-no-change", "2"]
+    out = subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    j = json.loads(out.stdout.strip().splitlines()[-1])
+    assert j["kept_model"] == "sgd start" and j["stopped_by"] == "no improvement"
+    text = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert f"best round {j['best_round']} (its sgd start)" in text.stderr + text.stdout
