@@ -200,7 +200,11 @@ SKIPPED = {  # (file, first line): why it is not run here
                      "python benchmarks/scale.py --simulate 1 2 4 8 16 32 --data pypi32.zarr "
                      "--s 2 1 3 --json scale-pypi.json",
                      "python benchmarks/scale.py --real --data pypi-summaries --s 0 1 2 3 "
-                     "--cluster-memory 780MB \\")},
+                     "--cluster-memory 780MB \\",
+                     "python benchmarks/race.py --beyond-memory --bm-rows 5200000 "
+                     "--bm-workers 1 \\",
+                     "distsvm generate s5200k-lz4.zarr --rows 5200000 --features 100000 "
+                     "--nnz-per-row 100 --seed 7 --block-rows 20000 -q")},
     ("docs/benchmarks.md", "distsvm ingest ../shared/datasets/pypi-summaries.xz pypi.zarr"):
         "a benchmark measurement on the ../shared dataset pypi-summaries",
     ("docs/solvers/alm.md", "python benchmarks/bench_alm.py --datasets a9a w8a pendigits-lt5 "
@@ -386,7 +390,7 @@ EXAMPLES = {
     ("docs/tabular.md", "import dask.array as da, dask.dataframe as dd, distsvm"):
         Example(_tabular_dask, preamble=DASK_XY),
     ("docs/anytime.md", "distsvm train STORE MODEL --validation VALID_STORE "
-                        "[--validation-metric accuracy|mse|auc]"):
+                        "[--validation-metric accuracy|mse|auc|pairwise_accuracy]"):
         Example(_stores, lines=True, optional="drop",
                 subs=(("VALID_STORE", "test.zarr"), ("STORE", "store.zarr"), ("MODEL", "model"))),
     ("docs/anytime.md", "clf = distsvm.LinearSVC(early_stopping=True, validation_fraction=0.1, "
