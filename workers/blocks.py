@@ -8,7 +8,7 @@ one being solved and, with :func:`stream`, the next one being read and
 decompressed by a background thread meanwhile (prefetch; the kernels and the
 codecs release the GIL, and a local store's chunks are decoded on that thread itself,
 :func:`distsvm.storage.dataset._local_chunk`, so reading overlaps computing: measured
-beyond memory, the solver waits for 3-9% of a round — issue 31, docs/benchmarks.md).
+beyond memory, the solver waits for 2-9% of a round — issue 31, docs/benchmarks.md).
 """
 
 from __future__ import annotations
