@@ -203,6 +203,8 @@ SKIPPED = {  # (file, first line): why it is not run here
                      "--cluster-memory 780MB \\",
                      "python benchmarks/race.py --beyond-memory --bm-rows 5200000 "
                      "--bm-workers 1 \\",
+                     "python benchmarks/race.py --anytime pypi-summaries --bm-workers 1 "
+                     "--bm-memory-limit 4GB \\",
                      "distsvm generate s5200k-lz4.zarr --rows 5200000 --features 100000 "
                      "--nnz-per-row 100 --seed 7 --block-rows 20000 -q")},
     ("docs/benchmarks.md", "distsvm ingest ../shared/datasets/pypi-summaries.xz pypi.zarr"):
