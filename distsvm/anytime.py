@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 import distsvm.workers.blocks
+import distsvm.workers.cutting_plane
 import distsvm.workers.validation
 from distsvm.storage import Dataset, open_dataset
 
@@ -189,9 +190,8 @@ class Validation:
             values, truths = (np.concatenate([p[i] for p in parts]) for i in (0, 1))
             if self.metric == "auc":
                 return auc(values, truths)
-            from .solvers.cutting_plane import pairwise_accuracy
-
-            return pairwise_accuracy(values, truths, len(problem["ranks"]))[0]
+            return distsvm.workers.cutting_plane.pairwise_accuracy(
+                values, truths, len(problem["ranks"]))[0]
         total, n = (sum(p[0] for p in parts), sum(p[1] for p in parts))
         return float(total / max(1, n))
 

@@ -38,3 +38,25 @@ def weighted_sum(coefs: list[np.ndarray], url: str, infos: list[BlockInfo], *, d
         block, _ = blocks.load(url, info, cache_bytes, storage_options)
         kernel.weighted_sum(block.indptr, block.indices, block.data, coef, bias, n_features, out)
     return out
+
+
+def n_loss_terms(class_counts, objective: str) -> int:
+    """The number of loss terms C multiplies: rows (classification) or ranked pairs (ordinal)
+    (the coordinator's, here so that :mod:`distsvm.anytime` can score a ranking model with
+    :func:`pairwise_accuracy` without importing the solver)."""
+    if objective == "classification":
+        return int(sum(class_counts))
+    below, m = 0, 0
+    for c in class_counts:  # pairs (i, j) with rᵢ > rⱼ
+        m += int(c) * below
+        below += int(c)
+    return m
+
+
+def pairwise_accuracy(scores: np.ndarray, ranks: np.ndarray, n_ranks: int) -> tuple[float, int]:
+    """The share of the pairs of rows of different rank whose ``scores`` are in the order of
+    their ``ranks`` (NaN without such pairs), and the number of those pairs."""
+    pairs = n_loss_terms(np.bincount(ranks, minlength=n_ranks), "ordinal")
+    concordant = kernel.concordant_pairs(scores, ranks, np.argsort(scores, kind="stable"),
+                                         n_ranks)
+    return (concordant / pairs if pairs else float("nan")), pairs

@@ -37,7 +37,8 @@ import numpy as np
 import distsvm.workers.blocks
 import distsvm.workers.cutting_plane
 from distsvm.storage import Dataset
-from distsvm.workers.kernels.cutting_plane import concordant_pairs, pair_counts, rank_thresholds
+from distsvm.workers.cutting_plane import n_loss_terms, pairwise_accuracy
+from distsvm.workers.kernels.cutting_plane import pair_counts, rank_thresholds
 
 from .. import cluster
 from ..checkpoint import Checkpointer
@@ -45,17 +46,6 @@ from ..cluster import WorkerPlan
 from ..progress import Progress
 from . import driver, qp
 from .driver import Result
-
-
-def n_loss_terms(class_counts, objective: str) -> int:
-    """The number of loss terms C multiplies: rows (classification) or ranked pairs (ordinal)."""
-    if objective == "classification":
-        return int(sum(class_counts))
-    below, m = 0, 0
-    for c in class_counts:  # pairs (i, j) with rᵢ > rⱼ
-        m += int(c) * below
-        below += int(c)
-    return m
 
 
 def c_from_c_perf(c_perf: float, class_counts, objective: str = "classification") -> float:
@@ -196,14 +186,6 @@ def ranking_metrics(scores: np.ndarray, ranks: np.ndarray, thresholds: np.ndarra
     return {"rank_accuracy": int(np.sum(predicted == ranks)) / n,
             "mean_abs_rank_error": float(np.sum(np.abs(predicted - ranks))) / n,
             "pairwise_accuracy": pairwise, "n_pairs": pairs}
-
-
-def pairwise_accuracy(scores: np.ndarray, ranks: np.ndarray, n_ranks: int) -> tuple[float, int]:
-    """The share of the pairs of rows of different rank whose ``scores`` are in the order of
-    their ``ranks`` (NaN without such pairs), and the number of those pairs."""
-    pairs = n_loss_terms(np.bincount(ranks, minlength=n_ranks), "ordinal")
-    concordant = concordant_pairs(scores, ranks, np.argsort(scores, kind="stable"), n_ranks)
-    return (concordant / pairs if pairs else float("nan")), pairs
 
 
 def solve(client, dataset: Dataset, plan: WorkerPlan, p, *, positive: int = 1, cost=None,
