@@ -255,7 +255,7 @@ def _switch_to_primal(client, dataset, plan, dual, positive: int, cost, p, progr
                   f"{registry.liblinear_type('newton', p.loss)})")
     tighter = 1e-3 if p.loss in registry.REGRESSION_LOSSES else 0.1
     with anytime.using(anytime.current(),
-                       problems=[_problem(dataset.meta, positive, False, "classification")]):
+                       problems=[_problem(dataset.meta, positive, False, _kind(p, dataset.meta))]):
         primal = registry.SOLVERS["newton"].module().solve(
             client, dataset, plan, dataclasses.replace(p, eps=tighter * p.eps, warm_start=dual.w,
                                                        max_rounds=p.max_rounds - dual.rounds),

@@ -517,9 +517,9 @@ START_ETA = 0.5  # its step η: Vowpal Wabbit's default learning rate (docs/anyt
 
 def _start_visit(run: str, block, seed: int, *, positive, class_cost, bias, n_features, loss,
                  n_rows, stop) -> None:
-    """One pass of the SGD start (:mod:`.kernels.adaptive`) of problem ``run`` on a block
-    its dual CD has just visited: its w and AdaGrad's sums, kept on this worker, made on
-    first use."""
+    """One pass of the SGD start (:mod:`.kernels.adaptive`) of problem ``run`` on a block its
+    dual CD is about to visit: its w and AdaGrad's sums, kept on this worker, made on first
+    use."""
     s = blocks.run_state(run, START, dict)
     if "w" not in s:
         dim = n_features + (1 if bias >= 0 else 0)

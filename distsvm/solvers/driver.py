@@ -236,11 +236,11 @@ def _scored(solver: Solver, rows, bests: list[_Best], stopped: list) -> None:
         model = "solver"
         if k in started:  # the better of w and the start's is the round's model
             row[f"sgd_{v.name}"] = s = started[k]
-            if not anytime.better(v.metric, s, score) or \
-                    not anytime.better(v.metric, s, best.start, settings.tol):
+            wins = anytime.better(v.metric, s, score)
+            if not wins or not anytime.better(v.metric, s, best.start, settings.tol):
                 solver.drop_start(k)
             best.start = s
-            if anytime.better(v.metric, s, score):
+            if wins:
                 score, w, model = s, starts[k], "sgd"
         if anytime.better(v.metric, score, best.score, settings.tol):
             best.count = 0

@@ -79,7 +79,6 @@ class _PCD(driver.Solver):
         self.dim = meta.n_features + (1 if bias >= 0 else 0)
         self.n_items = distsvm.workers.pcd.n_items(self.cmeta, bias)
         self.class_cost = np.asarray(cost, dtype=np.float64)
-        self.row_infos = rows["row_infos"]
         self.common = dict(bias=bias, n_features=meta.n_features, loss=self.code,
                            class_cost=self.class_cost, positive=positive,
                            storage_options=ctx.dataset.storage_options, **rows)
@@ -124,7 +123,7 @@ class _PCD(driver.Solver):
             if self.fresh:
                 self.ahead = self.parallel_round(ctx.client.submit(
                     distsvm.workers.pcd.initial, ctx.dataset.url, self.cmeta, self.dim, self.code,
-                    self.class_cost, self.row_infos, ctx.dataset.storage_options, self.x,
+                    self.class_cost, self.common["row_infos"], ctx.dataset.storage_options, self.x,
                     bias=self.common["bias"], positive=self.common["positive"],
                     cache_bytes=ctx.plan.cache_bytes[addrs[0]], holdout=self.common["holdout"],
                     workers=addrs[:1], pure=False), r)
