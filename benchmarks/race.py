@@ -482,52 +482,61 @@ def run_tool(tool, d: Data, s, a, rep, cluster_addr=None) -> dict:
 
 
 def run_vw(tool, d: Data, s, a, tag, rec) -> dict:
-    py = sys.executable
-    lam = 1.0 / (1.0 * d.X.shape[0])
-    loss = "logistic" if s == 0 else "hinge"
-    model, readable = d.work / f"{tag}.vw.model", d.work / f"{tag}.vw.txt"
-    args = (f"-d {d.vw_file} --loss_function {loss} --l2 {lam:.10g} -f {model} "
-            f"--readable_model {readable} --quiet")
-    if tool == "vw5":
-        cache = d.work / f"{tag}.vw.cache"
-        args += f" -c --cache_file {cache} -k --passes 5"
-    wall, out, _ = run([py, "-c", VW_CHILD, args])
-    rec.update(wall=wall, train=child_seconds(out), iters=1 if tool == "vw1" else 5,
-               options=args.replace(str(d.work) + "/", ""))
-    if tool == "vw5":
-        cache.unlink(missing_ok=True)
-    rec.update(vw_scores(d, s, model, readable))
+    model = d.work / f"{tag}.vw.model"
+    passes = 1 if tool == "vw1" else 5
+    wall, train, args = vw_train(d.vw_file, d.X.shape[0], "logistic" if s == 0 else "hinge",
+                                 model, passes)
+    rec.update(wall=wall, train=train, iters=passes, options=args.replace(str(d.work) + "/", ""))
+    rec.update(vw_scores(d, s, model))
     return rec
 
 
-def vw_scores(d, s, model, readable, test_file=None, train_file=None):
+def vw_train(train_file, n_rows: int, loss: str, model: pathlib.Path, passes: int) -> tuple:
+    """VW on ``train_file`` (``loss``, ``--l2`` 1/l; more passes than one from its own cache
+    file, deleted after), its model at ``model`` and its readable weights beside it (.txt):
+    (wall seconds, its own train seconds, its options)."""
+    args = (f"-d {train_file} --loss_function {loss} --l2 {1.0 / n_rows:.10g} -f {model} "
+            f"--readable_model {model.with_suffix('.txt')} --quiet")
+    cache = model.with_suffix(".cache")
+    if passes > 1:
+        args += f" -c --cache_file {cache} -k --passes {passes}"
+    wall, out, _ = run([sys.executable, "-c", VW_CHILD, args])
+    cache.unlink(missing_ok=True)
+    return wall, child_seconds(out), args
+
+
+def vw_raw(model: pathlib.Path, path, which: str) -> np.ndarray:
+    """VW's raw predictions of ``model`` on the rows of ``path``."""
+    raw = model.with_suffix(f".{which}.raw")
+    run([sys.executable, "-c", VW_CHILD, f"-d {path} -t -i {model} -r {raw} --quiet"])
+    dv = np.loadtxt(raw, usecols=0, ndmin=1)
+    raw.unlink()
+    return dv
+
+
+def vw_accuracy(model: pathlib.Path, test_file, y=None) -> float:
+    """Test accuracy of VW's ``model`` on ``test_file`` (labels ``y``, else read from it):
+    the sign of its raw predictions."""
+    y = vw_labels(test_file) if y is None else y
+    dv = vw_raw(model, test_file, "test")
+    return float(np.mean(np.where(dv > 0, 1.0, -1.0) == np.where(y > 0, 1, -1)))
+
+
+def vw_scores(d, s, model):
     """Objective (hashed ‖w‖² + C·Σ loss of VW's raw predictions on the training file) and
-    test accuracy (sign of the raw prediction)."""
-    py = sys.executable
+    test accuracy (:func:`vw_accuracy`)."""
     weights = []
-    with open(readable) as f:
+    with open(model.with_suffix(".txt")) as f:
         body = False
         for line in f:
             if body:
                 weights.append(float(line.rsplit(":", 1)[1]))
             elif line.strip() == ":0":
                 body = True
-    nsq = float(np.sum(np.square(weights)))
-    res = {}
-    for which, path, y in (("train", train_file or d.vw_file, None if d is None else d.y),
-                           ("test", test_file or d.vw_test, None if d is None else d.yt)):
-        raw = model.with_suffix(f".{which}.raw")
-        run([py, "-c", VW_CHILD, f"-d {path} -t -i {model} -r {raw} --quiet"])
-        dv = np.loadtxt(raw, usecols=0, ndmin=1)
-        raw.unlink()
-        if y is None:
-            y = vw_labels(path)
-        if which == "train":
-            yy = np.where(y > 0, 1.0, -1.0)
-            res["objective"] = 0.5 * nsq + float(np.sum(binary_loss(yy * dv, s)))
-        else:
-            res["accuracy"] = float(np.mean(np.where(dv > 0, 1.0, -1.0) == np.where(y > 0, 1, -1)))
-    return res
+    yy = np.where(d.y > 0, 1.0, -1.0)
+    objective = 0.5 * float(np.sum(np.square(weights))) + float(
+        np.sum(binary_loss(yy * vw_raw(model, d.vw_file, "train"), s)))
+    return {"objective": objective, "accuracy": vw_accuracy(model, d.vw_test, d.yt)}
 
 
 def vw_labels(path) -> np.ndarray:
@@ -686,7 +695,7 @@ def beyond_memory(a):
     return res
 
 
-def anytime_race(a, store, test_store, held, vw_train, vw_test, s, n_rows, work) -> dict:
+def anytime_race(a, store, test_store, held, vw_train_file, vw_test, s, n_rows, work) -> dict:
     """Issue 31's anytime race: VW one pass and five (hinge loss, --l2 1/l), then on a
     LocalCluster of ``--bm-workers`` x ``--bm-memory-limit`` distsvm ``-s s`` to its stop,
     with early stopping, and with budgets of 1x and 2x VW's one-pass wall time (less the
@@ -697,20 +706,10 @@ def anytime_race(a, store, test_store, held, vw_train, vw_test, s, n_rows, work)
     for _ in range(a.bm_repeats):  # VW first: its one-pass time sets distsvm's budgets
         for passes in (1, 5):
             la = load()
-            model, readable = work / "vw.model", work / "vw.txt"
-            cmd = (f"-d {vw_train} --loss_function hinge --l2 {1.0 / n_rows:.10g} -f {model} "
-                   f"--readable_model {readable} --quiet")
-            if passes > 1:
-                cmd += f" -c --cache_file {work / 'vw.cache'} -k --passes {passes}"
-            wall, o, _ = run([sys.executable, "-c", VW_CHILD, cmd])
-            (work / "vw.cache").unlink(missing_ok=True)
-            raw = work / "vw.test.raw"
-            run([sys.executable, "-c", VW_CHILD, f"-d {vw_test} -t -i {model} -r {raw} --quiet"])
-            dv = np.loadtxt(raw, usecols=0, ndmin=1)
-            y = vw_labels(vw_test)
+            wall, train, _ = vw_train(vw_train_file, n_rows, "hinge", work / "vw.model", passes)
             r = {"tool": f"vw {passes} pass{'es' if passes > 1 else ''}", "load": la,
-                 "wall": wall, "train": child_seconds(o), "iters": passes,
-                 "accuracy": float(np.mean(np.where(dv > 0, 1.0, -1.0) == y))}
+                 "wall": wall, "train": train, "iters": passes,
+                 "accuracy": vw_accuracy(work / "vw.model", vw_test)}
             out.append(r)
             print(f"  {r['tool']}: wall {wall:.1f}s, test acc {100 * r['accuracy']:.2f}% "
                   f"(load {la:.2f})", flush=True)
