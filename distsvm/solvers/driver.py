@@ -303,11 +303,17 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
                         text += f" (sgd start {row[f'sgd_{v.name}']:.6g})"
                 solver.progress_of(k).round(row, text)
 
-        while not all(solver.done) and r < max_rounds:
+        def short():
+            """Whether a problem has neither stopped nor reached the limit: batched
+            problems go at their groups' paces, so the furthest one's round says nothing."""
+            return any(not done and _furthest([h]) < max_rounds
+                       for done, h in zip(solver.done, histories))
+
+        while short():
             log(_attempt(solver, histories, solver.step, log), scored=True)
             _finish(solver, [k for k, done in enumerate(solver.done) if done])
             r = _furthest(histories)
-            if settings.expired() and not all(solver.done) and r < max_rounds:
+            if settings.expired() and short():
                 for k, done in enumerate(solver.done):
                     stopped[k] = stopped[k] or (None if done else "time budget")
                 ctx.progress.note(f"round {r}: the time budget is spent; keeping the "
@@ -315,7 +321,7 @@ def drive(solver: Solver, *, max_rounds: int) -> list[Result]:
                 if every and r > saved:  # `resume` goes on from here
                     saved = r if _save(solver, r, histories, start, bests) else saved
                 break
-            if every and not all(solver.done) and r < max_rounds and r // every > saved // every:
+            if every and short() and r // every > saved // every:
                 saved = r if _save(solver, r, histories, start, bests) else saved
         ended = [k for k in range(solver.problems) if stopped[k]]
         if ended:
