@@ -15,6 +15,19 @@ import signal
 import sys
 import warnings
 
+from .errors import on_interrupt
+
+
+def _as_command() -> bool:
+    """Whether this process is the ``distsvm`` command (its script, ``python -m distsvm``),
+    not a program that calls :func:`main` (which keeps its own SIGINT handling)."""
+    return (getattr(sys.modules.get("__main__"), "__file__", None) or "").endswith(
+        ("/distsvm", "/distsvm/__main__.py"))
+
+
+if _as_command() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, on_interrupt)  # from the start: quiet before main runs
+
 try:  # these imports take a second (numpy, zarr): a Ctrl-C meanwhile is one line too
     from . import arguments, params
     from .arguments import EXIT_USAGE, storage_options
@@ -32,8 +45,7 @@ try:  # these imports take a second (numpy, zarr): a Ctrl-C meanwhile is one lin
     from .progress import Progress, now_iso
     from .solvers.registry import SOLVERS
 except KeyboardInterrupt:
-    if getattr(sys.modules.get("__main__"), "__file__", "").endswith(
-            ("/distsvm", "/distsvm/__main__.py")):  # the command starting (_as_command)
+    if _as_command():
         print("ERROR: interrupted", file=sys.stderr, flush=True)
         os._exit(130)  # now: unwinding the half-done imports could still die of the SIGINT
     raise
@@ -432,15 +444,12 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # interpreter finalizes) changes nothing
     if code == EXIT_INTERRUPTED or INTERRUPTED.is_set():
         print_error("interrupted")
+        if _as_command():  # now, as after an interrupted import: the interpreter's own exit
+            sys.stdout.flush()  # could still end by SIGINT (status -2), where an interrupt
+            sys.stderr.flush()  # escaped code it ran itself (1 run in 5 at 0.6-0.8 s into a
+            os._exit(EXIT_INTERRUPTED)  # pipeline run, load 4, SIGINT ignored by then)
         return EXIT_INTERRUPTED
     return code
-
-
-def _as_command() -> bool:
-    """Whether this process is the ``distsvm`` command (its script, ``python -m distsvm``),
-    not a program that calls :func:`main` (which keeps its own SIGINT handling)."""
-    return (getattr(sys.modules.get("__main__"), "__file__", None) or "").endswith(
-        ("/distsvm", "/distsvm/__main__.py"))
 
 
 def _main(argv) -> int:

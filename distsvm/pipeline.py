@@ -171,7 +171,10 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress,
                           "ingested before; appended as a new partition")
         with tempfile.TemporaryDirectory(  # beside a local dataset: same disk, room for it
                 prefix=f".{os.path.basename(os.path.abspath(url))}.part-",  # leftovers.py
-                dir=os.path.dirname(os.path.abspath(url)) if local else None) as tmp:
+                dir=os.path.dirname(os.path.abspath(url)) if local else None,
+                # after Ctrl-C the ingest's writers may still be adding files to it: what
+                # stays is the next run's leftover (leftovers.py), not a second error line
+                ignore_cleanup_errors=True) as tmp:
             part = ingest(path, os.path.join(tmp, "part.zarr"), **kwargs,
                           dtype=dataset.meta.dtype if dataset is not None else "float32")
             if dataset is None:  # the first partition makes the dataset
