@@ -206,7 +206,9 @@ SKIPPED = {  # (file, first line): why it is not run here
                      "python benchmarks/race.py --anytime pypi-summaries --bm-workers 1 "
                      "--bm-memory-limit 4GB \\",
                      "distsvm generate s5200k-lz4.zarr --rows 5200000 --features 100000 "
-                     "--nnz-per-row 100 --seed 7 --block-rows 20000 -q")},
+                     "--nnz-per-row 100 --seed 7 --block-rows 20000 -q",
+                     "python benchmarks/bench_early_stopping.py pypi.zarr pypi.t.zarr "
+                     "--repeat 7")},
     ("docs/benchmarks.md", "distsvm ingest ../shared/datasets/pypi-summaries.xz pypi.zarr"):
         "a benchmark measurement on the ../shared dataset pypi-summaries",
     ("docs/solvers/alm.md", "python benchmarks/bench_alm.py --datasets a9a w8a pendigits-lt5 "
