@@ -22,6 +22,7 @@ import numpy as np
 
 import distsvm.workers.blocks
 import distsvm.workers.cutting_plane
+import distsvm.workers.layout
 import distsvm.workers.validation
 from distsvm.storage import Dataset, open_dataset
 
@@ -134,10 +135,9 @@ class Validation:
     """A validation set on the cluster: its blocks on the workers of ``plan`` (they cache
     them), scored by one task a block (:func:`distsvm.workers.validation.block_scores`)."""
 
-    def __init__(self, client, dataset: Dataset, plan, metric: str, *, bias: float,
-                 n_features: int):
+    def __init__(self, client, dataset: Dataset, plan, metric: str, *, bias: float):
         self.client, self.dataset, self.plan, self.metric = client, dataset, plan, metric
-        self.bias, self.n_features = bias, n_features  # the training store's (w's layout)
+        self.bias = bias  # the model's: w's last weight is its bias weight where >= 0
         self.name = f"validation_{metric}"
 
     @classmethod
@@ -151,22 +151,12 @@ class Validation:
         plan = cluster.plan(client, len(dataset.meta.blocks), None, dataset)
         return cls(client, dataset, plan, metric, **kw)
 
-    def laid_out(self, w: np.ndarray) -> np.ndarray:
-        """``w`` laid out for the validation store's features (the model's rule,
-        :meth:`distsvm.model.Model.weights_for`: features it lacks weigh 0)."""
-        n, has_bias = self.dataset.meta.n_features, self.bias >= 0
-        out = np.zeros(w.shape[:-1] + (n + has_bias,))
-        k = min(n, self.n_features)
-        out[..., :k] = w[..., :k]
-        if has_bias:
-            out[..., n] = w[..., self.n_features]
-        return out
-
     def scores(self, ws: list[np.ndarray], problems: list[dict]) -> list[float]:
         """The score of each problem's weights ``ws[j]`` (scoring ``problems[j]``); run again
         on the survivors if a worker holding validation blocks leaves."""
         meta = self.dataset.meta
-        ws = [self.laid_out(np.asarray(w, dtype=np.float64)) for w in ws]
+        ws = [distsvm.workers.layout.laid_out(np.asarray(w), self.bias, meta.n_features)
+              for w in ws]
         while True:
             plan = self.plan
             shared, _ = cluster.scattered(self.client, tuple(ws), {}, plan.workers)

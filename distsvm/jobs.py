@@ -148,14 +148,13 @@ def _anytime(c, p, dataset: Dataset, plan: cluster.WorkerPlan, progress: Progres
         return dataset, plan, settings
     kind = _kind(p, meta)
     metric = anytime.metric_of(p, kind)
-    layout = dict(bias=float(p.bias), n_features=meta.n_features)
     if p.validation is not None:
         validation = anytime.Validation.of_store(c, p.validation, dataset.storage_options, metric,
-                                                 meta.regression, **layout)
+                                                 meta.regression, bias=float(p.bias))
     else:
         train, held = anytime.holdout(c, dataset, p.validation_fraction, p.seed, plan)
         validation = anytime.Validation(c, held, anytime.view_plan(plan, plan.owners, held),
-                                        metric, **layout)
+                                        metric, bias=float(p.bias))
         dataset, plan = train, anytime.view_plan(plan, plan.owners, train)
     if metric == "auc" and len(meta.classes) > 2 and registry.SOLVERS[p.solver].multiclass:
         raise ValueError("validation metric 'auc' scores binary problems (one-vs-rest's too), "

@@ -39,6 +39,7 @@ import scipy.sparse as sp
 
 from distsvm.storage.checkpoint import json_default, read_bytes, write_bytes
 from distsvm.storage.errors import listed
+from distsvm.workers.layout import laid_out
 
 from . import __version__
 from .resources import size
@@ -142,15 +143,9 @@ class Model:
         return dv if self.is_regression else np.asarray(self.classes)[self.class_index(dv)]
 
     def weights_for(self, n_features: int) -> np.ndarray:
-        """The weights laid out for data with ``n_features`` columns (LIBLINEAR's rule:
-        features the model has not seen get weight 0; a bias weight goes last)."""
-        has_bias = self.bias >= 0
-        w = np.zeros(self.w.shape[:-1] + (n_features + has_bias,))  # a row per class if K > 2
-        k = min(n_features, self.n_features)
-        w[..., :k] = self.w[..., :k]
-        if has_bias:
-            w[..., n_features] = self.w[..., self.n_features]
-        return w
+        """The weights laid out for data with ``n_features`` columns
+        (:func:`distsvm.workers.layout.laid_out`)."""
+        return laid_out(self.w, self.bias, n_features)
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, (n_rows, n_classes) in ``classes`` order, of a logistic
