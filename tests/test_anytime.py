@@ -127,6 +127,7 @@ def slow_store(tmp_path_factory, noisy, client):
                     block_rows=5_000)
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("path", PATHS + ["parallel over 2 workers"])
 def test_a_time_budget_ends_within_a_block_visit(slow_store, client, path, tmp_path):
     """A budget of 1 s on a store that needs ~10 s and more: training ends within 1.5 s of
@@ -146,6 +147,7 @@ def test_a_time_budget_ends_within_a_block_visit(slow_store, client, path, tmp_p
     assert prediction.predict(slow_store, back, client=where["client"])["accuracy"] > 0.6
 
 
+@pytest.mark.timed
 @pytest.mark.parametrize("loss", ["logistic", "squared_epsilon_insensitive",
                                   "epsilon_insensitive"])
 @pytest.mark.parametrize("path", ["in-process", "joined on 1 of 2 workers",
