@@ -18,14 +18,14 @@ from distsvm.solvers import driver
 
 
 class Paced(driver.Solver):
-    """Two problems: a step takes problem 0 three rounds on, problem 1 one round; problem 1
-    stops on its rule at round ``stop1`` (None: never)."""
+    """Two problems: a step takes problem 0 three rounds on, problem 1 one round, neither past
+    ``max_rounds``; problem 1 stops on its rule at round ``stop1`` (None: never)."""
 
     problems = 2
 
-    def __init__(self, ctx, stop1=None):
+    def __init__(self, ctx, max_rounds, stop1=None):
         super().__init__(ctx)
-        self.stop1 = stop1
+        self.max_rounds, self.stop1 = max_rounds, stop1
         self.steps = 0
 
     def step(self, r):
@@ -55,8 +55,7 @@ class Paced(driver.Solver):
 @pytest.mark.parametrize("stop1, rounds1, by1", [(None, 7, "round limit"), (4, 4, "eps")])
 def test_every_problem_runs_to_its_stop_or_the_limit(client, stop1, rounds1, by1):
     ctx = driver.Context(client, None, None, Progress(quiet=True))
-    solver = Paced(ctx, stop1)
-    solver.max_rounds = 7
+    solver = Paced(ctx, 7, stop1)
     with pytest.warns(ConvergenceWarning):  # problem 0 (and 1 without a rule) at the limit
         results = driver.drive(solver, max_rounds=7)
     assert [r.rounds for r in results] == [7, rounds1]
