@@ -67,6 +67,16 @@ class _Done:
         pass
 
 
+class _Runner:
+    """A simulated worker's :class:`distsvm.workers.runner.Runner`: a call is a task on it."""
+
+    def __init__(self, client, worker):
+        self.client, self.worker = client, worker
+
+    def call(self, fn, *args, **kwargs):
+        return self.client.submit(fn, *args, workers=[self.worker], **kwargs)
+
+
 class SimClient:
     """K simulated workers in this process: each task runs at once, on this thread, its CPU
     time and bytes recorded in the current wave, which the coordinator's first wait on a
@@ -89,6 +99,8 @@ class SimClient:
 
         args = [a.value if isinstance(a, _Done) else a for a in args]
         worker = (workers or self.addresses)[0]
+        if kwargs.pop("actor", False):  # a Runner: its calls are this client's tasks
+            return _Done(self, "Runner", _Runner(self, worker))
         # each simulated worker's own per-run state, as each worker process has its own
         # (the block cache, keyed by content, is shared: the blocks are the owners' anyway)
         worker_blocks._runs = self.tables.setdefault(worker, {})

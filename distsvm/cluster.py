@@ -51,6 +51,7 @@ IN_FLIGHT = 4
 # flight (its compressed chunks and decoded arrays, before they enter the cache).
 READ = 2
 POLL_SECONDS = 2.0
+LEAVING_SECONDS = 30.0  # a worker that does not answer a call is gone by then
 PAUSED_SECONDS = 60.0  # a pinned worker paused this long (over its memory) fails the job
 
 
@@ -656,6 +657,61 @@ def alive(client: Client) -> set[str]:
     return set(workers_info(client))
 
 
+class Call:
+    """A call of ``fn(*args, **kwargs)`` on worker ``worker``'s
+    :class:`~distsvm.workers.runner.Runner` (``runner``, a Dask actor): sent straight to the
+    worker, not a task through the scheduler.  It has a future's ``result(timeout)``; it
+    cannot be cancelled (:func:`settle` waits for it instead)."""
+
+    def __init__(self, runner, worker: str, fn, *args, **kwargs):
+        self.worker = worker
+        try:
+            self.future = runner.call(fn, *args, **kwargs)
+        except RuntimeError:  # Dask: "Worker holding Actor was lost"
+            self.future = None
+
+    def result(self, timeout=None):
+        """The call's result; :class:`Unreachable` if its worker could not be reached."""
+        if self.future is None:
+            raise Unreachable(self.worker)
+        try:
+            return self.future.result(timeout=timeout)
+        except OSError as e:  # Dask's words for a call that found no worker, not fn's errors
+            if str(e) == "Unable to contact Actor's worker":
+                raise Unreachable(self.worker) from None
+            raise
+
+    def finish(self, client: Client) -> None:
+        """Wait until the call has ended or its worker has left the cluster; its result
+        (or error) is dropped."""
+        while True:
+            try:
+                self.result(timeout=POLL_SECONDS)
+                return
+            except TimeoutError:
+                if self.worker not in alive(client):
+                    return
+            except Exception:
+                return
+
+
+class Unreachable(Exception):
+    """A :class:`Call`'s worker did not answer."""
+
+
+def runner(client: Client, worker: str):
+    """A new :class:`~distsvm.workers.runner.Runner` actor on ``worker`` (gone with the
+    returned handle); :class:`WorkerLost` if the worker leaves first."""
+    from distsvm.workers.runner import Runner
+
+    future = client.submit(Runner, actor=True, workers=[worker], pure=False)
+    handle = gather(client, [future], [worker])[0]
+    # Dask binds a handle to the process's default client, which need not be ``client``
+    # (whose scheduler knows the worker): calls through another would never return
+    handle._client, handle._future = client, future
+    return handle
+
+
 def gather(client: Client, futures: list, workers) -> list:
     """The results of ``futures``, tasks pinned to ``workers``; raises :class:`WorkerLost`
     (a ClusterError) if one of those workers leaves the cluster before every result has
@@ -671,7 +727,7 @@ def gather(client: Client, futures: list, workers) -> list:
     for f in futures:
         result, gone = _result(client, f, workers)
         if gone:
-            client.cancel(futures)
+            client.cancel([f for f in futures if not isinstance(f, Call)])
             raise WorkerLost(gone)
         results.append(result)
     return results
@@ -698,6 +754,8 @@ def _result(client: Client, f, workers) -> tuple[object, list[str]]:
     while True:
         try:
             return f.result(timeout=POLL_SECONDS), []
+        except Unreachable:
+            return None, [_leaving(client, f.worker)]
         except TimeoutError:
             info = workers_info(client)
             gone = sorted(set(workers) - set(info))
@@ -725,9 +783,25 @@ def _running(keys: set, dask_worker=None) -> bool:
     return any(ts.key in keys for ts in dask_worker.state.all_running_tasks)
 
 
+def _leaving(client: Client, worker: str) -> str:
+    """``worker``, which did not answer a :class:`Call`, once the scheduler too has seen it
+    leave (it may hear of it later than the caller); ClusterError if it stays."""
+    deadline = time.monotonic() + LEAVING_SECONDS
+    while worker in alive(client):
+        if time.monotonic() > deadline:
+            raise ClusterError(f"worker {worker} does not answer, yet the Dask scheduler "
+                               f"still lists it after {LEAVING_SECONDS:.0f}s") from None
+        time.sleep(0.1)
+    return worker
+
+
 def settle(client: Client, futures: list, workers) -> None:
     """Cancel ``futures`` and wait until none of them runs on any of ``workers`` still
-    alive, so that the state their tasks change is at rest."""
+    alive, so that the state their tasks change is at rest (a :class:`Call`: until it has
+    ended or its worker has left)."""
+    for call in [f for f in futures if isinstance(f, Call)]:
+        call.finish(client)
+    futures = [f for f in futures if not isinstance(f, Call)]
     client.cancel(futures)
     keys = {f.key for f in futures}
     while keys:

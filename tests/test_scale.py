@@ -1,6 +1,6 @@
 """Scale out (issue 27): a store spread over several workers is computed by every worker that
 holds a share, its blocks stay decoded in the owners' memory across passes and rounds, and a
-pass is one task per worker, whatever the number of blocks."""
+pass is one call per worker, whatever the number of blocks."""
 
 from __future__ import annotations
 
@@ -56,24 +56,31 @@ def test_plans_size_each_cache_for_what_the_worker_reads():
 
 
 @pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
-def test_newton_passes_are_one_task_per_worker_whatever_the_blocks(client, a9a, tmp_path, loss):
+def test_newton_passes_are_one_call_per_worker_whatever_the_blocks(client, a9a, tmp_path, loss):
     """Newton on 8 blocks over 2 workers: every pass (evaluation, Hessian-vector product,
-    step) is one task on each worker, counted in the scheduler's task stream — K tasks a
-    pass, not one a block — and each block is read from the store once in the run."""
+    step) is one call on each worker, counted on the workers — K calls a pass, not one a
+    block — and none goes through the scheduler (its task stream has no pass: only each
+    worker's Runner); each block is read from the store once in the run."""
     from distributed import get_task_stream
+
+    import distsvm.workers.runner
 
     X, y = a9a
     store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 8 + 1)
     assert len(store.meta.blocks) == 8
     client.run(distsvm.workers.blocks.clear_cache)
     before = client.run(distsvm.workers.blocks.read_counts)
+    calls = client.run(distsvm.workers.runner.calls)
     with get_task_stream(client) as ts:
         model = train(store, solver="newton", loss=loss, client=client)
     names = [t["key"].split("-")[0] if isinstance(t["key"], str) else str(t["key"])
              for t in ts.data]
-    cg = sum(row["cg_iterations"] for row in model.summary["history"])
-    assert names.count("hess_vec") == 2 * cg
-    assert names.count("step") == 2 * model.summary["rounds"]
+    assert sorted(names) == ["Runner", "Runner"]
+    done = client.run(distsvm.workers.runner.calls)
+    for a in done:  # each worker: one call a pass
+        new = {k: n - calls[a].get(k, 0) for k, n in done[a].items()}
+        assert new["hess_vec"] == sum(row["cg_iterations"] for row in model.summary["history"])
+        assert new["step"] == model.summary["rounds"]
     after = client.run(distsvm.workers.blocks.read_counts)
     reads = {k: n - before[a].get(k, 0) for a in after for k, n in after[a].items()
              if k[0] == store.url}
@@ -124,10 +131,10 @@ def test_a_store_spread_over_workers_trains_dual_twins_by_newton_on_all_of_them(
                                                                                   tmp_path):
     """-s 1 (dual CD of the squared hinge, LIBLINEAR's primal switch set, as the CLI sets it)
     on a store each of 2 workers holds a share of but neither all of it: the primal Newton
-    solver on both (tasks on both in the scheduler's task stream), said in the log, at
+    solver on both (Hessian-vector calls on both, counted on the workers), said in the log, at
     LIBLINEAR's -s 2 objective for the same tolerance (0.001 x -s 1's); where one worker
     holds the store, dual CD as before."""
-    from distributed import get_task_stream
+    import distsvm.workers.runner
 
     X, y = a9a
     store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 4 + 1)
@@ -137,13 +144,13 @@ def test_a_store_spread_over_workers_trains_dual_twins_by_newton_on_all_of_them(
     spread = cluster.assign(dataclasses.replace(plan, free={a: 5 * size for a in plan.workers}),
                             plan.owners)
     log = io.StringIO()
-    with get_task_stream(client) as ts:
-        model = train(store, client=client, plan=spread, loss="squared_hinge",
-                      primal_switch=300, progress=Progress(stream=log))
+    calls = client.run(distsvm.workers.runner.calls)
+    model = train(store, client=client, plan=spread, loss="squared_hinge",
+                  primal_switch=300, progress=Progress(stream=log))
     assert model.solver == "newton" and model.params["eps"] == pytest.approx(1e-4)
     assert "the store spans 2 workers' memory and no one worker holds it" in log.getvalue()
-    assert {t["worker"] for t in ts.data if str(t["key"]).startswith("hess_vec")} == \
-        set(plan.workers)
+    done = client.run(distsvm.workers.runner.calls)
+    assert all(done[a]["hess_vec"] > calls[a].get("hess_vec", 0) for a in plan.workers)
     ref = _liblinear_objective(X, y, "-s 2 -e 0.0001", "squared_hinge")
     assert model.summary["primal_objective"] <= ref * (1 + 1e-6)  # no worse than LIBLINEAR's
     held = cluster.assign(dataclasses.replace(plan, free={a: 20 * size for a in plan.workers}),

@@ -477,14 +477,17 @@ TREE_MIN = 4
 
 
 class Passes:
-    """Map-reduce passes over the blocks: one task per worker that owns blocks, over its
-    blocks, replies in worker order; ``count`` counts them."""
+    """Map-reduce passes over the blocks: one call per worker that owns blocks, over its
+    blocks, replies in worker order; ``count`` counts them.  A pass's calls go straight to
+    each worker's :class:`~distsvm.workers.runner.Runner` (:class:`distsvm.cluster.Call`),
+    not as tasks through the scheduler: one round trip a pass."""
 
     def __init__(self, ctx: Context, bias_value: float):
         self.ctx = ctx
         self.common = dict(bias=bias_value, n_features=ctx.dataset.meta.n_features,
                            storage_options=ctx.dataset.storage_options)
         self.count = 0
+        self.runners: dict = {}  # worker: its Runner, made at its first pass
 
     def owned(self) -> list[tuple[str, list]]:
         """(worker, its blocks' infos) of each worker of the current plan that owns blocks."""
@@ -496,19 +499,26 @@ class Passes:
         """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass.
         ``threaded``: ``fn`` also takes ``threads``, the worker's (:class:`WorkerPlan`), and
         shares its blocks among them (:func:`distsvm.workers.blocks.each_block`)."""
-        futures, owners = self._submit(fn, args, per_worker, threaded, kw)
-        return cluster.gather(self.ctx.client, futures, owners)
+        owners = [a for a, _ in self.owned()]
+        return cluster.gather(self.ctx.client, self._calls(fn, args, per_worker, threaded, kw),
+                              owners)
 
     def total(self, fn, *args, threaded=False, **kw) -> list:
         """:meth:`each` for replies that are summed (numbers, arrays, dicts of them): over
-        more than ``TREE_MIN`` owners, added up a binary tree of tasks on the owners (each
+        more than ``TREE_MIN`` owners, tasks added up a binary tree on the owners (each
         adds two replies on the first one's worker, which fetches the other from its peer),
         so that the coordinator receives one reply, not one per worker; returns the replies
         to sum (one, or the owners' where they are few)."""
-        futures, owners = self._submit(fn, args, None, threaded, kw)
-        if len(futures) <= TREE_MIN:
-            return cluster.gather(self.ctx.client, futures, owners)
-        level, where = futures, owners
+        if len(self.owned()) <= TREE_MIN:
+            return self.each(fn, *args, threaded=threaded, **kw)
+        self.count += 1
+        ctx, owned = self.ctx, self.owned()
+        args, _ = cluster.scattered(ctx.client, args, {}, [a for a, _ in owned])
+        level = ctx.pending = [
+            ctx.client.submit(fn, ctx.dataset.url, infos, *args, workers=[a], pure=False,
+                              **self._kw(a, threaded, kw))
+            for a, infos in owned]
+        where = [a for a, _ in owned]
         while len(level) > 1:
             pairs = range(0, len(level) - 1, 2)
             level, where = ([self.ctx.client.submit(distsvm.workers.blocks.add_replies, level[i],
@@ -517,18 +527,23 @@ class Passes:
                             + level[len(level) - len(level) % 2:],
                             [where[i] for i in pairs] + where[len(where) - len(where) % 2:])
             self.ctx.pending += level
-        return cluster.gather(self.ctx.client, level, owners)
+        return cluster.gather(self.ctx.client, level, [a for a, _ in owned])
 
-    def _submit(self, fn, args, per_worker, threaded, kw) -> tuple[list, list[str]]:
-        """Submit one pass (:meth:`each`); its futures and their workers."""
+    def _kw(self, a: str, threaded: bool, kw: dict) -> dict:
+        """The keywords of worker ``a``'s part of a pass."""
+        return dict(cache_bytes=self.ctx.plan.cache_bytes[a], **self.common, **kw,
+                    **({"threads": self.ctx.plan.threads.get(a, 1)} if threaded else {}))
+
+    def _calls(self, fn, args, per_worker, threaded, kw) -> list:
+        """One pass (:meth:`each`): its calls, in worker order."""
         self.count += 1
         ctx, owned = self.ctx, self.owned()
-        args, _ = cluster.scattered(ctx.client, args, {}, [a for a, _ in owned])
-        self.ctx.pending = futures = [
-            ctx.client.submit(fn, ctx.dataset.url, infos, *args,
-                              *((per_worker[j],) if per_worker is not None else ()),
-                              cache_bytes=ctx.plan.cache_bytes[a], workers=[a], pure=False,
-                              **self.common, **kw,
-                              **({"threads": ctx.plan.threads.get(a, 1)} if threaded else {}))
-            for j, (a, infos) in enumerate(owned)]
-        return futures, [a for a, _ in owned]
+        self.runners = {a: r for a, r in self.runners.items() if a in ctx.plan.workers}
+        for a, _ in owned:
+            if a not in self.runners:
+                self.runners[a] = cluster.runner(ctx.client, a)
+        ctx.pending = [cluster.Call(self.runners[a], a, fn, ctx.dataset.url, infos, *args,
+                                    *((per_worker[j],) if per_worker is not None else ()),
+                                    **self._kw(a, threaded, kw))
+                       for j, (a, infos) in enumerate(owned)]
+        return ctx.pending
