@@ -133,10 +133,12 @@ def view_plan(plan, stored, view: Dataset):
 
 class Validation:
     """A validation set on the cluster: its blocks on the workers of ``plan`` (they cache
-    them), scored by one task a block (:func:`distsvm.workers.validation.block_scores`)."""
+    them), scored by one call on each worker that owns some
+    (:func:`distsvm.workers.validation.blocks_scores`, :class:`distsvm.cluster.Runners`)."""
 
     def __init__(self, client, dataset: Dataset, plan, metric: str, *, bias: float):
         self.client, self.dataset, self.plan, self.metric = client, dataset, plan, metric
+        self.runners = cluster.Runners(client)
         self.bias = bias  # the model's: w's last weight is its bias weight where >= 0
         self.name = f"validation_{metric}"
 
@@ -159,16 +161,19 @@ class Validation:
               for w in ws]
         while True:
             plan = self.plan
-            shared, _ = cluster.scattered(self.client, tuple(ws), {}, plan.workers)
-            futures = [self.client.submit(
-                distsvm.workers.validation.block_scores, self.dataset.url, info, problems, *shared,
-                metric=self.metric, bias=self.bias, n_features=meta.n_features,
-                store_classes=tuple(meta.classes), cache_bytes=plan.cache_bytes[plan.owners[b]],
-                storage_options=self.dataset.storage_options, workers=[plan.owners[b]],
-                pure=False)
-                for b, info in enumerate(meta.blocks)]
+            owned = [(a, [info for info, o in zip(meta.blocks, plan.owners) if o == a])
+                     for a in plan.workers]
+            owned = [(a, infos) for a, infos in owned if infos]
             try:
-                parts = cluster.gather(self.client, futures, plan.workers)
+                self.runners.keep(plan.workers)
+                calls = [self.runners.call(
+                    a, distsvm.workers.validation.blocks_scores, self.dataset.url, infos,
+                    problems, *ws, metric=self.metric, bias=self.bias,
+                    n_features=meta.n_features, store_classes=tuple(meta.classes),
+                    cache_bytes=plan.cache_bytes[a], storage_options=self.dataset.storage_options)
+                    for a, infos in owned]
+                parts = [p for ps in cluster.gather(self.client, calls, [a for a, _ in owned])
+                         for p in ps]
                 break
             except cluster.WorkerLost as lost:
                 self.plan = cluster.replan(plan, lost.gone)

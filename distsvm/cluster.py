@@ -699,17 +699,31 @@ class Unreachable(Exception):
     """A :class:`Call`'s worker did not answer."""
 
 
-def runner(client: Client, worker: str):
-    """A new :class:`~distsvm.workers.runner.Runner` actor on ``worker`` (gone with the
-    returned handle); :class:`WorkerLost` if the worker leaves first."""
-    from distsvm.workers.runner import Runner
+class Runners:
+    """A job's :class:`~distsvm.workers.runner.Runner` on each worker it calls, made at the
+    first call there (a Dask actor, gone with this object)."""
 
-    future = client.submit(Runner, actor=True, workers=[worker], pure=False)
-    handle = gather(client, [future], [worker])[0]
-    # Dask binds a handle to the process's default client, which need not be ``client``
-    # (whose scheduler knows the worker): calls through another would never return
-    handle._client, handle._future = client, future
-    return handle
+    def __init__(self, client: Client):
+        self.client = client
+        self.handles: dict = {}
+
+    def call(self, worker: str, fn, *args, **kwargs) -> Call:
+        """``fn(*args, **kwargs)`` on ``worker`` as a :class:`Call`; :class:`WorkerLost` if
+        the worker leaves before its Runner is made."""
+        if worker not in self.handles:
+            from distsvm.workers.runner import Runner
+
+            future = self.client.submit(Runner, actor=True, workers=[worker], pure=False)
+            handle = gather(self.client, [future], [worker])[0]
+            # Dask binds a handle to the process's default client, which need not be ours
+            # (whose scheduler knows the worker): calls through another never return
+            handle._client, handle._future = self.client, future
+            self.handles[worker] = handle
+        return Call(self.handles[worker], worker, fn, *args, **kwargs)
+
+    def keep(self, workers) -> None:
+        """Drop the Runners of workers not in ``workers`` (gone from the job's plan)."""
+        self.handles = {a: h for a, h in self.handles.items() if a in set(workers)}
 
 
 def gather(client: Client, futures: list, workers) -> list:

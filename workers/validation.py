@@ -20,6 +20,12 @@ from distsvm.storage import BlockInfo
 from . import blocks, losses
 
 
+def blocks_scores(url: str, infos: list[BlockInfo], problems: list[dict], *ws,
+                  **kwargs) -> list:
+    """:func:`block_scores` of each block of ``infos`` (one worker's): one call a worker."""
+    return [block_scores(url, info, problems, *ws, **kwargs) for info in infos]
+
+
 def block_scores(url: str, info: BlockInfo, problems: list[dict], *ws, metric: str,
                  bias: float, n_features: int, store_classes: tuple, cache_bytes: int,
                  storage_options: dict | None = None) -> list:

@@ -487,7 +487,7 @@ class Passes:
         self.common = dict(bias=bias_value, n_features=ctx.dataset.meta.n_features,
                            storage_options=ctx.dataset.storage_options)
         self.count = 0
-        self.runners: dict = {}  # worker: its Runner, made at its first pass
+        self.runners = cluster.Runners(ctx.client)
 
     def owned(self) -> list[tuple[str, list]]:
         """(worker, its blocks' infos) of each worker of the current plan that owns blocks."""
@@ -538,12 +538,9 @@ class Passes:
         """One pass (:meth:`each`): its calls, in worker order."""
         self.count += 1
         ctx, owned = self.ctx, self.owned()
-        self.runners = {a: r for a, r in self.runners.items() if a in ctx.plan.workers}
-        for a, _ in owned:
-            if a not in self.runners:
-                self.runners[a] = cluster.runner(ctx.client, a)
-        ctx.pending = [cluster.Call(self.runners[a], a, fn, ctx.dataset.url, infos, *args,
-                                    *((per_worker[j],) if per_worker is not None else ()),
-                                    **self._kw(a, threaded, kw))
+        self.runners.keep(ctx.plan.workers)
+        ctx.pending = [self.runners.call(a, fn, ctx.dataset.url, infos, *args,
+                                         *((per_worker[j],) if per_worker is not None else ()),
+                                         **self._kw(a, threaded, kw))
                        for j, (a, infos) in enumerate(owned)]
         return ctx.pending
