@@ -6,7 +6,11 @@ As a task, its arguments go coordinator → scheduler → worker, and the reply 
 scheduler to hear that the task ended before the coordinator fetches it; a call is one round
 trip (on this machine's 2-worker LocalCluster with a 3.2 MB vector each way: 21 ms a task
 pass, 9 ms a call, see docs/benchmarks.md).  ``CALLS`` counts the calls on this worker by
-function name, for the tests that count a pass's work.
+function name, for the tests that count a pass's work.  A worker runs the calls it gets one
+at a time (Dask's actor thread), whatever the job: a call shares its blocks among the
+worker's threads itself (:func:`distsvm.workers.blocks.each_block`), and problems trained
+side by side (one-vs-rest) take turns on a worker where their tasks would have shared its
+threads.
 """
 
 from __future__ import annotations
