@@ -52,7 +52,8 @@ IN_FLIGHT = 4
 READ = 2
 POLL_SECONDS = 2.0
 LEAVING_SECONDS = 30.0  # a worker that does not answer a call is gone by then
-PAUSED_SECONDS = 60.0  # a pinned worker paused this long (over its memory) fails the job
+# a pinned worker paused this long (over its memory) fails the job (< runner.PAUSED_WAIT)
+PAUSED_SECONDS = 60.0
 
 
 PROBE_SECONDS = 5.0  # a scheduler's port that does not answer a TCP connect within this
@@ -734,8 +735,9 @@ def gather(client: Client, futures: list, workers) -> list:
     Each result is fetched with a timeout: a finished task whose worker then dies goes back
     to waiting for that worker, so neither ``wait`` nor a plain ``gather`` may be trusted to
     return.  A worker that Dask has paused (its memory over the pause threshold, 80% of its
-    limit) runs no task, and holding its blocks' state it does not recover by itself: after
-    ``PAUSED_SECONDS`` of that the job fails with a ClusterError instead of waiting forever.
+    limit) runs no task (nor :class:`Call`, :mod:`distsvm.workers.runner`), and holding
+    its blocks' state it does not recover by itself: after ``PAUSED_SECONDS`` of that the
+    job fails with a ClusterError instead of waiting forever.
     """
     results = []
     for f in futures:

@@ -101,19 +101,23 @@ class Hog(Progress):
             self.client.run(_hog)
 
 
+@pytest.mark.parametrize("solver, workers", [("dcd", 1), ("newton", 2)])
 def test_a_worker_paused_over_its_memory_fails_the_job_instead_of_hanging(small_store,
-                                                                         monkeypatch):
+                                                                         monkeypatch, solver,
+                                                                         workers):
+    """Dual CD's tasks (one worker) and Newton's passes, calls on each worker's Runner
+    (two workers): a paused worker starts neither, and the job fails with one clear error."""
     from distributed import Client, LocalCluster
 
     import distsvm.cluster
 
     monkeypatch.setattr(distsvm.cluster, "PAUSED_SECONDS", 3.0)
-    with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1",
+    with LocalCluster(n_workers=workers, threads_per_worker=1, host="127.0.0.1",
                       dashboard_address="127.0.0.1:0", memory_limit="1000MiB") as cluster, \
             Client(cluster) as c:
         start = time.perf_counter()
         with pytest.raises(ClusterError, match="paused by Dask"):
-            train(small_store, eps=1e-12, max_rounds=100_000, client=c,
+            train(small_store, solver=solver, eps=1e-12, max_rounds=100_000, client=c,
                   progress=Hog(c, 2))
         assert time.perf_counter() - start < 60
 
