@@ -6,26 +6,28 @@ As a task, its arguments go coordinator → scheduler → worker, and the reply 
 scheduler to hear that the task ended before the coordinator fetches it; a call is one round
 trip (on this machine's 2-worker LocalCluster with a 3.2 MB vector each way: 21 ms a task
 pass, 9 ms a call, see docs/benchmarks.md).  ``CALLS`` counts the calls on this worker by
-function name, for the tests that count a pass's work.  A call runs in a pool of as many
-threads as the worker has (one pool per worker, shared by every job's Runner), so
-calls side by side — one-vs-rest problems, one per thread — run side by side as their tasks
-did; Dask's own actor thread would take them one at a time.  A worker that Dask has paused
-(its memory over the pause threshold) starts no call, as it starts no task: the call waits
-until the worker resumes, at most ``PAUSED_WAIT`` seconds (the coordinator gives up on a
-worker paused for ``distsvm.cluster.PAUSED_SECONDS``, less than this, and the call then
-ends without running instead of changing the state of a job that has ended).
+function name, for the tests that count a pass's work.
+
+A worker runs the calls it gets one at a time, on Dask's actor thread: a call shares its
+blocks among the worker's threads itself (:func:`distsvm.workers.blocks.each_block`). Calls
+in a pool of the worker's threads instead, so that problems side by side (one-vs-rest) would
+run side by side as their tasks did, were measured and not kept, the simpler code being as
+fast: letter ``-s 0`` one-vs-rest on 2 workers × 2 threads 2.85–3.29 s against 2.80–2.94 s
+(docs/benchmarks.md); Newton ``-s 2`` on pypi-summaries within the machine's noise. A worker
+that Dask has paused (its memory over the pause threshold) starts no call, as it starts no
+task: the call waits until the worker resumes, at most ``PAUSED_WAIT`` seconds (the
+coordinator gives up on a worker paused for ``distsvm.cluster.PAUSED_SECONDS``, less than
+this, and the call then ends without running instead of changing the state of a job that has
+ended).
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import concurrent.futures
-import functools
+import time
 
 CALLS: collections.Counter = collections.Counter()
 PAUSED_WAIT = 65.0  # just over the coordinator's distsvm.cluster.PAUSED_SECONDS (60 s)
-_POOLS: dict = {}  # a worker's address: its pool, made by its first Runner
 
 
 class Runner:
@@ -34,24 +36,18 @@ class Runner:
     def __init__(self):
         from distributed import get_worker
 
-        worker = self.worker = get_worker()
-        if worker.address not in _POOLS:
-            _POOLS[worker.address] = concurrent.futures.ThreadPoolExecutor(
-                worker.state.nthreads, thread_name_prefix="distsvm-calls")
-        self.pool = _POOLS[worker.address]
+        self.worker = get_worker()
 
-    async def call(self, fn, *args, **kwargs):
+    def call(self, fn, *args, **kwargs):
         from distributed.core import Status
 
-        loop = asyncio.get_running_loop()
-        until = loop.time() + PAUSED_WAIT
+        until = time.monotonic() + PAUSED_WAIT
         while self.worker.status == Status.paused:
-            if loop.time() > until:
+            if time.monotonic() > until:
                 raise RuntimeError(f"worker paused for {PAUSED_WAIT:.0f}s: {fn.__name__} not run")
-            await asyncio.sleep(0.05)
+            time.sleep(0.05)
         CALLS[fn.__name__] += 1
-        return await asyncio.get_running_loop().run_in_executor(
-            self.pool, functools.partial(fn, *args, **kwargs))
+        return fn(*args, **kwargs)
 
 
 def calls() -> dict:
