@@ -68,7 +68,7 @@ class _Done:
 
 
 class _Runner:
-    """A simulated worker's :class:`distsvm.workers.runner.Runner`: a call is a task on it."""
+    """A simulated worker's :class:`distsvm.cluster.Runner`: a call is a task on it."""
 
     def __init__(self, client, worker):
         self.client, self.worker = client, worker

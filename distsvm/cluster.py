@@ -21,6 +21,7 @@ workers (:func:`replan`) and carries on; the others let it fail the job.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import dataclasses
 import importlib.machinery
@@ -52,7 +53,7 @@ IN_FLIGHT = 4
 READ = 2
 POLL_SECONDS = 2.0
 LEAVING_SECONDS = 30.0  # a worker that does not answer a call is gone by then
-# a pinned worker paused this long (over its memory) fails the job (< runner.PAUSED_WAIT)
+# a pinned worker paused this long (over its memory) fails the job (< PAUSED_WAIT)
 PAUSED_SECONDS = 60.0
 
 
@@ -658,9 +659,61 @@ def alive(client: Client) -> set[str]:
     return set(workers_info(client))
 
 
+# On each worker process: the calls its Runners ran, by function name (tests count a pass's
+# work with runner_calls); a call waits at most PAUSED_WAIT for a paused worker to resume
+RUNNER_CALLS: collections.Counter = collections.Counter()
+PAUSED_WAIT = 65.0  # just over PAUSED_SECONDS (60 s)
+
+
+class Runner:
+    """A worker's endpoint for a job's map-reduce passes: a Dask actor whose calls go straight
+    from the coordinator to the worker and back, not as tasks through the scheduler.
+
+    A pass is one call on each worker that owns blocks (:class:`distsvm.solvers.driver.Passes`).
+    As a task, its arguments go coordinator → scheduler → worker, and the reply waits for the
+    scheduler to hear that the task ended before the coordinator fetches it; a call is one round
+    trip (on this machine's 2-worker LocalCluster with a 3.2 MB vector each way: 21 ms a task
+    pass, 9 ms a call, see docs/benchmarks.md).  ``RUNNER_CALLS`` counts the calls on a worker by
+    function name, for the tests that count a pass's work.
+
+    A worker runs the calls it gets one at a time, on Dask's actor thread: a call shares its
+    blocks among the worker's threads itself (:func:`distsvm.workers.blocks.each_block`). Calls
+    in a pool of the worker's threads instead, so that problems side by side (one-vs-rest) would
+    run side by side as their tasks did, were measured and not kept, the simpler code being as
+    fast: letter ``-s 0`` one-vs-rest on 2 workers × 2 threads 2.85–3.29 s against 2.80–2.94 s
+    (docs/benchmarks.md); Newton ``-s 2`` on pypi-summaries within the machine's noise. A worker
+    that Dask has paused (its memory over the pause threshold) starts no call, as it starts no
+    task: the call waits until the worker resumes, at most ``PAUSED_WAIT`` seconds (the
+    coordinator gives up on a worker paused for ``distsvm.cluster.PAUSED_SECONDS``, less than
+    this, and the call then ends without running instead of changing the state of a job that has
+    ended).
+    """
+
+    def __init__(self):
+        from distributed import get_worker
+
+        self.worker = get_worker()
+
+    def call(self, fn, *args, **kwargs):
+        from distributed.core import Status
+
+        until = time.monotonic() + PAUSED_WAIT
+        while self.worker.status == Status.paused:
+            if time.monotonic() > until:
+                raise RuntimeError(f"worker paused for {PAUSED_WAIT:.0f}s: {fn.__name__} not run")
+            time.sleep(0.05)
+        RUNNER_CALLS[fn.__name__] += 1
+        return fn(*args, **kwargs)
+
+
+def runner_calls() -> dict:
+    """``RUNNER_CALLS`` of this worker (for ``client.run``)."""
+    return dict(RUNNER_CALLS)
+
+
 class Call:
     """A call of ``fn(*args, **kwargs)`` on worker ``worker``'s
-    :class:`~distsvm.workers.runner.Runner` (``runner``, a Dask actor): sent straight to the
+    :class:`Runner` (``runner``, a Dask actor): sent straight to the
     worker, not a task through the scheduler.  It has a future's ``result(timeout)``; it
     cannot be cancelled (:func:`settle` waits for it instead)."""
 
@@ -701,7 +754,7 @@ class Unreachable(Exception):
 
 
 class Runners:
-    """A job's :class:`~distsvm.workers.runner.Runner` on each worker it calls, made at the
+    """A job's :class:`Runner` on each worker it calls, made at the
     first call there (a Dask actor, gone with this object)."""
 
     def __init__(self, client: Client):
@@ -712,8 +765,6 @@ class Runners:
         """``fn(*args, **kwargs)`` on ``worker`` as a :class:`Call`; :class:`WorkerLost` if
         the worker leaves before its Runner is made."""
         if worker not in self.handles:
-            from distsvm.workers.runner import Runner
-
             future = self.client.submit(Runner, actor=True, workers=[worker], pure=False)
             handle = gather(self.client, [future], [worker])[0]
             # Dask binds a handle to the process's default client, which need not be ours
@@ -735,7 +786,7 @@ def gather(client: Client, futures: list, workers) -> list:
     Each result is fetched with a timeout: a finished task whose worker then dies goes back
     to waiting for that worker, so neither ``wait`` nor a plain ``gather`` may be trusted to
     return.  A worker that Dask has paused (its memory over the pause threshold, 80% of its
-    limit) runs no task (nor :class:`Call`, :mod:`distsvm.workers.runner`), and holding
+    limit) runs no task (nor :class:`Call`, :class:`Runner`), and holding
     its blocks' state it does not recover by itself: after ``PAUSED_SECONDS`` of that the
     job fails with a ClusterError instead of waiting forever.
     """

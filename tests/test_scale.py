@@ -63,20 +63,18 @@ def test_newton_passes_are_one_call_per_worker_whatever_the_blocks(client, a9a, 
     worker's Runner); each block is read from the store once in the run."""
     from distributed import get_task_stream
 
-    import distsvm.workers.runner
-
     X, y = a9a
     store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 8 + 1)
     assert len(store.meta.blocks) == 8
     client.run(distsvm.workers.blocks.clear_cache)
     before = client.run(distsvm.workers.blocks.read_counts)
-    calls = client.run(distsvm.workers.runner.calls)
+    calls = client.run(cluster.runner_calls)
     with get_task_stream(client) as ts:
         model = train(store, solver="newton", loss=loss, client=client)
     names = [t["key"].split("-")[0] if isinstance(t["key"], str) else str(t["key"])
              for t in ts.data]
     assert sorted(names) == ["Runner", "Runner"]
-    done = client.run(distsvm.workers.runner.calls)
+    done = client.run(cluster.runner_calls)
     for a in done:  # each worker: one call a pass
         new = {k: n - calls[a].get(k, 0) for k, n in done[a].items()}
         assert new["hess_vec"] == sum(row["cg_iterations"] for row in model.summary["history"])
@@ -134,8 +132,6 @@ def test_a_store_spread_over_workers_trains_dual_twins_by_newton_on_all_of_them(
     solver on both (Hessian-vector calls on both, counted on the workers), said in the log, at
     LIBLINEAR's -s 2 objective for the same tolerance (0.001 x -s 1's); where one worker
     holds the store, dual CD as before."""
-    import distsvm.workers.runner
-
     X, y = a9a
     store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 4 + 1)
     plan = cluster.plan(client, 4, None, store)
@@ -144,12 +140,12 @@ def test_a_store_spread_over_workers_trains_dual_twins_by_newton_on_all_of_them(
     spread = cluster.assign(dataclasses.replace(plan, free={a: 5 * size for a in plan.workers}),
                             plan.owners)
     log = io.StringIO()
-    calls = client.run(distsvm.workers.runner.calls)
+    calls = client.run(cluster.runner_calls)
     model = train(store, client=client, plan=spread, loss="squared_hinge",
                   primal_switch=300, progress=Progress(stream=log))
     assert model.solver == "newton" and model.params["eps"] == pytest.approx(1e-4)
     assert "the store spans 2 workers' memory and no one worker holds it" in log.getvalue()
-    done = client.run(distsvm.workers.runner.calls)
+    done = client.run(cluster.runner_calls)
     assert all(done[a]["hess_vec"] > calls[a].get("hess_vec", 0) for a in plan.workers)
     ref = _liblinear_objective(X, y, "-s 2 -e 0.0001", "squared_hinge")
     assert model.summary["primal_objective"] <= ref * (1 + 1e-6)  # no worse than LIBLINEAR's

@@ -479,7 +479,7 @@ TREE_MIN = 4
 class Passes:
     """Map-reduce passes over the blocks: one call per worker that owns blocks, over its
     blocks, replies in worker order; ``count`` counts them.  A pass's calls go straight to
-    each worker's :class:`~distsvm.workers.runner.Runner` (:class:`distsvm.cluster.Call`),
+    each worker's :class:`~distsvm.cluster.Runner` (:class:`distsvm.cluster.Call`),
     not as tasks through the scheduler: one round trip a pass."""
 
     def __init__(self, ctx: Context, bias_value: float):
