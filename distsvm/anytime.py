@@ -161,9 +161,6 @@ class Validation:
               for w in ws]
         while True:
             plan = self.plan
-            owned = [(a, [info for info, o in zip(meta.blocks, plan.owners) if o == a])
-                     for a in plan.workers]
-            owned = [(a, infos) for a, infos in owned if infos]
             try:
                 self.runners.keep(plan.workers)
                 calls = [self.runners.call(
@@ -171,8 +168,8 @@ class Validation:
                     problems, *ws, metric=self.metric, bias=self.bias,
                     n_features=meta.n_features, store_classes=tuple(meta.classes),
                     cache_bytes=plan.cache_bytes[a], storage_options=self.dataset.storage_options)
-                    for a, infos in owned]
-                parts = [p for ps in cluster.gather(self.client, calls, [a for a, _ in owned])
+                    for a, infos in plan.shares(meta.blocks)]
+                parts = [p for ps in cluster.gather(self.client, calls, [c.worker for c in calls])
                          for p in ps]
                 break
             except cluster.WorkerLost as lost:

@@ -37,6 +37,7 @@ import dask
 import numpy as np
 import psutil
 from distributed import Client, LocalCluster
+from distributed.core import Status
 
 from .errors import ClusterError, MissingDependencyError
 
@@ -495,6 +496,12 @@ class WorkerPlan:
     def blocks_of(self, worker: str) -> list[int]:
         return [b for b, w in enumerate(self.owners) if w == worker]
 
+    def shares(self, blocks: list) -> list[tuple[str, list]]:
+        """(worker, its items of ``blocks``) of each worker that owns some, in worker order
+        (``blocks``: the store's, one a block of the plan)."""
+        return [(a, [blocks[b] for b in self.blocks_of(a)]) for a in self.workers
+                if self.blocks_of(a)]
+
     def holds(self, worker: str, nbytes: int) -> bool:
         """Whether ``worker``'s cache can hold a joined block of ``nbytes`` (and its memory
         the block's parts beside it while it is being joined)."""
@@ -695,8 +702,6 @@ class Runner:
         self.worker = get_worker()
 
     def call(self, fn, *args, **kwargs):
-        from distributed.core import Status
-
         until = time.monotonic() + PAUSED_WAIT
         while self.worker.status == Status.paused:
             if time.monotonic() > until:
@@ -737,7 +742,8 @@ class Call:
 
     def finish(self, client: Client) -> None:
         """Wait until the call has ended or its worker has left the cluster; its result
-        (or error) is dropped."""
+        (or error) is dropped.  Unlike :func:`gather`, a paused worker is waited for: its
+        call ends when it resumes, or when the Runner gives up (``PAUSED_WAIT``)."""
         while True:
             try:
                 self.result(timeout=POLL_SECONDS)

@@ -491,17 +491,14 @@ class Passes:
 
     def owned(self) -> list[tuple[str, list]]:
         """(worker, its blocks' infos) of each worker of the current plan that owns blocks."""
-        plan, blocks = self.ctx.plan, self.ctx.dataset.meta.blocks
-        return [(a, [blocks[b] for b in plan.blocks_of(a)]) for a in plan.workers
-                if plan.blocks_of(a)]
+        return self.ctx.plan.shares(self.ctx.dataset.meta.blocks)
 
     def each(self, fn, *args, per_worker=None, threaded=False, **kw) -> list:
         """``fn(url, infos, *args, [per_worker[j]], **kw)`` on each worker j; counts one pass.
         ``threaded``: ``fn`` also takes ``threads``, the worker's (:class:`WorkerPlan`), and
         shares its blocks among them (:func:`distsvm.workers.blocks.each_block`)."""
-        owners = [a for a, _ in self.owned()]
-        return cluster.gather(self.ctx.client, self._calls(fn, args, per_worker, threaded, kw),
-                              owners)
+        calls = self._calls(fn, args, per_worker, threaded, kw)
+        return cluster.gather(self.ctx.client, calls, [c.worker for c in calls])
 
     def total(self, fn, *args, threaded=False, **kw) -> list:
         """:meth:`each` for replies that are summed (numbers, arrays, dicts of them): over
@@ -509,16 +506,16 @@ class Passes:
         adds two replies on the first one's worker, which fetches the other from its peer),
         so that the coordinator receives one reply, not one per worker; returns the replies
         to sum (one, or the owners' where they are few)."""
-        if len(self.owned()) <= TREE_MIN:
+        ctx, owned = self.ctx, self.owned()
+        if len(owned) <= TREE_MIN:
             return self.each(fn, *args, threaded=threaded, **kw)
         self.count += 1
-        ctx, owned = self.ctx, self.owned()
-        args, _ = cluster.scattered(ctx.client, args, {}, [a for a, _ in owned])
+        owners = where = [a for a, _ in owned]  # where: each tree level's workers
+        args, _ = cluster.scattered(ctx.client, args, {}, owners)
         level = ctx.pending = [
             ctx.client.submit(fn, ctx.dataset.url, infos, *args, workers=[a], pure=False,
                               **self._kw(a, threaded, kw))
             for a, infos in owned]
-        where = [a for a, _ in owned]
         while len(level) > 1:
             pairs = range(0, len(level) - 1, 2)
             level, where = ([self.ctx.client.submit(distsvm.workers.blocks.add_replies, level[i],
@@ -527,7 +524,7 @@ class Passes:
                             + level[len(level) - len(level) % 2:],
                             [where[i] for i in pairs] + where[len(where) - len(where) % 2:])
             self.ctx.pending += level
-        return cluster.gather(self.ctx.client, level, [a for a, _ in owned])
+        return cluster.gather(self.ctx.client, level, owners)
 
     def _kw(self, a: str, threaded: bool, kw: dict) -> dict:
         """The keywords of worker ``a``'s part of a pass."""
