@@ -65,9 +65,13 @@ def test_joined_view_is_the_matrix_in_one_block(a9a_rows):
     assert len(cm.blocks) > 2
     one = held(cm, 1 << 30)
     assert len(one.blocks) == 1 and one.blocks[0].parts == cm.blocks
-    assert held(cm, 2 * cm.nnz * 16 - 1) == cm
+    # the joined block and its parts, cached side by side: float32 values, int32 indices,
+    # int64 indptr and float64 column norms
+    both = 2 * (cm.nnz * 8 + cm.n_features * 16 + 8)
+    assert held(cm, both) == one and held(cm, both - 1) == cm
     blocks.clear_cache()
     block, colsq = load_columns(a9a_rows.url, one.blocks[0], 1 << 30)
+    assert block.nbytes + colsq.nbytes == both // 2  # what the cache counts for it
     got = sp.csc_matrix((block.data, block.indices, block.indptr),
                         shape=(cm.n_rows, cm.n_features))
     expected = column_matrix(a9a_rows, cm)
