@@ -28,6 +28,7 @@ place, so an interrupted ingest never leaves a store that opens as whole.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import hashlib
@@ -35,6 +36,8 @@ import json
 import os
 import shutil
 import sys
+import threading
+import time
 import uuid
 import zlib
 from typing import Any
@@ -484,18 +487,25 @@ class Dataset:
 
 
 def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = None,
-                   verify: bool = True) -> RowBlock:
+                   verify: bool = True, recheck: bool = True) -> RowBlock:
     """Read one row block: four chunk reads (five with instance weights), checked against its
     block-table entry.
 
     Takes the URL and the entry rather than a :class:`Dataset` so that tasks
     shipped to workers carry a few hundred bytes, not the whole block table.  A joined
     block (:func:`joined_block`) is read part by part.
+
+    ``recheck=False`` (the workers' reads, which re-read a streamed block every round): a
+    local block whose files this process has verified (CRC-32s and contents) and which are
+    unchanged since (:func:`_unchanged`) is not verified again: a pypi-summaries block
+    (43 MB) then reads in 10.5 ms instead of 19.7 ms in one process, 19.5 ms instead of
+    30.3 ms in a Dask worker (idle, medians of 7).
     """
     if info.parts:
-        return join_parts([read_row_block(url, part, storage_options, verify)
+        return join_parts([read_row_block(url, part, storage_options, verify, recheck)
                            for part, _ in info.parts], info.parts)
     arrays = {}
+    files: list = []  # the identity of each array's files, read by the local fast path
     names = ROW_ARRAYS + tuple(k for k in (WEIGHT, TARGET) if k in info.crc32)
     expected = {"indptr": info.n_rows + 1, "indices": info.nnz, "data": info.nnz,
                 "y": info.n_rows, WEIGHT: info.n_rows, TARGET: info.n_rows}
@@ -518,7 +528,7 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
         dtypes = row_dtypes(dtype)
         for k in names:
             where = f"rows/{info.name}/{k}"
-            a = _local_chunk(url, where, dtypes[k], expected[k])
+            a = _local_chunk(url, where, dtypes[k], expected[k], files)
             arrays[k] = a if a is not None else checked_array(
                 url, where, zarr_group()[k], dtypes[k], (expected[k],))[...]
     except CorruptStoreError:
@@ -526,16 +536,23 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
     except Exception as exc:  # a damaged chunk fails in the codec with its own error types
         chunk = f" (its chunk 0, {where}/c/0)" if where.count("/") == 2 else ""
         raise CorruptStoreError(f"{url}: cannot read array {where}{chunk}: {exc!r}") from exc
+    # what the verification below depends on: the entry's CRCs, the store's limits, the files
+    seen = (url, info.name, tuple(sorted(info.crc32.items())), limits, tuple(files)) \
+        if len(files) == len(names) else None
+    trusted = verify and not recheck and seen is not None and _unchanged(seen)
     for k in names:
         a = arrays[k]
         if a.shape != (expected[k],) or a.dtype != np.dtype(dtypes[k]):  # as the header said
             raise CorruptStoreError(f"{url}: array rows/{info.name}/{k} reads as {a.dtype} "
                                     f"{a.shape}, expected {dtypes[k]} ({expected[k]},)")
-        if verify and _crc(a) != info.crc32[k]:
+        if verify and not trusted and _crc(a) != info.crc32[k]:
             raise checksum_error(url, f"rows/{info.name}/{k}", zarr_group()[k])
     block = RowBlock(arrays["indptr"], arrays["indices"], arrays["data"], arrays["y"],
                      arrays.get(WEIGHT), arrays.get(TARGET))
-    check_row_block(url, f"rows/{info.name}", block, n_features, n_classes, regression)
+    if not trusted:
+        check_row_block(url, f"rows/{info.name}", block, n_features, n_classes, regression)
+        if verify and seen is not None:
+            _verified(seen)
     if info.labels is not None and not regression:  # a classification store read as targets
         block = dataclasses.replace(block, y=np.zeros_like(block.y),
                                     target=np.asarray(info.labels, np.float64)[block.y])
@@ -674,9 +691,12 @@ _ONE_CHUNK = {"zarr_format": 3, "node_type": "array", "storage_transformers": []
 _LITTLE = {"name": "bytes", "configuration": {"endian": "little"}}
 
 
-def _local_chunk(url: str, path: str, dtype: str, n: int) -> np.ndarray | None:
+def _local_chunk(url: str, path: str, dtype: str, n: int,
+                 files: list | None = None) -> np.ndarray | None:
     """The one-chunk array ``path`` of a local store read and decoded by hand into a new
     array of ``n`` ``dtype``, or None: not the plain case, for Zarr to read (and to refuse).
+    ``files``: gets the identity (:func:`_identity`) of the array's metadata and chunk files
+    as read, for :func:`read_row_block`'s record of verified blocks.
 
     The plain case is what distsvm writes: a Zarr v3 array of ``n`` (> 0) ``dtype`` in one
     chunk, its codecs ``bytes`` (little-endian) and at most one of zstd and blosc, its chunk
@@ -694,6 +714,7 @@ def _local_chunk(url: str, path: str, dtype: str, n: int) -> np.ndarray | None:
     try:
         with open(os.path.join(base, "zarr.json"), "rb") as f:
             md = json.loads(f.read())
+            ids = [_identity(f)]
         codecs = md.get("codecs")
         if (any(md.get(k) != v for k, v in _ONE_CHUNK.items()) or md.get("shape") != [n]
                 or md.get("data_type") != dtype
@@ -709,11 +730,19 @@ def _local_chunk(url: str, path: str, dtype: str, n: int) -> np.ndarray | None:
                 if os.fstat(f.fileno()).st_size != out.nbytes or \
                         f.readinto(memoryview(out).cast("B")) != out.nbytes:
                     return None
-                return out
-            raw = f.read()
-        if _decoded_size(codecs[1]["name"], raw) != out.nbytes:
-            return None
-        _DECODERS[codecs[1]["name"]].decode(raw, out=out)
+            else:  # into a NumPy array, which asks the kernel for huge pages (madvise): in a
+                # Dask worker (MALLOC_TRIM_THRESHOLD_: each large buffer is fresh pages) a
+                # pypi-summaries block read in 29 ms so against 39 ms into bytes
+                raw = np.empty(os.fstat(f.fileno()).st_size, np.uint8)
+                if f.readinto(raw) != raw.nbytes:
+                    return None
+            ids.append(_identity(f))  # after the read: a write during it shows
+        if len(codecs) == 2:
+            if _decoded_size(codecs[1]["name"], memoryview(raw)) != out.nbytes:
+                return None
+            _DECODERS[codecs[1]["name"]].decode(raw, out=out)
+        if files is not None:
+            files.append(tuple(ids))
         return out
     except Exception:  # noqa: BLE001 - Zarr reads it again and says what is wrong
         return None
@@ -721,8 +750,44 @@ def _local_chunk(url: str, path: str, dtype: str, n: int) -> np.ndarray | None:
 
 _DECODERS = {"zstd": numcodecs.Zstd(), "blosc": numcodecs.Blosc()}
 
+# Row blocks this process has verified, by the identity of their files then: read_row_block's
+# recheck=False skips the CRC-32s and content checks of a block whose files are the same.
+_VERIFIED: collections.OrderedDict = collections.OrderedDict()  # (url, name) -> what was seen
+_verified_lock = threading.Lock()
+VERIFIED_MAX = 65536  # blocks remembered (least recently read forgotten first): ~10 MB at most
+SETTLED_NS = 2_000_000_000  # a file changed less than 2 s before its verification is
+# verified again at its next read: a change within the clock tick of its ctime would not show
 
-def _decoded_size(codec: str, raw: bytes) -> int | None:
+
+def _identity(f) -> tuple:
+    """An open file's identity: any write to it, or a new file at its path, changes it
+    (its change time, ctime, cannot be set back by a writer)."""
+    st = os.fstat(f.fileno())
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _unchanged(seen: tuple) -> bool:
+    """Whether a block read as ``seen`` (its entry, limits and files) was verified so."""
+    with _verified_lock:
+        if _VERIFIED.get(seen[:2]) != seen:
+            return False
+        _VERIFIED.move_to_end(seen[:2])
+        return True
+
+
+def _verified(seen: tuple) -> None:
+    """Remember a block verified as ``seen``, if its files had settled (``SETTLED_NS``)."""
+    now = time.time_ns()
+    if any(now - ident[-1] < SETTLED_NS for ids in seen[-1] for ident in ids):
+        return
+    with _verified_lock:
+        _VERIFIED[seen[:2]] = seen
+        _VERIFIED.move_to_end(seen[:2])
+        while len(_VERIFIED) > VERIFIED_MAX:
+            _VERIFIED.popitem(last=False)
+
+
+def _decoded_size(codec: str, raw) -> int | None:
     """The size a zstd frame or a blosc buffer says it decodes to (None: not stated)."""
     if codec == "blosc":  # header: version, versionlz, flags, typesize, nbytes (uint32 LE), …
         return int.from_bytes(raw[4:8], "little") if len(raw) >= 16 else None

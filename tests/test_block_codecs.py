@@ -140,3 +140,76 @@ def test_zstd_frame_sizes():
         raw = numcodecs.Zstd(level=1).encode(np.zeros(n, np.uint8))
         assert ds._decoded_size("zstd", raw) == n, n
     assert ds._decoded_size("zstd", b"not a frame") is None
+
+
+def _crc_calls(monkeypatch) -> list:
+    """The arrays whose CRC-32 read_row_block computes from now on."""
+    calls = []
+    crc = ds._crc
+    monkeypatch.setattr(ds, "_crc", lambda a: calls.append(len(a)) or crc(a))
+    return calls
+
+
+def test_an_unchanged_block_is_verified_once_by_the_workers_reads(rows, tmp_path, monkeypatch):
+    """recheck=False (what the workers' block reads ask): a block whose files have settled,
+    once verified, is not checksummed again while they are unchanged — but a store's
+    ``verify`` and a plain read still check every time, and files changed less than
+    SETTLED_NS before their verification are verified again at each read."""
+    import time
+
+    store = ingest(rows, str(tmp_path / "s.zarr"), block_rows=200)
+    info = store.meta.blocks[0]
+    calls = _crc_calls(monkeypatch)
+    ds.read_row_block(store.url, info, recheck=False)
+    ds.read_row_block(store.url, info, recheck=False)
+    assert len(calls) == 2 * len(ds.ROW_ARRAYS)  # just written: not remembered
+    monkeypatch.setattr(ds, "SETTLED_NS", 50_000_000)
+    time.sleep(0.1)
+    calls.clear()
+    first = ds.read_row_block(store.url, info, recheck=False)
+    again = ds.read_row_block(store.url, info, recheck=False)
+    assert len(calls) == len(ds.ROW_ARRAYS)  # the first read only
+    for k in ds.ROW_ARRAYS:
+        np.testing.assert_array_equal(getattr(first, k), getattr(again, k))
+    calls.clear()
+    store.verify()
+    ds.read_row_block(store.url, info)
+    assert len(calls) == (store.n_blocks + 1) * len(ds.ROW_ARRAYS)
+
+
+@pytest.mark.parametrize("how", ["same size", "replaced"])
+def test_a_block_changed_after_its_verification_is_verified_again(rows, tmp_path, monkeypatch,
+                                                                   how):
+    """A verified block whose chunk is then damaged — written over in place with as many
+    bytes, its modification time put back, or replaced by a new file — is refused at its
+    next read."""
+    import os
+    import time
+
+    store = ingest(rows, str(tmp_path / "s.zarr"), block_rows=200)
+    if how == "same size":  # uncompressed: a changed value keeps the chunk's size
+        _recode(tmp_path / "s.zarr", None)
+    info = store.meta.blocks[1]
+    monkeypatch.setattr(ds, "SETTLED_NS", 50_000_000)
+    time.sleep(0.1)
+    ds.read_row_block(store.url, info, recheck=False)  # verified and remembered
+    calls = _crc_calls(monkeypatch)
+    ds.read_row_block(store.url, info, recheck=False)
+    assert calls == []
+    chunk = tmp_path / "s.zarr" / "rows" / info.name / "data" / "c" / "0"
+    bad = store.read_block(1).data.copy()
+    bad[0] += 1.0  # a sound chunk of other values: only the CRC-32 tells
+    st = chunk.stat()
+    if how == "same size":
+        with open(chunk, "r+b") as f:
+            f.write(bad.tobytes())
+        os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert chunk.stat().st_size == st.st_size and chunk.stat().st_mtime_ns == st.st_mtime_ns
+    else:
+        import numcodecs
+
+        new = chunk.with_name("0.new")
+        new.write_bytes(numcodecs.Blosc(cname="lz4", shuffle=1, typesize=4).encode(bad))
+        os.replace(new, chunk)
+    with pytest.raises(CorruptStoreError, match=f"rows/{info.name}/data"):
+        ds.read_row_block(store.url, info, recheck=False)

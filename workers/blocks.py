@@ -50,7 +50,7 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
             sqnorm = np.concatenate([s if rows is None else s[rows]
                                      for (_, s), (_, rows) in zip(loaded, info.parts)])
             return (block, sqnorm), block.nbytes + sqnorm.nbytes
-        block = read_row_block(url, info, storage_options)
+        block = read_row_block(url, info, storage_options, recheck=False)  # streamed: re-read
         with _lock:
             _reads[url, info.name] += 1
             _bytes_read += block.nbytes
