@@ -157,3 +157,37 @@ def test_stream_yields_each_block_in_order_read_once(a9a, tmp_path, prefetch):
     after = distsvm.workers.blocks.read_counts()
     assert [after[store.url, b.name] - before.get((store.url, b.name), 0)
             for b in store.meta.blocks] == [1] * 4
+
+
+def test_the_block_a_stream_hands_on_is_read_once_and_only_for_the_stream_it_starts(a9a,
+                                                                                    tmp_path):
+    """``stream(..., then=b)`` (dual CD's next round): b is read during the stream's last
+    block and the next stream that starts with b takes it — one read of b, not two; a
+    stream that starts with another block drops it (and reads its own); drop_run drops it."""
+    B = distsvm.workers.blocks
+    X, y = a9a
+    store = ingest((X[:4000], y[:4000]), str(tmp_path / "s.zarr"), block_rows=1000)
+    b0, b1, b2, b3 = store.meta.blocks
+
+    def reads():
+        counts = B.read_counts()
+        return [counts.get((store.url, b.name), 0) for b in store.meta.blocks]
+
+    start = reads()
+    list(B.stream(store.url, [b0, b1], 0, then=b3))
+    B._handoff_pool.submit(lambda: None).result()  # the hand-on read has ended
+    assert [n - m for n, m in zip(reads(), start)] == [1, 1, 0, 1]
+    got = list(B.stream(store.url, [b3, b2], 0))
+    assert [n - m for n, m in zip(reads(), start)] == [1, 1, 1, 1]  # b3: the handed read
+    ref = store.read_block(3)
+    for k in ("indptr", "indices", "data", "y"):
+        np.testing.assert_array_equal(getattr(got[0][0], k), getattr(ref, k))
+    list(B.stream(store.url, [b0], 0, then=b1))
+    list(B.stream(store.url, [b2], 0))  # not b1: it is dropped, b2 read
+    assert not B._handoff
+    list(B.stream(store.url, [b1], 0))
+    B._handoff_pool.submit(lambda: None).result()  # the dropped read has ended too
+    assert [n - m for n, m in zip(reads(), start)] == [2, 3, 2, 1]
+    list(B.stream(store.url, [b0], 0, then=b1))
+    B.drop_run("nothing")
+    assert not B._handoff

@@ -74,24 +74,57 @@ def _in_cache(url: str, infos: list[BlockInfo]) -> bool:
 
 
 def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
-           storage_options: dict | None = None):
+           storage_options: dict | None = None, then: BlockInfo | None = None):
     """Yield :func:`load`'s ``(block, sqnorm)`` for ``infos`` in order, with prefetch: while
     the caller works on one block, a background thread loads the next (from the cache, or
     read and decompressed from the store), so at most one block is in flight beyond the
-    current one.  Blocks all in the cache are yielded without a thread: nothing to overlap."""
-    if not PREFETCH or _in_cache(url, infos):
+    current one.  Blocks all in the cache are yielded without a thread: nothing to overlap.
+
+    ``then``: the block the caller expects to stream first next (dual CD: its next round's,
+    in this task or the next one on this worker).  It is read while the caller works on this
+    stream's last block and handed to the next stream of this process if that stream starts
+    with it; any other stream drops it.  So the first block of a round is not read while
+    the solver waits: on a store of 2 blocks streamed through a worker, half its reads."""
+    handed = _handed(url, infos[0] if infos else None)
+    if not PREFETCH or (handed is None and _in_cache(url, infos)):
         yield from (load(url, info, cache_bytes, storage_options) for info in infos)
         return
-    if not infos:
-        return
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="distsvm-prefetch") as pool:
-        ahead = pool.submit(load, url, infos[0], cache_bytes, storage_options)
+        ahead = handed or pool.submit(load, url, infos[0], cache_bytes, storage_options)
         for k in range(len(infos)):
             current = ahead.result()
             if k + 1 < len(infos):
                 ahead = pool.submit(load, url, infos[k + 1], cache_bytes, storage_options)
+            elif then is not None and not _in_cache(url, [then]):
+                _hand(url, then, cache_bytes, storage_options)
             yield current
             del current  # the caller's reference is the only one while the next is read
+
+
+_handoff: dict = {}  # _key of the block stream()'s ``then`` -> the future reading it
+_handoff_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _hand(url: str, info: BlockInfo, cache_bytes: int, storage_options) -> None:
+    """Start reading ``info`` for the next :func:`stream` (on a thread of its own, so that
+    the stream that asked ends without waiting for it)."""
+    global _handoff_pool
+    with _lock:
+        if _handoff_pool is None:
+            _handoff_pool = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="distsvm-handoff")
+        _handoff.clear()
+        _handoff[_key(url, info)] = _handoff_pool.submit(load, url, info, cache_bytes,
+                                                         storage_options)
+
+
+def _handed(url: str, info: BlockInfo | None):
+    """The read of ``info`` a stream handed on (:func:`_hand`), or None; either way nothing
+    stays handed on (a block read for another stream is dropped)."""
+    with _lock:
+        future = _handoff.pop(_key(url, info), None) if info is not None else None
+        _handoff.clear()
+    return future
 
 
 def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
@@ -213,8 +246,10 @@ def run_state(run: str, name: str, make):
 
 
 def drop_run(*runs: str) -> int:
-    """Forget the state of ``runs``; return how many blocks they held."""
+    """Forget the state of ``runs``, and any block read ahead for them (:func:`stream`'s
+    ``then``); return how many blocks they held."""
     with _lock:
+        _handoff.clear()
         return sum(len(_runs.pop(run, {})) for run in runs)
 
 
@@ -251,6 +286,7 @@ def clear_cache() -> None:
     global _cache_bytes
     with _lock:
         _cache.clear()
+        _handoff.clear()
         _cache_bytes = 0
 
 

@@ -615,12 +615,18 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
         r = list(rounds)
         while True:
             live = [j for j in range(len(runs)) if not out[j]["done"]]
-            for rr in sorted({r[j] + 1 for j in live}):  # problems at round rr share each read
+            groups = sorted({r[j] + 1 for j in live})  # problems at round rr share each read
+            for g, rr in enumerate(groups):
                 if _past(deadline) and rr > min(rounds) + 1:
                     break
                 js = [j for j in live if r[j] + 1 == rr]
                 order = block_order(seed, rr, len(infos))
-                loaded = blocks.stream(url, [infos[b] for b in order], cache_bytes, storage_options)
+                # the round streamed next (the next group's, else the first group's next one),
+                # whose first block is read during this round's last visit
+                after = groups[g + 1] if g + 1 < len(groups) else groups[0] + 1
+                loaded = blocks.stream(url, [infos[b] for b in order], cache_bytes, storage_options,
+                                       then=infos[block_order(seed, after, len(infos))[0]]
+                                       if after <= max_rounds else None)
                 cut = False
                 for i, b in enumerate(order):
                     if _past(deadline) and (i or rr > min(rounds) + 1):  # one visit at least
