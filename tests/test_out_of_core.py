@@ -162,8 +162,9 @@ def test_stream_yields_each_block_in_order_read_once(a9a, tmp_path, prefetch):
 def test_the_block_a_stream_hands_on_is_read_once_and_only_for_the_stream_it_starts(a9a,
                                                                                     tmp_path):
     """``stream(..., then=b)`` (dual CD's next round): b is read during the stream's last
-    block and the next stream that starts with b takes it — one read of b, not two; a
-    stream that starts with another block drops it (and reads its own); drop_run drops it."""
+    block and the next stream that starts with b takes it — one read of b, not two; the
+    thread's next stream that starts with another block drops it (and reads its own), another
+    thread's does not; drop_run drops it."""
     B = distsvm.workers.blocks
     X, y = a9a
     store = ingest((X[:4000], y[:4000]), str(tmp_path / "s.zarr"), block_rows=1000)
@@ -188,6 +189,16 @@ def test_the_block_a_stream_hands_on_is_read_once_and_only_for_the_stream_it_sta
     list(B.stream(store.url, [b1], 0))
     B._handoff_pool.submit(lambda: None).result()  # the dropped read has ended too
     assert [n - m for n, m in zip(reads(), start)] == [2, 3, 2, 1]
+    # another thread's stream (one-vs-rest problems side by side) leaves this one's be
+    import threading
+
+    list(B.stream(store.url, [b0], 0, then=b1))
+    other = threading.Thread(target=lambda: list(B.stream(store.url, [b2], 0)))
+    other.start()
+    other.join()
+    list(B.stream(store.url, [b1], 0))
+    B._handoff_pool.submit(lambda: None).result()
+    assert [n - m for n, m in zip(reads(), start)] == [3, 4, 3, 1]  # b1 once more, not twice
     list(B.stream(store.url, [b0], 0, then=b1))
     B.drop_run("nothing")
     assert not B._handoff

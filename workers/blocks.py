@@ -101,30 +101,35 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
             del current  # the caller's reference is the only one while the next is read
 
 
-_handoff: dict = {}  # _key of the block stream()'s ``then`` -> the future reading it
+_handoff: dict = {}  # _key of a block stream()'s ``then`` -> (the future reading it, the thread)
 _handoff_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
 
 def _hand(url: str, info: BlockInfo, cache_bytes: int, storage_options) -> None:
     """Start reading ``info`` for the next :func:`stream` (on a thread of its own, so that
-    the stream that asked ends without waiting for it)."""
+    the stream that asked ends without waiting for it), in place of what this thread handed
+    on before: one block a thread (one-vs-rest runs streams on several threads side by side)."""
     global _handoff_pool
+    me = threading.get_ident()
     with _lock:
         if _handoff_pool is None:
             _handoff_pool = concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix="distsvm-handoff")
-        _handoff.clear()
-        _handoff[_key(url, info)] = _handoff_pool.submit(load, url, info, cache_bytes,
-                                                         storage_options)
+        for key in [k for k, (_, who) in _handoff.items() if who == me]:
+            del _handoff[key]
+        _handoff[_key(url, info)] = (_handoff_pool.submit(load, url, info, cache_bytes,
+                                                          storage_options), me)
 
 
 def _handed(url: str, info: BlockInfo | None):
-    """The read of ``info`` a stream handed on (:func:`_hand`), or None; either way nothing
-    stays handed on (a block read for another stream is dropped)."""
+    """The read of ``info`` a stream handed on (:func:`_hand`, on any thread), or None; what
+    this thread handed on is dropped either way (its next stream did not start with it)."""
+    me = threading.get_ident()
     with _lock:
-        future = _handoff.pop(_key(url, info), None) if info is not None else None
-        _handoff.clear()
-    return future
+        got = _handoff.pop(_key(url, info), None) if info is not None else None
+        for key in [k for k, (_, who) in _handoff.items() if who == me]:
+            del _handoff[key]
+    return got[0] if got else None
 
 
 def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
