@@ -199,6 +199,18 @@ def test_the_block_a_stream_hands_on_is_read_once_and_only_for_the_stream_it_sta
     list(B.stream(store.url, [b1], 0))
     B._handoff_pool.submit(lambda: None).result()
     assert [n - m for n, m in zip(reads(), start)] == [3, 4, 3, 1]  # b1 once more, not twice
+    # the handed block is let go once used, as any streamed block (memory: two blocks)
+    import gc
+    import weakref
+
+    list(B.stream(store.url, [b0], 0, then=b1))
+    it = B.stream(store.url, [b1, b2], 0)
+    first = weakref.ref(next(it)[0])
+    gc.collect()
+    next(it)
+    gc.collect()
+    assert first() is None
+    it.close()
     list(B.stream(store.url, [b0], 0, then=b1))
     B.drop_run("nothing")
     assert not B._handoff

@@ -91,6 +91,7 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
         return
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="distsvm-prefetch") as pool:
         ahead = handed or pool.submit(load, url, infos[0], cache_bytes, storage_options)
+        handed = None  # else its block stays referenced for the whole stream
         for k in range(len(infos)):
             current = ahead.result()
             if k + 1 < len(infos):
