@@ -752,7 +752,7 @@ _DECODERS = {"zstd": numcodecs.Zstd(), "blosc": numcodecs.Blosc()}
 
 # Row blocks this process has verified, by the identity of their files then: read_row_block's
 # recheck=False skips the CRC-32s and content checks of a block whose files are the same.
-_VERIFIED: collections.OrderedDict = collections.OrderedDict()  # (url, name) -> what was seen
+_VERIFIED: collections.OrderedDict = collections.OrderedDict()  # (url, name) -> _digest(seen)
 _verified_lock = threading.Lock()
 VERIFIED_MAX = 65536  # blocks remembered (least recently read forgotten first): ~10 MB at most
 SETTLED_NS = 2_000_000_000  # a file changed less than 2 s before its verification is
@@ -766,10 +766,16 @@ def _identity(f) -> tuple:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
+def _digest(seen: tuple) -> bytes:
+    """16 bytes for what a block was read as (its entry, limits and files' identities): an
+    entry of ``_VERIFIED`` holds this, not the tuple (~2.5 kB of Python objects)."""
+    return hashlib.blake2b(repr(seen).encode(), digest_size=16).digest()
+
+
 def _unchanged(seen: tuple) -> bool:
     """Whether a block read as ``seen`` (its entry, limits and files) was verified so."""
     with _verified_lock:
-        if _VERIFIED.get(seen[:2]) != seen:
+        if _VERIFIED.get(seen[:2]) != _digest(seen):
             return False
         _VERIFIED.move_to_end(seen[:2])
         return True
@@ -781,7 +787,7 @@ def _verified(seen: tuple) -> None:
     if any(now - ident[-1] < SETTLED_NS for ids in seen[-1] for ident in ids):
         return
     with _verified_lock:
-        _VERIFIED[seen[:2]] = seen
+        _VERIFIED[seen[:2]] = _digest(seen)
         _VERIFIED.move_to_end(seen[:2])
         while len(_VERIFIED) > VERIFIED_MAX:
             _VERIFIED.popitem(last=False)
