@@ -754,7 +754,7 @@ _DECODERS = {"zstd": numcodecs.Zstd(), "blosc": numcodecs.Blosc()}
 # recheck=False skips the CRC-32s and content checks of a block whose files are the same.
 _VERIFIED: collections.OrderedDict = collections.OrderedDict()  # (url, name) -> _digest(seen)
 _verified_lock = threading.Lock()
-VERIFIED_MAX = 65536  # blocks remembered (least recently read forgotten first): ~10 MB at most
+VERIFIED_MAX = 65536  # blocks remembered (least recently read forgotten first): ~16 MB at most
 SETTLED_NS = 2_000_000_000  # a file changed less than 2 s before its verification is
 # verified again at its next read: a change within the clock tick of its ctime would not show
 
