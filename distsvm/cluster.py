@@ -499,8 +499,7 @@ class WorkerPlan:
     def shares(self, blocks: list) -> list[tuple[str, list]]:
         """(worker, its items of ``blocks``) of each worker that owns some, in worker order
         (``blocks``: the store's, one a block of the plan)."""
-        return [(a, [blocks[b] for b in self.blocks_of(a)]) for a in self.workers
-                if self.blocks_of(a)]
+        return [(a, [blocks[b] for b in bs]) for a in self.workers if (bs := self.blocks_of(a))]
 
     def holds(self, worker: str, nbytes: int) -> bool:
         """Whether ``worker``'s cache can hold a joined block of ``nbytes`` (and its memory
@@ -679,9 +678,10 @@ class Runner:
     A pass is one call on each worker that owns blocks (:class:`distsvm.solvers.driver.Passes`).
     As a task, its arguments go coordinator → scheduler → worker, and the reply waits for the
     scheduler to hear that the task ended before the coordinator fetches it; a call is one round
-    trip (on this machine's 2-worker LocalCluster with a 3.2 MB vector each way: 21 ms a task
-    pass, 9 ms a call, see docs/benchmarks.md).  ``RUNNER_CALLS`` counts the calls on a worker by
-    function name, for the tests that count a pass's work.
+    trip (on this machine's 2-worker LocalCluster with a 3.2 MB vector each way to both
+    workers, tasks and calls interleaved: 17.8–18.6 ms a task pass, 11.6–11.8 ms a call,
+    docs/benchmarks.md).  ``RUNNER_CALLS`` counts the calls on a worker by function name, for
+    the tests that count a pass's work.
 
     A worker runs the calls it gets one at a time, on Dask's actor thread: a call shares its
     blocks among the worker's threads itself (:func:`distsvm.workers.blocks.each_block`). Calls
