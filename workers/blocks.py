@@ -117,8 +117,7 @@ def _hand(url: str, info: BlockInfo, cache_bytes: int, storage_options) -> None:
         if _handoff_pool is None:
             _handoff_pool = concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix="distsvm-handoff")
-        for key in [k for k, (_, who) in _handoff.items() if who == me]:
-            del _handoff[key]
+        _drop_handed(me)
         _handoff[_key(url, info)] = (_handoff_pool.submit(load, url, info, cache_bytes,
                                                           storage_options), me)
 
@@ -129,9 +128,14 @@ def _handed(url: str, info: BlockInfo | None):
     me = threading.get_ident()
     with _lock:
         got = _handoff.pop(_key(url, info), None) if info is not None else None
-        for key in [k for k, (_, who) in _handoff.items() if who == me]:
-            del _handoff[key]
+        _drop_handed(me)
     return got[0] if got else None
+
+
+def _drop_handed(thread: int) -> None:
+    """Forget what ``thread`` handed on (the caller holds ``_lock``)."""
+    for key in [k for k, (_, who) in _handoff.items() if who == thread]:
+        del _handoff[key]
 
 
 def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,

@@ -621,12 +621,13 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
                     break
                 js = [j for j in live if r[j] + 1 == rr]
                 order = block_order(seed, rr, len(infos))
-                # the round streamed next (the next group's, else the first group's next one),
-                # whose first block is read during this round's last visit
+                # the round streamed next (the next group's, else the first group's next one):
+                # its first block is read during this round's last visit
                 after = groups[g + 1] if g + 1 < len(groups) else groups[0] + 1
+                then = infos[block_order(seed, after, len(infos))[0]] \
+                    if after <= max_rounds else None
                 loaded = blocks.stream(url, [infos[b] for b in order], cache_bytes, storage_options,
-                                       then=infos[block_order(seed, after, len(infos))[0]]
-                                       if after <= max_rounds else None)
+                                       then)
                 cut = False
                 for i, b in enumerate(order):
                     if _past(deadline) and (i or rr > min(rounds) + 1):  # one visit at least
