@@ -139,6 +139,7 @@ def install(zarr_path: bool) -> str:
             B._bench[-1].update(end=t.perf_counter(), p1=t.process_time())  # the last block
             cpu = t.thread_time()  # arrived (its visit is not counted: consumers stop here)
             yield item
+            del item  # as the solvers do: the block is not kept while the next is read
 
     B.read_row_block, B.row_sqnorms = timed(read, "read"), timed(sqn, "sqnorm")
     B.stream = timed_stream

@@ -487,7 +487,8 @@ class Dataset:
 
 
 def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = None,
-                   verify: bool = True, recheck: bool = True) -> RowBlock:
+                   verify: bool = True, recheck: bool = True,
+                   buffers: Buffers | None = None) -> RowBlock:
     """Read one row block: four chunk reads (five with instance weights), checked against its
     block-table entry.
 
@@ -499,10 +500,11 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
     local block whose files this process has verified (CRC-32s and contents) and which are
     unchanged since (:func:`_unchanged`) is not verified again: a pypi-summaries block
     (43 MB) then reads in 10.5 ms instead of 19.7 ms in one process, 19.5 ms instead of
-    30.3 ms in a Dask worker (idle, medians of 7).
+    30.3 ms in a Dask worker (idle, medians of 7).  ``buffers``: where the local fast path
+    makes the block's arrays (:class:`Buffers`), else new ones.
     """
     if info.parts:
-        return join_parts([read_row_block(url, part, storage_options, verify, recheck)
+        return join_parts([read_row_block(url, part, storage_options, verify, recheck, buffers)
                            for part, _ in info.parts], info.parts)
     arrays = {}
     files: list = []  # the identity of each array's files, read by the local fast path
@@ -528,7 +530,7 @@ def read_row_block(url: str, info: BlockInfo, storage_options: dict | None = Non
         dtypes = row_dtypes(dtype)
         for k in names:
             where = f"rows/{info.name}/{k}"
-            a = _local_chunk(url, where, dtypes[k], expected[k], files)
+            a = _local_chunk(url, where, dtypes[k], expected[k], files, buffers)
             arrays[k] = a if a is not None else checked_array(
                 url, where, zarr_group()[k], dtypes[k], (expected[k],))[...]
     except CorruptStoreError:
@@ -691,12 +693,80 @@ _ONE_CHUNK = {"zarr_format": 3, "node_type": "array", "storage_transformers": []
 _LITTLE = {"name": "bytes", "configuration": {"endian": "little"}}
 
 
-def _local_chunk(url: str, path: str, dtype: str, n: int,
-                 files: list | None = None) -> np.ndarray | None:
+class Buffers:
+    """Memory for the arrays of row blocks read one after another, reused once nothing refers
+    to an array made in it.
+
+    A Dask worker runs with ``MALLOC_TRIM_THRESHOLD_`` set, which also fixes glibc's mmap
+    threshold at 128 KiB: every decoded array of a block is then a fresh mapping whose pages
+    the kernel faults in and zeroes (a 16 MB block of the 8.2× store loaded in 12.1 ms so,
+    6.8 ms into reused memory; docs/benchmarks.md).  An array of at least :data:`MIN_BYTES`
+    is made in the smallest held buffer that fits and that no array refers to any more, else
+    in a new one; a free buffer passed over by :data:`IDLE_TAKES` arrays in a row is let go,
+    so what is held is what is in use plus what the next reads take (a streamed block's
+    buffers are taken by the next block's arrays).  :meth:`disown` lets go of the buffers of
+    arrays kept elsewhere (a block cache).  Dropping the object lets go of the free buffers;
+    the others live as long as their arrays."""
+
+    MIN_BYTES = 1 << 20
+    IDLE_TAKES = 12
+
+    def __init__(self):
+        self._held: list[list] = []  # [buffer, arrays made since it was last taken or in use]
+        self._lock = threading.Lock()
+
+    def _free(self, i: int) -> bool:
+        return sys.getrefcount(self._held[i][0]) <= _HELD_ONLY  # no array made in it lives
+
+    def empty(self, n: int, dtype) -> np.ndarray:
+        """An uninitialized array of ``n`` ``dtype``, like ``np.empty``."""
+        dtype = np.dtype(dtype)
+        need = n * dtype.itemsize
+        if need < self.MIN_BYTES:
+            return np.empty(n, dtype)
+        with self._lock:
+            free = [i for i in range(len(self._held)) if self._free(i)]
+            fits = [i for i in free if self._held[i][0].nbytes >= need]
+            take = min(fits, key=lambda i: self._held[i][0].nbytes) if fits else None
+            for i, entry in enumerate(self._held):
+                entry[1] = entry[1] + 1 if i in free and i != take else 0
+            if take is None:
+                # the next block's arrays are a little larger or smaller (by 0.4% in the 8.2×
+                # store); a margin of 2 MB or more would let the kernel back the array's end
+                # with a 2 MB page
+                self._held.append([np.empty(need + need // 64, np.uint8), 0])
+                take = len(self._held) - 1
+            base = self._held[take][0]
+            self._held = [e for e in self._held if e[1] <= self.IDLE_TAKES]
+            return base[:need].view(dtype)
+
+    def disown(self, *arrays) -> None:
+        """Stop holding the buffers of ``arrays`` (they stay alive as long as those do)."""
+        mine = {id(a.base) for a in arrays if a is not None}
+        with self._lock:
+            self._held = [e for e in self._held if id(e[0]) not in mine]
+
+    def held_bytes(self) -> int:
+        with self._lock:
+            return sum(e[0].nbytes for e in self._held)
+
+
+def _held_only() -> int:
+    """``sys.getrefcount`` of a held buffer that nothing else refers to, as Buffers asks it."""
+    held = [[np.empty(1, np.uint8), 0]]
+    return sys.getrefcount(held[0][0])
+
+
+_HELD_ONLY = _held_only()
+
+
+def _local_chunk(url: str, path: str, dtype: str, n: int, files: list | None = None,
+                 buffers: Buffers | None = None) -> np.ndarray | None:
     """The one-chunk array ``path`` of a local store read and decoded by hand into a new
     array of ``n`` ``dtype``, or None: not the plain case, for Zarr to read (and to refuse).
     ``files``: gets the identity (:func:`_identity`) of the array's metadata and chunk files
-    as read, for :func:`read_row_block`'s record of verified blocks.
+    as read, for :func:`read_row_block`'s record of verified blocks; ``buffers``: where the
+    array and the compressed chunk are made (:class:`Buffers`), else new arrays.
 
     The plain case is what distsvm writes: a Zarr v3 array of ``n`` (> 0) ``dtype`` in one
     chunk, its codecs ``bytes`` (little-endian) and at most one of zstd and blosc, its chunk
@@ -724,7 +794,8 @@ def _local_chunk(url: str, path: str, dtype: str, n: int,
                 or codecs[0] != _LITTLE
                 or (len(codecs) == 2 and codecs[1].get("name") not in ("zstd", "blosc"))):
             return None
-        out = np.empty(n, dtype)
+        empty = buffers.empty if buffers is not None else np.empty
+        out = empty(n, dtype)
         with open(os.path.join(base, "c", "0"), "rb") as f:
             if len(codecs) == 1:  # uncompressed: the file is the array's bytes
                 if os.fstat(f.fileno()).st_size != out.nbytes or \
@@ -733,7 +804,7 @@ def _local_chunk(url: str, path: str, dtype: str, n: int,
             else:  # into a NumPy array, which asks the kernel for huge pages (madvise): in a
                 # Dask worker (MALLOC_TRIM_THRESHOLD_: each large buffer is fresh pages) a
                 # pypi-summaries block read in 29 ms so against 39 ms into bytes
-                raw = np.empty(os.fstat(f.fileno()).st_size, np.uint8)
+                raw = empty(os.fstat(f.fileno()).st_size, np.uint8)
                 if f.readinto(raw) != raw.nbytes:
                     return None
             ids.append(_identity(f))  # after the read: a write during it shows

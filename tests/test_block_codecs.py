@@ -214,3 +214,39 @@ def test_a_block_changed_after_its_verification_is_verified_again(rows, tmp_path
         os.replace(new, chunk)
     with pytest.raises(CorruptStoreError, match=f"rows/{info.name}/data"):
         ds.read_row_block(store.url, info, recheck=False)
+
+
+def test_buffers_reuse_only_memory_that_no_array_refers_to():
+    """Buffers.empty makes an array in a held buffer only once no array made in it lives (a
+    view of one keeps it), lets go of one passed over IDLE_TAKES times in a row, and of one
+    disowned; arrays under MIN_BYTES are plain new ones."""
+    b = ds.Buffers()
+    n = ds.Buffers.MIN_BYTES // 4 + 1000
+    a = b.empty(n, np.float32)
+    a[:] = 7.0
+    where = a.ctypes.data
+    other = b.empty(n, np.float32)  # a lives: other memory
+    assert other.ctypes.data != where
+    other[:] = 1.0
+    view = a[10:]
+    del a
+    c = b.empty(n, "float32")  # a view of a lives: its buffer is not free
+    assert c.ctypes.data != where and np.all(view == 7.0)
+    del view
+    d = b.empty(n - 500, np.int32)  # free now, and the smallest that fits
+    assert d.ctypes.data == where and d.dtype == np.int32 and d.shape == (n - 500,)
+    assert np.all(other == 1.0) and b.empty(10, np.float64).base is None  # small: plain
+    held = b.held_bytes()
+    del c  # free, then passed over by arrays that take d's buffer again and again
+    for _ in range(ds.Buffers.IDLE_TAKES):
+        del d
+        d = b.empty(n - 500, np.int32)
+        assert d.ctypes.data == where
+    assert b.held_bytes() == held
+    del d
+    d = b.empty(n - 500, np.int32)
+    assert b.held_bytes() < held  # c's buffer went: IDLE_TAKES + 1 arrays passed it over
+    b.disown(d)
+    kept = d.ctypes.data
+    del d
+    assert b.empty(n - 500, np.int32).ctypes.data != kept  # disowned: not reused

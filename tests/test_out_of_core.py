@@ -214,3 +214,52 @@ def test_the_block_a_stream_hands_on_is_read_once_and_only_for_the_stream_it_sta
     list(B.stream(store.url, [b0], 0, then=b1))
     B.drop_run("nothing")
     assert not B._handoff
+
+
+def test_a_stream_larger_than_the_cache_keeps_its_first_blocks_and_reuses_memory(tmp_path):
+    """A stream over more blocks than the cache holds: the cache keeps the blocks it took
+    first (a second stream in the same order reads only the others — least recently used
+    eviction would read them all again); the blocks it does not keep are decoded into the
+    memory of blocks the caller let go of, and every block reads as the store holds it,
+    whether the caller lets go of each block or keeps them all; a stream of another store
+    may still evict the first one's blocks."""
+    B = distsvm.workers.blocks
+    B.clear_cache()
+    store = generate(str(tmp_path / "s.zarr"), rows=36_000, features=2000, nnz_per_row=60,
+                     block_rows=6000, seed=3)  # data and indices 1.4 MB a block: Buffers'
+    other = generate(str(tmp_path / "o.zarr"), rows=12_000, features=2000, nnz_per_row=60,
+                     block_rows=6000, seed=4)
+    infos = list(store.meta.blocks)
+    size = max(b.nbytes + 8 * b.n_rows for b in (store.read_block(i) for i in range(6)))
+    budget = int(2.5 * size)  # two blocks
+    refs = [store.read_block(i) for i in range(6)]
+
+    def check(i, block, sqnorm):
+        for k in ("indptr", "indices", "data", "y"):
+            np.testing.assert_array_equal(getattr(block, k), getattr(refs[i], k))
+        np.testing.assert_allclose(sqnorm, np.add.reduceat(
+            refs[i].data.astype(np.float64) ** 2, refs[i].indptr[:-1]))
+
+    reads = []
+    for _ in range(2):
+        before, places = B.read_counts(), set()
+        for i, (block, sqnorm) in enumerate(B.stream(store.url, infos, budget)):
+            check(i, block, sqnorm)
+            if i >= 2:  # not cached
+                places.add(block.data.ctypes.data)
+            del block, sqnorm
+        after = B.read_counts()
+        reads.append(sum(after[store.url, b.name] - before.get((store.url, b.name), 0)
+                         for b in infos))
+    assert reads == [6, 4]  # the two blocks cached first stay: 4 reads, not 6
+    assert len(places) < 4  # 4 blocks read, their data in fewer places than that
+    assert B.Buffers.MIN_BYTES <= refs[2].data.nbytes
+    kept = list(B.stream(store.url, infos, budget))  # the caller keeps every block
+    for i, (block, sqnorm) in enumerate(kept):
+        check(i, block, sqnorm)
+    assert len({block.data.ctypes.data for block, _ in kept}) == 6
+    del kept
+    list(B.stream(other.url, list(other.meta.blocks), budget))
+    assert B._in_cache(other.url, list(other.meta.blocks))
+    assert not B._in_cache(store.url, infos[:1])
+    B.clear_cache()

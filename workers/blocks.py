@@ -21,7 +21,7 @@ import numpy as np
 
 from distsvm.storage import BlockInfo, RowBlock, read_row_block
 from distsvm.storage import checkpoint as files
-from distsvm.storage.dataset import join_parts
+from distsvm.storage.dataset import Buffers, join_parts
 
 from .kernels.linear import decision_values, row_sqnorms
 
@@ -34,31 +34,41 @@ _bytes_read = 0  # bytes of blocks read from the store since the last take_bytes
 PREFETCH = True  # benchmarks measure without it: client.run(set_prefetch, False)
 
 
-def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | None = None):
+def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | None = None,
+         buffers: Buffers | None = None, keep=frozenset()):
     """Return ``(block, sqnorm)`` for a row block, from the cache or the store.
 
     The block is kept if it fits in ``cache_bytes``; least recently used blocks
     are evicted to make room.  A joined block (:func:`storage.joined_block`, e.g. a
     cross-validation fold's rows of a block) is made from its parts loaded the same way,
     so the folds that take rows of one stored block read it from the store once.
+    ``buffers`` and ``keep`` (:func:`stream`'s): where a block read makes its arrays, and the
+    cache entries not evicted to keep it (:func:`cached`).
     """
     def read():
         global _bytes_read
         if info.parts:
-            loaded = [load(url, part, cache_bytes, storage_options) for part, _ in info.parts]
+            loaded = [load(url, part, cache_bytes, storage_options, buffers, keep)
+                      for part, _ in info.parts]
             block = join_parts([b for b, _ in loaded], info.parts)
             sqnorm = np.concatenate([s if rows is None else s[rows]
                                      for (_, s), (_, rows) in zip(loaded, info.parts)])
             return (block, sqnorm), block.nbytes + sqnorm.nbytes
-        block = read_row_block(url, info, storage_options, recheck=False)  # streamed: re-read
+        block = read_row_block(url, info, storage_options, recheck=False,  # streamed: re-read
+                               buffers=buffers)
         with _lock:
             _reads[url, info.name] += 1
             _bytes_read += block.nbytes
-        sqnorm = np.empty(block.n_rows)
+        sqnorm = (buffers or np).empty(block.n_rows, np.float64)
         row_sqnorms(block.indptr, block.data, sqnorm)
         return (block, sqnorm), block.nbytes + sqnorm.nbytes
 
-    return cached(_key(url, info), read, cache_bytes)
+    def kept(entry):  # the cache's now, not the stream's to reuse
+        block, sqnorm = entry
+        buffers.disown(block.indptr, block.indices, block.data, block.y, block.weight,
+                       block.target, sqnorm)
+
+    return cached(_key(url, info), read, cache_bytes, keep, None if buffers is None else kept)
 
 
 def _key(url: str, info: BlockInfo) -> tuple:
@@ -90,15 +100,22 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
     if not PREFETCH or (handed is None and _in_cache(url, infos)):
         yield from (load(url, info, cache_bytes, storage_options) for info in infos)
         return
+    # a block not cached is made in the memory of one the caller is done with; the cache keeps
+    # the blocks it holds and takes others only where it has room
+    buffers, keep = Buffers(), frozenset(_key(url, info) for info in infos)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="distsvm-prefetch") as pool:
-        ahead = handed or pool.submit(load, url, infos[0], cache_bytes, storage_options)
+        ahead = handed or pool.submit(load, url, infos[0], cache_bytes, storage_options,
+                                      buffers, keep)
         handed = None  # else its block stays referenced for the whole stream
         for k in range(len(infos)):
             current = ahead.result()
             if k + 1 < len(infos):
-                ahead = pool.submit(load, url, infos[k + 1], cache_bytes, storage_options)
-            elif then is not None and not _in_cache(url, [then]):
-                _hand(url, then, cache_bytes, storage_options)
+                ahead = pool.submit(load, url, infos[k + 1], cache_bytes, storage_options,
+                                    buffers, keep)
+            else:
+                buffers = None  # what no block uses is let go before the caller's last visit
+                if then is not None and not _in_cache(url, [then]):
+                    _hand(url, then, cache_bytes, storage_options, keep)
             yield current
             del current  # the caller's reference is the only one while the next is read
 
@@ -107,10 +124,11 @@ _handoff: dict = {}  # _key of a block stream()'s ``then`` -> (the future readin
 _handoff_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
 
-def _hand(url: str, info: BlockInfo, cache_bytes: int, storage_options) -> None:
+def _hand(url: str, info: BlockInfo, cache_bytes: int, storage_options, keep) -> None:
     """Start reading ``info`` for the next :func:`stream` (on a thread of its own, so that
     the stream that asked ends without waiting for it), in place of what this thread handed
-    on before: one block a thread (one-vs-rest runs streams on several threads side by side)."""
+    on before: one block a thread (one-vs-rest runs streams on several threads side by side).
+    ``keep``: the cache entries not evicted for it (the stream's, :func:`cached`)."""
     global _handoff_pool
     me = threading.get_ident()
     with _lock:
@@ -119,7 +137,7 @@ def _hand(url: str, info: BlockInfo, cache_bytes: int, storage_options) -> None:
                 1, thread_name_prefix="distsvm-handoff")
         _drop_handed(me)
         _handoff[_key(url, info)] = (_handoff_pool.submit(load, url, info, cache_bytes,
-                                                          storage_options), me)
+                                                          storage_options, None, keep), me)
 
 
 def _handed(url: str, info: BlockInfo | None):
@@ -203,8 +221,11 @@ def rows_of(block: RowBlock, rows: slice) -> RowBlock:
                     block.y[rows], cut(block.weight), cut(block.target))
 
 
-def cached(key, read, cache_bytes: int):
-    """The cache entry ``key``, or ``read()``'s ``(entry, nbytes)``, kept if it fits (LRU)."""
+def cached(key, read, cache_bytes: int, keep=frozenset(), kept=None):
+    """The cache entry ``key``, or ``read()``'s ``(entry, nbytes)``, kept if it fits: room is
+    made by evicting the least recently used entries but those in ``keep`` (a stream's
+    blocks: a stream larger than the cache keeps the blocks it cached first, where LRU would
+    evict each block before its next visit).  ``kept(entry)`` is called when it is kept."""
     global _cache_bytes
     with _lock:
         if key in _cache:
@@ -213,11 +234,21 @@ def cached(key, read, cache_bytes: int):
     entry, size = read()
     with _lock:
         if size <= cache_bytes and key not in _cache:
-            while _cache and _cache_bytes + size > cache_bytes:
-                _, (_, old_size) = _cache.popitem(last=False)
-                _cache_bytes -= old_size
-            _cache[key] = (entry, size)
-            _cache_bytes += size
+            over = _cache_bytes + size - cache_bytes
+            victims = []
+            for k, (_, old_size) in _cache.items():  # least recently used first
+                if over - sum(v for _, v in victims) <= 0:
+                    break
+                if k not in keep:
+                    victims.append((k, old_size))
+            if over - sum(v for _, v in victims) <= 0:
+                for k, old_size in victims:
+                    del _cache[k]
+                    _cache_bytes -= old_size
+                _cache[key] = (entry, size)
+                _cache_bytes += size
+                if kept is not None:
+                    kept(entry)
     return entry
 
 
