@@ -89,6 +89,10 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
     the caller works on one block, a background thread loads the next (from the cache, or
     read and decompressed from the store), so at most one block is in flight beyond the
     current one.  Blocks all in the cache are yielded without a thread: nothing to overlap.
+    The cache keeps the blocks it holds and takes others only where it has room
+    (:func:`cached`'s ``keep``); a block it does not take is decoded into the memory of one
+    the caller let go of (:class:`~distsvm.storage.dataset.Buffers`: a caller that keeps
+    its blocks gets them all, each in memory of its own).
 
     ``then``: the block the caller expects to stream first next (dual CD: its next round's,
     in this task or the next one on this worker).  It is read while the caller works on this
@@ -100,8 +104,6 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
     if not PREFETCH or (handed is None and _in_cache(url, infos)):
         yield from (load(url, info, cache_bytes, storage_options) for info in infos)
         return
-    # a block not cached is made in the memory of one the caller is done with; the cache keeps
-    # the blocks it holds and takes others only where it has room
     buffers, keep = Buffers(), frozenset(_key(url, info) for info in infos)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="distsvm-prefetch") as pool:
         ahead = handed or pool.submit(load, url, infos[0], cache_bytes, storage_options,
