@@ -773,10 +773,14 @@ def plot_anytime(res, png):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
+    placed: list[float] = []
     for tool, m in res["median"].items():
-        ax.plot(m["wall"], 100 * m["accuracy"], "s" if tool.startswith("vw") else "o")
-        ax.annotate(tool, (m["wall"], 100 * m["accuracy"]), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")
+        acc = 100 * m["accuracy"]
+        ax.plot(m["wall"], acc, "s" if tool.startswith("vw") else "o")
+        below = any(abs(acc - p) < 0.02 for p in placed)  # a point at that height has its label above
+        placed.append(acc)
+        ax.annotate(tool, (m["wall"], acc), fontsize=7, xytext=(4, -10 if below else 4),
+                    textcoords="offset points")
     ax.set_xlabel("whole command, wall time (s)")
     ax.set_ylabel("test accuracy (%)")
     ax.grid(alpha=0.3)
