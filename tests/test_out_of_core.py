@@ -245,7 +245,8 @@ def test_a_stream_larger_than_the_cache_keeps_its_first_blocks_and_reuses_memory
         before, places = B.read_counts(), set()
         for i, (block, sqnorm) in enumerate(B.stream(store.url, infos, budget)):
             check(i, block, sqnorm)
-            if i >= 2:  # not cached
+            if i >= 2:  # not cached: made in a buffer of the stream's Buffers
+                assert block.data.base is not None and block.data.base.dtype == np.uint8
                 places.add(block.data.ctypes.data)
             del block, sqnorm
         after = B.read_counts()
