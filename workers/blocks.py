@@ -39,7 +39,7 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
     """Return ``(block, sqnorm)`` for a row block, from the cache or the store.
 
     The block is kept if it fits in ``cache_bytes``; least recently used blocks
-    are evicted to make room.  A joined block (:func:`storage.joined_block`, e.g. a
+    (but those in ``keep``) are evicted to make room.  A joined block (:func:`storage.joined_block`, e.g. a
     cross-validation fold's rows of a block) is made from its parts loaded the same way,
     so the folds that take rows of one stored block read it from the store once.
     ``buffers`` and ``keep`` (:func:`stream`'s): where a block read makes its arrays, and the
@@ -59,7 +59,7 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
         with _lock:
             _reads[url, info.name] += 1
             _bytes_read += block.nbytes
-        sqnorm = (buffers or np).empty(block.n_rows, np.float64)
+        sqnorm = (np.empty if buffers is None else buffers.empty)(block.n_rows, np.float64)
         row_sqnorms(block.indptr, block.data, sqnorm)
         return (block, sqnorm), block.nbytes + sqnorm.nbytes
 
@@ -239,11 +239,12 @@ def cached(key, read, cache_bytes: int, keep=frozenset(), kept=None):
             over = _cache_bytes + size - cache_bytes
             victims = []
             for k, (_, old_size) in _cache.items():  # least recently used first
-                if over - sum(v for _, v in victims) <= 0:
+                if over <= 0:
                     break
                 if k not in keep:
                     victims.append((k, old_size))
-            if over - sum(v for _, v in victims) <= 0:
+                    over -= old_size
+            if over <= 0:
                 for k, old_size in victims:
                     del _cache[k]
                     _cache_bytes -= old_size
