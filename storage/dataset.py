@@ -747,6 +747,7 @@ class Buffers:
             self._held = [e for e in self._held if id(e[0]) not in mine]
 
     def held_bytes(self) -> int:
+        """Bytes of the buffers held, in use or free (what the tests watch)."""
         with self._lock:
             return sum(e[0].nbytes for e in self._held)
 

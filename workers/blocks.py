@@ -38,10 +38,10 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
          buffers: Buffers | None = None, keep=frozenset()):
     """Return ``(block, sqnorm)`` for a row block, from the cache or the store.
 
-    The block is kept if it fits in ``cache_bytes``; least recently used blocks
-    (but those in ``keep``) are evicted to make room.  A joined block (:func:`storage.joined_block`, e.g. a
-    cross-validation fold's rows of a block) is made from its parts loaded the same way,
-    so the folds that take rows of one stored block read it from the store once.
+    The block is kept if it fits in ``cache_bytes``; least recently used blocks (but those
+    in ``keep``) are evicted to make room.  A joined block (:func:`storage.joined_block`,
+    e.g. a cross-validation fold's rows of a block) is made from its parts loaded the same
+    way, so the folds that take rows of one stored block read it from the store once.
     ``buffers`` and ``keep`` (:func:`stream`'s): where a block read makes its arrays, and the
     cache entries not evicted to keep it (:func:`cached`).
     """
@@ -242,12 +242,11 @@ def cached(key, read, cache_bytes: int, keep=frozenset(), kept=None):
                 if over <= 0:
                     break
                 if k not in keep:
-                    victims.append((k, old_size))
+                    victims.append(k)
                     over -= old_size
             if over <= 0:
-                for k, old_size in victims:
-                    del _cache[k]
-                    _cache_bytes -= old_size
+                for k in victims:
+                    _cache_bytes -= _cache.pop(k)[1]
                 _cache[key] = (entry, size)
                 _cache_bytes += size
                 if kept is not None:
