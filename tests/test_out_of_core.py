@@ -3,10 +3,12 @@ prefetch; blocks whose rows are all shrunk are not read again."""
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import threading
 import time
+import weakref
 
 import numpy as np
 import psutil
@@ -190,8 +192,6 @@ def test_the_block_a_stream_hands_on_is_read_once_and_only_for_the_stream_it_sta
     B._handoff_pool.submit(lambda: None).result()  # the dropped read has ended too
     assert [n - m for n, m in zip(reads(), start)] == [2, 3, 2, 1]
     # another thread's stream (one-vs-rest problems side by side) leaves this one's be
-    import threading
-
     list(B.stream(store.url, [b0], 0, then=b1))
     other = threading.Thread(target=lambda: list(B.stream(store.url, [b2], 0)))
     other.start()
@@ -200,9 +200,6 @@ def test_the_block_a_stream_hands_on_is_read_once_and_only_for_the_stream_it_sta
     B._handoff_pool.submit(lambda: None).result()
     assert [n - m for n, m in zip(reads(), start)] == [3, 4, 3, 1]  # b1 once more, not twice
     # the handed block is let go once used, as any streamed block (memory: two blocks)
-    import gc
-    import weakref
-
     list(B.stream(store.url, [b0], 0, then=b1))
     it = B.stream(store.url, [b1, b2], 0)
     first = weakref.ref(next(it)[0])
@@ -226,13 +223,12 @@ def test_a_stream_larger_than_the_cache_keeps_its_first_blocks_and_reuses_memory
     B = distsvm.workers.blocks
     B.clear_cache()
     store = generate(str(tmp_path / "s.zarr"), rows=36_000, features=2000, nnz_per_row=60,
-                     block_rows=6000, seed=3)  # data and indices 1.4 MB a block: Buffers'
+                     block_rows=6000, seed=3)  # data, indices: 1.4 MB a block (≥ MIN_BYTES)
     other = generate(str(tmp_path / "o.zarr"), rows=12_000, features=2000, nnz_per_row=60,
                      block_rows=6000, seed=4)
     infos = list(store.meta.blocks)
-    size = max(b.nbytes + 8 * b.n_rows for b in (store.read_block(i) for i in range(6)))
-    budget = int(2.5 * size)  # two blocks
     refs = [store.read_block(i) for i in range(6)]
+    budget = int(2.5 * max(b.nbytes + 8 * b.n_rows for b in refs))  # two blocks
 
     def check(i, block, sqnorm):
         for k in ("indptr", "indices", "data", "y"):
