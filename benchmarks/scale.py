@@ -41,11 +41,13 @@ compute_seconds, comm_seconds, modelled_seconds and primal_objective.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
 import pathlib
 import sys
+import threading
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -68,13 +70,132 @@ class _Done:
 
 
 class _Runner:
-    """A simulated worker's :class:`distsvm.cluster.Runner`: a call is a task on it."""
+    """A simulated worker's :class:`distsvm.cluster.Runner`: a call is a task on it; a
+    group's call (:meth:`together`) a member of a :class:`_Group`."""
 
     def __init__(self, client, worker):
         self.client, self.worker = client, worker
+        self.key = worker
 
     def call(self, fn, *args, **kwargs):
         return self.client.submit(fn, *args, workers=[self.worker], **kwargs)
+
+    def together(self, group, rank, peers, fn, *args, **kwargs):
+        g = self.client.groups.setdefault(group, _Group(self.client, len(peers)))
+        g.members.append((self.worker, fn, args, kwargs))
+        return _Member(g, rank)
+
+    def abort(self, group):
+        pass
+
+
+class _Member:
+    """A group member's call: its result, once the group has run."""
+
+    def __init__(self, group, rank):
+        self.group, self.rank = group, rank
+
+    def result(self, timeout=None):
+        self.group.run()
+        return self.group.results[self.rank]
+
+
+class _Group:
+    """A :meth:`distsvm.cluster.Runner.together` group on the simulated workers: each member
+    runs in a thread of its own, one at a time in rank order between two of their
+    reductions (so each simulated worker has its per-run tables while it runs, and each
+    thread's CPU time is its own).  A reduction is a wave: its slowest member's compute
+    since the last, plus an all-reduce of the part (⌈log₂K⌉ hops of latency each way and
+    2·bytes / bandwidth, as a ring or tree all-reduce; nothing for K = 1).  The call itself
+    is one more wave: its arguments out and its replies back, as a pass's."""
+
+    def __init__(self, client, k):
+        self.client, self.k = client, k
+        self.members: list = []
+        self.results: list | None = None
+        self.turn = 0
+        self.cv = threading.Condition()
+        self.parts: dict = {}
+        self.since: dict = {}
+        self.compute: dict = {}
+
+    def _wait_turn(self, rank):
+        from distsvm.workers import blocks as worker_blocks
+
+        with self.cv:
+            self.cv.wait_for(lambda: self.turn == rank)
+        worker_blocks._runs = self.client.tables.setdefault(self.members[rank][0], {})
+        self.since[rank] = time.thread_time()
+
+    def _stop(self, rank):
+        self.compute[rank] = self.compute.get(rank, 0.0) + time.thread_time() - self.since[rank]
+
+    def _pass_turn(self, rank):
+        with self.cv:
+            self.turn = (rank + 1) % self.k
+            self.cv.notify_all()
+
+    def reduce(self, rank, part):
+        """The member ``rank``'s reduction of ``part``: the sum of the members' parts."""
+        from dask.sizeof import sizeof
+
+        self._stop(rank)
+        self.parts[rank] = part
+        if rank == self.k - 1:  # the last member's part: the wave is complete
+            hops = max(1, math.ceil(math.log2(self.k))) if self.k > 1 else 0
+            self.client.wave_of(self.compute, 2 * self.client.latency * hops
+                                + (2 * sizeof(part) / self.client.bandwidth if hops else 0),
+                                self.k * sizeof(part) if hops else 0)
+            self.compute = {}
+            total = self.parts[0]
+            for j in range(1, self.k):
+                total = total + self.parts[j] if not isinstance(total, dict) else \
+                    {key: total[key] + self.parts[j][key] for key in total}
+            self.total = total
+        self._pass_turn(rank)
+        self._wait_turn(rank)
+        return self.total if rank == 0 else copy.deepcopy(self.total)
+
+    def run(self):
+        from dask.sizeof import sizeof
+
+        if self.results is not None:
+            return
+        self.client.close_wave()
+        self.client.groups = {}
+        results = [None] * self.k
+
+        def member(rank):
+            worker, fn, args, kwargs = self.members[rank]
+            reduce = _Reduce(self, rank)
+            self._wait_turn(rank)
+            results[rank] = fn(*args, reduce=reduce, **kwargs)
+            self._stop(rank)
+            self._pass_turn(rank)
+
+        threads = [threading.Thread(target=member, args=(j,)) for j in range(self.k)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        hops = max(1, math.ceil(math.log2(self.k))) if self.k > 1 else 1
+        largest_in = max(sizeof(m[2]) + sizeof(m[3]) for m in self.members)
+        largest_out = max(sizeof(r) for r in results)
+        self.client.wave_of(self.compute, hops * 2 * self.client.latency
+                            + 2 * (largest_in + largest_out) / self.client.bandwidth,
+                            sum(sizeof(m[2]) + sizeof(m[3]) for m in self.members)
+                            + sum(sizeof(r) for r in results))
+        self.results = results
+
+
+class _Reduce:
+    """A simulated member's ``reduce`` (:class:`distsvm.cluster.AllReduce`)."""
+
+    def __init__(self, group, rank):
+        self.group, self.rank = group, rank
+
+    def __call__(self, part):
+        return self.group.reduce(self.rank, part)
 
 
 class SimClient:
@@ -91,6 +212,7 @@ class SimClient:
         self.bytes = 0
         self.waves = 0
         self.n = 0
+        self.groups: dict = {}  # group: its _Group, until it runs
 
     def submit(self, fn, *args, workers=None, pure=False, **kwargs):
         from dask.sizeof import sizeof
@@ -123,13 +245,18 @@ class SimClient:
         hops = max(1, math.ceil(math.log2(k))) if k > 1 else 1
         largest_in = max(i for *_, i, _ in self.wave)
         largest_out = max(o for *_, o in self.wave)
-        self.compute += max(per.values())
         # a pipelined tree: each hop's latency, and every link carries the vector once each
         # way (2 n / B, as a tree or ring all-reduce of large vectors)
-        self.comm += hops * 2 * self.latency + 2 * (largest_in + largest_out) / self.bandwidth
-        self.bytes += sum(i + o for *_, i, o in self.wave)
-        self.waves += 1
+        self.wave_of(per, hops * 2 * self.latency + 2 * (largest_in + largest_out) / self.bandwidth,
+                     sum(i + o for *_, i, o in self.wave))
         self.wave = []
+
+    def wave_of(self, compute: dict, comm: float, nbytes: int) -> None:
+        """Count a wave: each worker's compute in it, its communication and bytes."""
+        self.compute += max(compute.values(), default=0.0)
+        self.comm += comm
+        self.bytes += nbytes
+        self.waves += 1
 
     def run(self, fn, *args, workers=None, on_error=None, **kwargs):
         from distsvm.workers import blocks as worker_blocks

@@ -20,8 +20,10 @@ workers (:func:`replan`) and carries on; the others let it fail the job.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import collections
+import concurrent.futures
 import contextlib
 import dataclasses
 import importlib.machinery
@@ -32,6 +34,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 
 import dask
 import numpy as np
@@ -694,21 +697,206 @@ class Runner:
     coordinator gives up on a worker paused for ``distsvm.cluster.PAUSED_SECONDS``, less than
     this, and the call then ends without running instead of changing the state of a job that has
     ended).
+
+    :meth:`together` runs a function on each of a group of workers at once, which add up
+    their replies among themselves (:class:`AllReduce`) instead of through the coordinator.
     """
 
     def __init__(self):
         from distributed import get_worker
 
         self.worker = get_worker()
+        self.mail = Mailbox()
+        # held while a call or a group member computes; a member waiting for its peers'
+        # parts lets go, so that the worker computes one thing at a time (its memory was
+        # planned so) and yet groups reaching it in any order all move on
+        self.busy = threading.Lock()
 
-    def call(self, fn, *args, **kwargs):
+    def _unpaused(self, name: str) -> None:
         until = time.monotonic() + PAUSED_WAIT
         while self.worker.status == Status.paused:
             if time.monotonic() > until:
-                raise RuntimeError(f"worker paused for {PAUSED_WAIT:.0f}s: {fn.__name__} not run")
+                raise RuntimeError(f"worker paused for {PAUSED_WAIT:.0f}s: {name} not run")
             time.sleep(0.05)
-        RUNNER_CALLS[fn.__name__] += 1
-        return fn(*args, **kwargs)
+        RUNNER_CALLS[name] += 1
+
+    def call(self, fn, *args, **kwargs):
+        self._unpaused(fn.__name__)
+        with self.busy:
+            return fn(*args, **kwargs)
+
+    async def together(self, group: str, rank: int, peers: list, fn, *args, **kwargs):
+        """``fn(*args, reduce=…, **kwargs)`` as worker ``rank`` of ``peers`` (each worker's
+        ``(address, Runner key)``), all of which run it at once (:meth:`Passes.together
+        <distsvm.solvers.driver.Passes.together>`); ``reduce`` is their :class:`AllReduce`.
+
+        It runs in a thread of its own, not on the actor thread that runs :meth:`call` one at
+        a time: two groups (problems side by side, or jobs) that reached two workers in
+        different orders would otherwise each wait there for the other.  It computes while
+        holding ``busy``, as :meth:`call` does, and lets go while it waits for its peers.  If
+        ``fn`` fails, the others' waits are ended (:meth:`abort`), as the coordinator also
+        does."""
+        reduce = AllReduce(self, group, rank, peers)
+
+        def run():
+            self._unpaused(fn.__name__)
+            try:
+                with self.busy:
+                    return fn(*args, reduce=reduce, **kwargs)
+            except BaseException:
+                reduce.abort()
+                raise
+            finally:
+                self.mail.forget(group)
+
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="distsvm-group")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(pool, run)
+        finally:
+            pool.shutdown(wait=False)
+
+    async def put(self, key: tuple, value) -> None:
+        """A peer's part ``value`` of an :class:`AllReduce` step ``key``."""
+        self.mail.put(key, value)
+
+    async def abort(self, group: str) -> None:
+        """End the waits of group ``group`` here with an error (a member failed or left)."""
+        self.mail.abort(group)
+
+    async def ping(self) -> bool:
+        """Whether this worker answers (asked by a peer that has waited long)."""
+        return True
+
+
+class Mailbox:
+    """A :class:`Runner`'s parts from its peers, by ``(group, step, rank)``, and the groups
+    aborted here."""
+
+    def __init__(self):
+        self.parts: dict = {}
+        self.aborted: set = set()
+        self.cv = threading.Condition()
+
+    def put(self, key: tuple, value) -> None:
+        with self.cv:
+            if key[0] not in self.aborted:
+                self.parts[key] = value
+                self.cv.notify_all()
+
+    def abort(self, group: str) -> None:
+        with self.cv:
+            self.aborted.add(group)
+            self.forget(group)
+            self.cv.notify_all()
+
+    def forget(self, group: str) -> None:
+        with self.cv:
+            for key in [k for k in self.parts if k[0] == group]:
+                del self.parts[key]
+
+    def wait(self, group: str, keys: list, seconds: float) -> bool:
+        """Whether the parts ``keys`` are all here, after waiting at most ``seconds``;
+        :class:`GroupAborted` if ``group`` is aborted."""
+        with self.cv:
+            self.cv.wait_for(lambda: group in self.aborted or all(k in self.parts for k in keys),
+                             seconds)
+            if group in self.aborted:
+                raise GroupAborted(group)
+            return all(k in self.parts for k in keys)
+
+    def take(self, keys: list) -> list:
+        with self.cv:
+            return [self.parts.pop(k) for k in keys]
+
+
+class GroupAborted(RuntimeError):
+    """A group's call ended because another member failed or left (:meth:`Runner.abort`)."""
+
+    def __init__(self, group: str):
+        super().__init__(f"group {group} aborted: another worker of the pass failed or left")
+
+
+# An AllReduce that waits this long for a peer's part asks whether the peer still answers
+PING_SECONDS = 10.0
+
+
+def _add(a, b):
+    """``a + b`` for the parts of an :class:`AllReduce` (numbers, arrays, or dicts of them key
+    by key), in ``a``'s memory where it is a writable array: the parts are the members' own
+    or received, and a fresh array of this size costs a worker page faults."""
+    if isinstance(a, dict):
+        return {k: _add(a[k], b[k]) for k in a}
+    if isinstance(a, np.ndarray) and a.flags.writeable:
+        a += b
+        return a
+    return a + b
+
+
+class AllReduce:
+    """``reduce(part)``: the sum of the parts of every worker of a :meth:`Runner.together`
+    group at this step, added in rank order on each of them, so that every member holds the
+    same bits (numbers, arrays, or dicts of them).
+    Each member sends its part to each other member: K − 1 messages each, for the few
+    workers (``distsvm.solvers.driver.TREE_MIN``) this is used for."""
+
+    def __init__(self, runner: Runner, group: str, rank: int, peers: list):
+        self.runner, self.group, self.rank, self.peers = runner, group, rank, peers
+        self.step = 0
+
+    def _send(self, address: str, method: str, *args) -> concurrent.futures.Future:
+        """``method(*args)`` on the Runner at ``address``, from this worker's event loop."""
+        from distributed.protocol import to_serialize
+
+        worker = self.runner.worker
+        key = dict(self.peers)[address]
+
+        async def send():
+            reply = await worker.rpc(address).actor_execute(
+                function=method, actor=key, args=[to_serialize(a) for a in args], kwargs={})
+            if reply["status"] != "OK":
+                raise reply["exception"]
+            return reply["result"]
+
+        return asyncio.run_coroutine_threadsafe(send(), worker.loop.asyncio_loop)
+
+    def __call__(self, part):
+        self.step += 1
+        others = [j for j in range(len(self.peers)) if j != self.rank]
+        sent = [self._send(self.peers[j][0], "put", (self.group, self.step, self.rank), part)
+                for j in others]
+        keys = [(self.group, self.step, j) for j in others]
+        mail = self.runner.mail
+        self.runner.busy.release()
+        try:
+            while not mail.wait(self.group, keys, PING_SECONDS):
+                for j, k in zip(others, keys):  # a peer silent this long: is it still there?
+                    if k not in mail.parts:
+                        try:
+                            self._send(self.peers[j][0], "ping").result(LEAVING_SECONDS)
+                        except Exception:
+                            raise GroupAborted(self.group) from None
+            parts = dict(zip(others, mail.take(keys)))
+            for f in sent:  # delivered (the peers' parts came, so they are there), or an error
+                while True:
+                    mail.wait(self.group, [], 0)
+                    try:
+                        f.result(POLL_SECONDS)
+                        break
+                    except TimeoutError:
+                        continue
+        finally:
+            self.runner.busy.acquire()
+        parts[self.rank] = part
+        total = parts[0]
+        for j in range(1, len(self.peers)):
+            total = _add(total, parts[j])
+        return total
+
+    def abort(self) -> None:
+        """Tell the other members to stop waiting for this one."""
+        for address, _ in self.peers:
+            if address != self.runner.worker.address:
+                self._send(address, "abort", self.group)
 
 
 def runner_calls() -> dict:
@@ -722,10 +910,10 @@ class Call:
     worker, not a task through the scheduler.  It has a future's ``result(timeout)``; it
     cannot be cancelled (:func:`settle` waits for it instead)."""
 
-    def __init__(self, runner, worker: str, fn, *args, **kwargs):
+    def __init__(self, runner, worker: str, method: str, *args, **kwargs):
         self.worker = worker
         try:
-            self.future = runner.call(fn, *args, **kwargs)
+            self.future = getattr(runner, method)(*args, **kwargs)
         except RuntimeError:  # Dask: "Worker holding Actor was lost"
             self.future = None
 
@@ -770,6 +958,30 @@ class Runners:
     def call(self, worker: str, fn, *args, **kwargs) -> Call:
         """``fn(*args, **kwargs)`` on ``worker`` as a :class:`Call`; :class:`WorkerLost` if
         the worker leaves before its Runner is made."""
+        return Call(self.handle(worker), worker, "call", fn, *args, **kwargs)
+
+    def together(self, workers: list, fn, args: list[tuple], kwargs: list[dict]) -> list[Call]:
+        """``fn(*args[j], reduce=…, **kwargs[j])`` on each worker ``workers[j]`` at once, as a
+        group whose members add up their replies among themselves (:meth:`Runner.together`);
+        their :class:`Call`s in order.  :meth:`abort` ends them if one fails or leaves."""
+        handles = [self.handle(a) for a in workers]
+        peers = [(a, h.key) for a, h in zip(workers, handles)]
+        group = f"group-{uuid.uuid4().hex}"
+        calls = [Call(h, a, "together", group, j, peers, fn, *args[j], **kwargs[j])
+                 for j, (a, h) in enumerate(zip(workers, handles))]
+        for call in calls:
+            call.group = group
+        return calls
+
+    def abort(self, calls: list[Call]) -> None:
+        """End the waits of the group of ``calls`` (:meth:`together`) on their workers."""
+        for call in calls:
+            if call.future is not None and call.worker in self.handles:
+                with contextlib.suppress(Exception):
+                    self.handles[call.worker].abort(call.group)
+
+    def handle(self, worker: str):
+        """The job's Runner on ``worker``, made on first use."""
         if worker not in self.handles:
             future = self.client.submit(Runner, actor=True, workers=[worker], pure=False)
             handle = gather(self.client, [future], [worker])[0]
@@ -777,7 +989,7 @@ class Runners:
             # (whose scheduler knows the worker): calls through another never return
             handle._client, handle._future = self.client, future
             self.handles[worker] = handle
-        return Call(self.handles[worker], worker, fn, *args, **kwargs)
+        return self.handles[worker]
 
     def keep(self, workers) -> None:
         """Drop the Runners of workers not in ``workers`` (gone from the job's plan)."""

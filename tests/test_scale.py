@@ -57,10 +57,11 @@ def test_plans_size_each_cache_for_what_the_worker_reads():
 
 @pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
 def test_newton_passes_are_one_call_per_worker_whatever_the_blocks(client, a9a, tmp_path, loss):
-    """Newton on 8 blocks over 2 workers: every pass (evaluation, Hessian-vector product,
-    step) is one call on each worker, counted on the workers — K calls a pass, not one a
-    block — and none goes through the scheduler (its task stream has no pass: only each
-    worker's Runner); each block is read from the store once in the run."""
+    """Newton on 8 blocks over 2 workers: the first evaluation is one call on each worker,
+    and each iteration another, counted on the workers — K calls an iteration, not one a
+    block or a pass: its passes (Hessian-vector products, the step) add up their sums among
+    the workers — and none goes through the scheduler (its task stream has no pass: only
+    each worker's Runner); each block is read from the store once in the run."""
     from distributed import get_task_stream
 
     X, y = a9a
@@ -75,10 +76,13 @@ def test_newton_passes_are_one_call_per_worker_whatever_the_blocks(client, a9a, 
              for t in ts.data]
     assert sorted(names) == ["Runner", "Runner"]
     done = client.run(cluster.runner_calls)
-    for a in done:  # each worker: one call a pass
-        new = {k: n - calls[a].get(k, 0) for k, n in done[a].items()}
-        assert new["hess_vec"] == sum(row["cg_iterations"] for row in model.summary["history"])
-        assert new["step"] == model.summary["rounds"]
+    history = model.summary["history"]
+    for a in done:  # each worker: one call to evaluate, one an iteration
+        new = {k: n - calls[a].get(k, 0) for k, n in done[a].items() if n > calls[a].get(k, 0)}
+        assert new == {"evaluate": 1, "iteration": model.summary["rounds"]}
+    # the passes inside: each CG step's product, and the step (α = 1 throughout here)
+    assert [r["step"] for r in history[1:]] == [1.0] * model.summary["rounds"]
+    assert history[-1]["passes"] == 1 + sum(r["cg_iterations"] + 1 for r in history[1:])
     after = client.run(distsvm.workers.blocks.read_counts)
     reads = {k: n - before[a].get(k, 0) for a in after for k, n in after[a].items()
              if k[0] == store.url}
@@ -129,7 +133,7 @@ def test_a_store_spread_over_workers_trains_dual_twins_by_newton_on_all_of_them(
                                                                                   tmp_path):
     """-s 1 (dual CD of the squared hinge, LIBLINEAR's primal switch set, as the CLI sets it)
     on a store each of 2 workers holds a share of but neither all of it: the primal Newton
-    solver on both (Hessian-vector calls on both, counted on the workers), said in the log, at
+    solver on both (its iterations called on both, counted on the workers), said in the log, at
     LIBLINEAR's -s 2 objective for the same tolerance (0.001 x -s 1's); where one worker
     holds the store, dual CD as before."""
     X, y = a9a
@@ -146,7 +150,7 @@ def test_a_store_spread_over_workers_trains_dual_twins_by_newton_on_all_of_them(
     assert model.solver == "newton" and model.params["eps"] == pytest.approx(1e-4)
     assert "the store spans 2 workers' memory and no one worker holds it" in log.getvalue()
     done = client.run(cluster.runner_calls)
-    assert all(done[a]["hess_vec"] > calls[a].get("hess_vec", 0) for a in plan.workers)
+    assert all(done[a]["iteration"] > calls[a].get("iteration", 0) for a in plan.workers)
     ref = _liblinear_objective(X, y, "-s 2 -e 0.0001", "squared_hinge")
     assert model.summary["primal_objective"] <= ref * (1 + 1e-6)  # no worse than LIBLINEAR's
     held = cluster.assign(dataclasses.replace(plan, free={a: 20 * size for a in plan.workers}),

@@ -11,10 +11,10 @@ the last evaluation, so that :func:`step` need not be sent it.  Only
 works on the kept vectors alone.
 
 An iteration's CG (:func:`direction`) and line search (:func:`line_search`) take the passes
-as ``each(fn, run, …)``, the replies of ``fn`` over the blocks' owners: the coordinator's
-tasks, one a pass, or, where one worker owns every block, calls in that worker's one
-:func:`iteration` task (one round trip an iteration instead of one a pass); :func:`advance`
-is the iteration either way.
+as ``each(fn, run, …)``, the sum of the replies of ``fn`` over the blocks' owners: on each
+owner at once, added up among them (:func:`iteration`, one call per owner an iteration), or,
+over many owners, the coordinator's calls, one a pass, added up a tree; :func:`advance` is
+the iteration either way.
 """
 
 from __future__ import annotations
@@ -149,33 +149,36 @@ def trial(url: str, infos: list[BlockInfo], run: str, alpha: float, *, loss: int
 
 def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | None]:
     """Preconditioned CG on ∇²f·s = −g, stopped by the quadratic-model rule (newton.cpp's
-    ``pcg``); returns (s, CG iterations, warning or None)."""
+    ``pcg``), ``hess_vec(v, out)`` writing ∇²f·v into ``out``; returns (s, CG iterations,
+    warning or None)."""
     n = len(g)
     s = np.zeros(n)
     r = -g
     z = r / M
     d = z.copy()
+    Hd, ad = np.empty(n), np.empty(n)
     zTr = dot(z, r)
     cgtol = min(EPS_CG, np.sqrt(np.sqrt(zTr)))
     Q = 0.0
     for k in range(1, max(n, 5) + 1):
-        Hd = hess_vec(d)
+        hess_vec(d, Hd)
         dHd = dot(d, Hd)
         if dHd <= 1e-16:  # avoids 0/0 in the step
             return s, k, None
         a = zTr / dHd
-        s += a * d
-        r -= a * Hd
-        newQ = -0.5 * (dot(s, r) - dot(s, g))  # the quadratic model at s
+        s += np.multiply(d, a, out=ad)  # s += a·d, r -= a·Hd, d = z + β·d: the same
+        r -= np.multiply(Hd, a, out=ad)  # arithmetic in place (a worker's fresh arrays
+        newQ = -0.5 * (dot(s, r) - dot(s, g))  # of this size cost it page faults)
         Qdiff = newQ - Q
         if newQ > 0 or Qdiff > 0:
             return s, k, "quadratic approximation > 0 or increasing in CG"
         if k * Qdiff >= cgtol * newQ:
             return s, k, None
         Q = newQ
-        z = r / M
+        np.divide(r, M, out=z)
         znew = dot(z, r)
-        d = z + (znew / zTr) * d
+        d *= znew / zTr
+        d += z
         zTr = znew
     return s, max(n, 5), "reaching maximal number of CG steps"
 
@@ -183,8 +186,15 @@ def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | 
 def direction(each, run, g, M, reg) -> tuple[np.ndarray, int, str | None]:
     """The Newton direction by :func:`pcg`, its Hessian-vector products by :func:`hess_vec`
     passes (``each``), preconditioned by newton.cpp's (1 − α)I + α·diag(∇²f) of ``M``."""
-    return pcg(lambda v: reg * v + sum(each(hess_vec, run, v, threaded=True)), g,
-               (1 - ALPHA_PCG) + ALPHA_PCG * M)
+    def product(v, out):
+        parts = each(hess_vec, run, v, threaded=True)
+        total = parts[0]
+        for part in parts[1:]:
+            total = total + part
+        np.multiply(reg, v, out=out)
+        out += total
+
+    return pcg(product, g, (1 - ALPHA_PCG) + ALPHA_PCG * M)
 
 
 def line_search(each, run, kw, w, s, g, f, reg) -> tuple[float, list]:
@@ -217,19 +227,43 @@ def advance(each, run, kw, class_cost, w, g, M, f, reg) -> tuple:
     return s, cg, warning, alpha, reps
 
 
-def iteration(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, g: np.ndarray,
-              M: np.ndarray, f: float, reg: np.ndarray, *, loss: int, positive: int,
-              epsilon: float, class_cost: np.ndarray, threads: int = 1, **common) -> tuple:
-    """:func:`advance` on a worker that owns every block, its passes called here: the
-    iterates of the same passes run as tasks, in one round trip.  Returns
-    :func:`advance`'s tuple and how many passes it made."""
+def totals(w: np.ndarray, reps: list, reg: np.ndarray) -> tuple:
+    """(f, ∇f, diag(∇²f), rows right) at ``w`` from the owners' replies of an evaluation
+    there (:func:`evaluate`, :func:`step`); ``reg`` weighs ½wᵀw by coordinate."""
+    f = 0.5 * dot(reg, w * w) + sum(r["loss"] for r in reps)
+    return (f, reg * w + sum(r["grad"] for r in reps), reg + sum(r["diag"] for r in reps),
+            sum(r["correct"] for r in reps))
+
+
+def iteration(url: str, infos: list[BlockInfo], run: str, start: tuple | None, *,
+              loss: int, positive: int, epsilon: float, class_cost: np.ndarray,
+              reduce=None, threads: int = 1, **common) -> tuple:
+    """:func:`advance` from ``start`` = (w, ∇f, diag(∇²f), f, reg) on each owner of blocks at
+    once, its passes called here and their replies added up among the owners by ``reduce``
+    (:class:`distsvm.cluster.AllReduce`; None: this worker owns every block): every owner
+    runs the same arithmetic on the same sums, so they all hold the same iterates, and
+    vectors never go through the coordinator.
+
+    Each owner keeps where the iteration ends (w + αs and f, ∇f, diag(∇²f) there) and starts
+    the next from it when ``start`` is None.  Returns (s — from the first owner only, None
+    from the others —, CG iterations, warning or None, α, f, ‖∇f‖ and rows right at w + αs,
+    the passes made)."""
     count = 0
 
     def each(fn, *args, threaded=False, **kw):
         nonlocal count
         count += 1
-        return [fn(url, infos, *args, **common, **kw,
-                   **({"threads": threads} if threaded else {}))]
+        part = fn(url, infos, *args, **common, **kw, **({"threads": threads} if threaded else {}))
+        return [part if reduce is None else reduce(part)]
 
+    point = _point(run)
+    if start is None and "start" not in point:
+        raise RuntimeError("this worker holds no Newton iterate of the run (restarted?)")
+    w, g, M, f, reg = point["start"] if start is None else start
     kw = dict(loss=loss, positive=positive, epsilon=epsilon)
-    return advance(each, run, kw, class_cost, w, g, M, f, reg), count
+    s, cg, warning, alpha, reps = advance(each, run, kw, class_cost, w, g, M, f, reg)
+    x = w + alpha * s
+    f, g, M, correct = totals(x, reps, reg)
+    point["start"] = (x, g, M, f, reg)
+    first = reduce is None or reduce.rank == 0
+    return s if first else None, cg, warning, alpha, f, np.sqrt(dot(g, g)), correct, count

@@ -526,6 +526,24 @@ class Passes:
             self.ctx.pending += level
         return cluster.gather(self.ctx.client, level, owners)
 
+    def together(self, fn, *args, threaded=False, **kw) -> list:
+        """``fn(url, infos, *args, reduce=…, **kw)`` on each worker that owns blocks, all at
+        once, adding up their parts among themselves (:meth:`distsvm.cluster.Runner.together`):
+        a computation of several passes whose sums need not come to the coordinator; its
+        replies in worker order.  Counts no pass (``fn`` says how many it made).  If one
+        call fails or its worker leaves, the others are ended before the error is raised."""
+        ctx, owned = self.ctx, self.owned()
+        self.runners.keep(ctx.plan.workers)
+        workers = [a for a, _ in owned]
+        ctx.pending = calls = self.runners.together(
+            workers, fn, [(ctx.dataset.url, infos, *args) for _, infos in owned],
+            [self._kw(a, threaded, kw) for a in workers])
+        try:
+            return cluster.gather(ctx.client, calls, workers)
+        except BaseException:
+            self.runners.abort(calls)
+            raise
+
     def _kw(self, a: str, threaded: bool, kw: dict) -> dict:
         """The keywords of worker ``a``'s part of a pass."""
         return dict(cache_bytes=self.ctx.plan.cache_bytes[a], **self.common, **kw,

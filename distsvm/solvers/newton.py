@@ -101,21 +101,21 @@ class _Newton(driver.Solver):
             np.array(warm_start, dtype=np.float64)
         self.gnorm0 = None  # ‖∇f(0)‖, the stopping rule's reference; None: not started
         self.fresh = True  # whether the workers' z and D must be computed from w first
+        # whether the owners hold the iterate they start the next iteration from (f, ∇f and
+        # diag(∇²f) at x: distsvm.workers.newton.iteration), which the coordinator then lacks
+        self.kept = False
         self.f = self.g = self.M = None
 
     def evaluate(self, w):
         """(f, ∇f, diag(∇²f), rows right) at w, computing the workers' z and D."""
         reps = self.passes.total(distsvm.workers.newton.evaluate, self.ctx.run, w,
                                  class_cost=self.class_cost, threaded=True, **self.kw)
-        self.fresh = False
+        self.fresh = self.kept = False
         return self.totals(w, reps)
 
     def totals(self, w, reps):
         """(f, ∇f, diag(∇²f), rows right) at w from the workers' replies of an evaluation."""
-        reg = self.reg
-        f = 0.5 * dot(reg, w * w) + sum(r["loss"] for r in reps)
-        return (f, reg * w + sum(r["grad"] for r in reps), reg + sum(r["diag"] for r in reps),
-                sum(r["correct"] for r in reps))
+        return distsvm.workers.newton.totals(w, reps, self.reg)
 
     def row(self, k, gnorm, cg, step, correct) -> tuple[int, dict]:
         return 0, {"round": k, "primal": self.f, "grad_norm": gnorm,
@@ -141,15 +141,18 @@ class _Newton(driver.Solver):
                 return rows
         if self.fresh:  # a resumed or recovered run: z and D at w first
             self.f, self.g, self.M, _ = self.evaluate(self.x)
-        passes, start = self.passes, (self.x, self.g, self.M, self.f, self.reg)
-        if len(passes.owned()) == 1:  # the iteration in one task on the owner of every block
-            out, count = passes.each(distsvm.workers.newton.iteration, self.ctx.run, *start,
-                                     class_cost=self.class_cost, threaded=True, **self.kw)[0]
-            passes.count += count - 1
+        passes = self.passes
+        start = None if self.kept else (self.x, self.g, self.M, self.f, self.reg)
+        if len(passes.owned()) <= driver.TREE_MIN:  # on the owners, adding up among them
+            s, cg, warning, alpha, f, gnorm, correct, count = passes.together(
+                distsvm.workers.newton.iteration, self.ctx.run, start,
+                class_cost=self.class_cost, threaded=True, **self.kw)[0]
+            passes.count += count
+            self.kept, self.g = True, None
         else:
-            out = distsvm.workers.newton.advance(passes.total, self.ctx.run, self.kw, self.class_cost,
-                                         *start)
-        s, cg, warning, alpha, reps = out
+            s, cg, warning, alpha, reps = distsvm.workers.newton.advance(
+                passes.total, self.ctx.run, self.kw, self.class_cost, self.x, self.g, self.M,
+                self.f, self.reg)
         if warning:
             self.ctx.progress.note(f"WARNING: {warning}")
         if alpha == 0.0:
@@ -157,9 +160,10 @@ class _Newton(driver.Solver):
             self.done[0] = True
             return rows
         f_old, x = self.f, self.x + alpha * s
-        self.f, self.g, self.M, correct = self.totals(x, reps)
-        self.x = x
-        gnorm = np.sqrt(dot(self.g, self.g))
+        if not self.kept:
+            f, self.g, self.M, correct = self.totals(x, reps)
+            gnorm = np.sqrt(dot(self.g, self.g))
+        self.f, self.x = f, x
         rows.append(self.row(r, gnorm, cg, alpha, correct))
         self.done[0] = self.converged[0] = gnorm <= self.eps * self.gnorm0
         if not self.converged[0] and abs(f_old - self.f) <= 1e-12 * abs(self.f):

@@ -1,0 +1,149 @@
+"""Groups of calls that add up their parts among the workers (:meth:`distsvm.cluster.Runner.
+together`, :class:`distsvm.cluster.AllReduce`), on real LocalClusters: every member gets the
+same sum, groups in any order all finish, a failing or lost member ends the others' waits."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from distsvm import cluster, jobs
+from distsvm.ingest import ingest
+
+from .conftest import Killer, local_client
+
+
+def _steps(rank: int, steps: int, fail_at: int = 0, *, reduce):
+    """``steps`` reductions of an array, a dict and a number that depend on the rank; fails
+    at step ``fail_at`` on rank 1.  Returns every step's sums."""
+    out = []
+    for t in range(1, steps + 1):
+        if rank == 1 and t == fail_at:
+            raise ValueError(f"member 1 fails at step {t}")
+        part = {"v": np.arange(5.0) * (rank + 1) + t / 3, "n": rank + 0.1 * t}
+        out.append(reduce(part))
+        out.append(reduce(np.full(3, 1 / (rank + 3))))
+    return out
+
+
+def _in_order(parts):
+    total = parts[0]
+    for p in parts[1:]:
+        total = {k: total[k] + p[k] for k in total} if isinstance(total, dict) else total + p
+    return total
+
+
+def _expected(k: int, steps: int) -> list:
+    out = []
+    for t in range(1, steps + 1):
+        out.append(_in_order([{"v": np.arange(5.0) * (r + 1) + t / 3, "n": r + 0.1 * t}
+                              for r in range(k)]))
+        out.append(_in_order([np.full(3, 1 / (r + 3)) for r in range(k)]))
+    return out
+
+
+def test_every_member_gets_the_sum_in_rank_order():
+    """Three workers: each step's sum is the parts added in rank order, the same bits on
+    every member, for dicts, arrays and numbers."""
+    with local_client(3) as c:
+        workers = sorted(cluster.workers_info(c))
+        runners = cluster.Runners(c)
+        calls = runners.together(workers, _steps, [(j, 4) for j in range(3)], [{}] * 3)
+        got = cluster.gather(c, calls, workers)
+        want = _expected(3, 4)
+        assert len(want) == 8
+        for member in got:
+            assert len(member) == 8
+            for mine, expected in zip(member, want):
+                if isinstance(expected, dict):
+                    np.testing.assert_array_equal(mine["v"], expected["v"])
+                    assert mine["n"] == expected["n"]
+                else:
+                    np.testing.assert_array_equal(mine, expected)
+
+
+def test_groups_that_reach_the_workers_in_opposite_orders_both_finish(client):
+    """Group 1 reaches worker A before group 2 does, and worker B after it: were a group's
+    calls run one at a time on a worker's actor thread, A would wait in group 1 for B,
+    and B in group 2 for A.  Both finish, with their sums."""
+    a, b = sorted(cluster.workers_info(client))
+    runners = cluster.Runners(client)
+    peers = [(w, runners.handle(w).key) for w in (a, b)]
+
+    def call(group, w, rank):
+        time.sleep(0.3)  # the calls reach the workers in the order they are made
+        return cluster.Call(runners.handle(w), w, "together", group, rank, peers, _steps,
+                            rank, 6)
+
+    first = [call("g1", a, 0)]
+    second = [call("g2", b, 1), call("g2", a, 0)]
+    first.append(call("g1", b, 1))
+    start = time.perf_counter()
+    for calls in (first, second):
+        done = [c.result(timeout=60) for c in calls]
+        assert len(done[0]) == 12
+        np.testing.assert_array_equal(done[0][-1], done[1][-1])
+    assert time.perf_counter() - start < 20
+
+
+def test_a_member_that_fails_ends_the_others_waits(client):
+    """Member 1 raises in the middle of a group: member 0, waiting for its part, ends at once
+    (member 1 aborts the group on its way out) with an error that says so, the coordinator
+    gets member 1's error, and the workers then run another group."""
+    workers = sorted(cluster.workers_info(client))
+    runners = cluster.Runners(client)
+    calls = runners.together(workers, _steps, [(0, 6, 3), (1, 6, 3)], [{}, {}])
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="member 1 fails at step 3"):
+        calls[1].result(timeout=30)
+    with pytest.raises(cluster.GroupAborted, match="another worker of the pass failed or left"):
+        calls[0].result(timeout=30)
+    assert time.perf_counter() - start < cluster.PING_SECONDS
+    again = runners.together(workers, _steps, [(0, 2), (1, 2)], [{}, {}])
+    assert len(cluster.gather(client, again, workers)[0]) == 4
+
+
+def _dies_at_product(n: int) -> None:
+    """On a worker: SIGKILL this process at its ``n``-th Hessian-vector product (the nanny
+    starts a new worker, which has not this)."""
+    import distsvm.workers.newton as newton
+
+    real, count = newton.hess_vec, [0]
+
+    def product(*args, **kwargs):
+        count[0] += 1
+        if count[0] == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+
+    product.__name__ = "hess_vec"
+    newton.hess_vec = product
+
+
+def test_a_worker_killed_inside_a_newton_iteration(a9a, tmp_path):
+    """Newton on 2 workers, one killed in the middle of an iteration's CG (its 7th product),
+    while the other waits for its part: the job goes on on the other worker from the
+    iteration's start and ends at the uninterrupted run's objective (to its tolerance: the
+    single owner adds the blocks' sums in another order), without waiting for a ping (the
+    coordinator ends the survivor's wait)."""
+    X, y = a9a
+    store = ingest((X[:8000], y[:8000]), str(tmp_path / "s.zarr"), block_rows=2000)
+    params = dict(solver="newton", loss="logistic", eps=1e-4)
+    with local_client(2) as c:
+        ref = jobs.train(store, client=c, **params)
+        victim = sorted(cluster.workers_info(c))[1]
+        c.run(_dies_at_product, 7, workers=[victim])
+        log = Killer(c, 10**6, 0)  # kills nobody: a progress that keeps the log
+        start = time.perf_counter()
+        model = jobs.train(store, client=c, progress=log, **params)
+        seconds = time.perf_counter() - start
+    text = log.stream.getvalue()
+    assert f"worker {victim} left the cluster" in text, text[-2000:]
+    assert model.summary["primal_objective"] == pytest.approx(
+        ref.summary["primal_objective"], rel=1e-6)
+    assert model.summary["converged"]
+    assert seconds < cluster.PING_SECONDS
