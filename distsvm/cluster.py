@@ -672,6 +672,10 @@ def alive(client: Client) -> set[str]:
 # work with runner_calls); a call waits at most PAUSED_WAIT for a paused worker to resume
 RUNNER_CALLS: collections.Counter = collections.Counter()
 PAUSED_WAIT = 65.0  # just over PAUSED_SECONDS (60 s)
+# Held while a Runner's call or group member computes, whichever job or problem it is of; a
+# member waiting for its peers' parts lets go: the worker computes one thing at a time, as
+# its memory was planned, and yet groups that reach it in any order all move on
+BUSY = threading.Lock()
 
 
 class Runner:
@@ -707,10 +711,6 @@ class Runner:
 
         self.worker = get_worker()
         self.mail = Mailbox()
-        # held while a call or a group member computes; a member waiting for its peers'
-        # parts lets go, so that the worker computes one thing at a time (its memory was
-        # planned so) and yet groups reaching it in any order all move on
-        self.busy = threading.Lock()
 
     def _unpaused(self, name: str) -> None:
         until = time.monotonic() + PAUSED_WAIT
@@ -722,7 +722,7 @@ class Runner:
 
     def call(self, fn, *args, **kwargs):
         self._unpaused(fn.__name__)
-        with self.busy:
+        with BUSY:
             return fn(*args, **kwargs)
 
     async def together(self, group: str, rank: int, peers: list, fn, *args, **kwargs):
@@ -733,7 +733,7 @@ class Runner:
         It runs in a thread of its own, not on the actor thread that runs :meth:`call` one at
         a time: two groups (problems side by side, or jobs) that reached two workers in
         different orders would otherwise each wait there for the other.  It computes while
-        holding ``busy``, as :meth:`call` does, and lets go while it waits for its peers.  If
+        holding ``BUSY``, as :meth:`call` does, and lets go while it waits for its peers.  If
         ``fn`` fails, the others' waits are ended (:meth:`abort`), as the coordinator also
         does."""
         reduce = AllReduce(self, group, rank, peers)
@@ -741,7 +741,7 @@ class Runner:
         def run():
             self._unpaused(fn.__name__)
             try:
-                with self.busy:
+                with BUSY:
                     return fn(*args, reduce=reduce, **kwargs)
             except BaseException:
                 reduce.abort()
@@ -866,7 +866,7 @@ class AllReduce:
                 for j in others]
         keys = [(self.group, self.step, j) for j in others]
         mail = self.runner.mail
-        self.runner.busy.release()
+        BUSY.release()
         try:
             while not mail.wait(self.group, keys, PING_SECONDS):
                 for j, k in zip(others, keys):  # a peer silent this long: is it still there?
@@ -885,7 +885,7 @@ class AllReduce:
                     except TimeoutError:
                         continue
         finally:
-            self.runner.busy.acquire()
+            BUSY.acquire()
         parts[self.rank] = part
         total = parts[0]
         for j in range(1, len(self.peers)):
