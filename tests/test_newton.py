@@ -59,6 +59,21 @@ def _kernel_f_grad(X, y, w, cost, loss, bias):
     return 0.5 * w @ w + out[0], grad + w, D, diag
 
 
+def test_dot_once_has_the_bits_of_the_compiled_dot():
+    """The coordinator's uncompiled aᵀb (f and ‖∇f‖ at an iteration's ends) sums in the
+    compiled kernel's order: the same bits, so that its f and the owners' agree."""
+    from distsvm.workers.kernels.newton import dot
+    from distsvm.workers.newton import dot_once
+
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 7, 403_798):
+        a, b = rng.standard_normal(n) * 1e3, rng.standard_normal(n)
+        assert dot_once(a, b) == dot(a, b)
+        assert dot_once(a, a) == dot(a, a)
+    a = rng.standard_normal(1000)
+    assert dot_once(a, a) != float(np.sum(a[::-1] * a[::-1]))  # an order does show
+
+
 @pytest.mark.parametrize("bias", [-1.0, 0.7])
 @pytest.mark.parametrize("loss", LOSSES)
 def test_gradient_and_hessian_vector_match_finite_differences(a9a, loss, bias):

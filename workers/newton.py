@@ -6,15 +6,16 @@ workers.  The per-row vectors stay in the memory of the worker that owns the
 block for the whole run (:func:`distsvm.workers.blocks.run_state`): z = Xw, the
 Hessian's weights D, t = Xs of the current direction, z₀ = Xw of the point the
 direction starts from, the costs Cᵢ and the labels; and per worker, the w of
-the last evaluation, so that :func:`step` need not be sent it.  Only
+the last evaluation, so that :func:`step` need not be sent it, and the iterate
+the next :func:`iteration` starts from.  Only
 :func:`evaluate`, :func:`hess_vec` and :func:`step` read blocks; :func:`trial`
 works on the kept vectors alone.
 
 An iteration's CG (:func:`direction`) and line search (:func:`line_search`) take the passes
-as ``each(fn, run, …)``, the sum of the replies of ``fn`` over the blocks' owners: on each
-owner at once, added up among them (:func:`iteration`, one call per owner an iteration), or,
-over many owners, the coordinator's calls, one a pass, added up a tree; :func:`advance` is
-the iteration either way.
+as ``each(fn, run, …)``, the replies of ``fn`` over the blocks' owners, to be added: on each
+owner at once, their sum already added up among them (:func:`iteration`, one call per owner
+an iteration), or, over many owners, the coordinator's calls, one a pass, added up a tree;
+:func:`advance` is the iteration either way.
 """
 
 from __future__ import annotations
@@ -227,10 +228,18 @@ def advance(each, run, kw, class_cost, w, g, M, f, reg) -> tuple:
     return s, cg, warning, alpha, reps
 
 
+def dot_once(a: np.ndarray, b: np.ndarray) -> float:
+    """aᵀb summed in order, the bits of :func:`distsvm.workers.kernels.newton.dot`, without a
+    compiled kernel: for the few products at an iteration's ends (f, ‖∇f‖), which the
+    coordinator also takes, where a kernel's first call costs ~0.27 s (its load from Numba's
+    cache) and this ~1 ms."""
+    return float(np.cumsum(a * b)[-1]) if len(a) else 0.0
+
+
 def totals(w: np.ndarray, reps: list, reg: np.ndarray) -> tuple:
     """(f, ∇f, diag(∇²f), rows right) at ``w`` from the owners' replies of an evaluation
     there (:func:`evaluate`, :func:`step`); ``reg`` weighs ½wᵀw by coordinate."""
-    f = 0.5 * dot(reg, w * w) + sum(r["loss"] for r in reps)
+    f = 0.5 * dot_once(reg, w * w) + sum(r["loss"] for r in reps)
     return (f, reg * w + sum(r["grad"] for r in reps), reg + sum(r["diag"] for r in reps),
             sum(r["correct"] for r in reps))
 
@@ -266,4 +275,4 @@ def iteration(url: str, infos: list[BlockInfo], run: str, start: tuple | None, *
     f, g, M, correct = totals(x, reps, reg)
     point["start"] = (x, g, M, f, reg)
     first = reduce is None or reduce.rank == 0
-    return s if first else None, cg, warning, alpha, f, np.sqrt(dot(g, g)), correct, count
+    return s if first else None, cg, warning, alpha, f, np.sqrt(dot_once(g, g)), correct, count

@@ -24,11 +24,13 @@ Distributed: the data are touched only through map-reduce passes over the row bl
 (:mod:`distsvm.workers.newton`), each returning a vector of n_features[+1]; the workers keep z = Xw and
 the Hessian's weights D, and a direction's pass also evaluates f, ∇f and D at w + s, so an
 iteration with k CG steps reads the data k + 1 times when α = 1 where LIBLINEAR reads it
-k + 2 times, with the same iterates.  Where one worker owns every block, an iteration is
-one task on it (:func:`distsvm.workers.newton.iteration`: the same passes, called there), not a
-task a pass; over more than four workers a pass's replies are added up a tree on them
-(:meth:`driver.Passes.total`).  Faults (run by :mod:`distsvm.solvers.driver`): REBUILD
-— z and D are functions of w, recomputed on the survivors from the coordinator's w.
+k + 2 times, with the same iterates.  On up to ``driver.TREE_MIN`` workers an iteration is one
+call on each owner at once (:func:`distsvm.workers.newton.iteration`,
+:meth:`driver.Passes.together`), the owners adding up each pass's parts among themselves and
+running the same CG, so that no vector goes through the coordinator; over more, the
+coordinator runs CG and each pass's replies are added up a tree on the workers
+(:meth:`driver.Passes.total`).  Faults (run by :mod:`distsvm.solvers.driver`): REBUILD —
+z and D are functions of w, recomputed on the survivors from the coordinator's w.
 
 The passes, memory, checkpoints and measurements: docs/solvers/newton.md.
 """
@@ -40,7 +42,7 @@ import numpy as np
 import distsvm.workers.newton
 from distsvm.storage import Dataset
 from distsvm.workers import losses
-from distsvm.workers.kernels.newton import dot
+from distsvm.workers.newton import dot_once
 
 from ..checkpoint import Checkpointer
 from ..cluster import WorkerPlan
@@ -131,9 +133,9 @@ class _Newton(driver.Solver):
             gnorm0 = None
             if np.any(self.x):
                 g0 = self.evaluate(np.zeros(len(self.x)))[1]
-                gnorm0 = np.sqrt(dot(g0, g0))
+                gnorm0 = np.sqrt(dot_once(g0, g0))
             self.f, self.g, self.M, correct = self.evaluate(self.x)
-            gnorm = np.sqrt(dot(self.g, self.g))
+            gnorm = np.sqrt(dot_once(self.g, self.g))
             self.gnorm0 = (gnorm if gnorm0 is None else gnorm0) or 1.0  # ∇f(0) = 0: stop
             rows.append(self.row(0, gnorm, 0, 0.0, correct))
             if gnorm <= self.eps * self.gnorm0:
@@ -162,7 +164,7 @@ class _Newton(driver.Solver):
         f_old, x = self.f, self.x + alpha * s
         if not self.kept:
             f, self.g, self.M, correct = self.totals(x, reps)
-            gnorm = np.sqrt(dot(self.g, self.g))
+            gnorm = np.sqrt(dot_once(self.g, self.g))
         self.f, self.x = f, x
         rows.append(self.row(r, gnorm, cg, alpha, correct))
         self.done[0] = self.converged[0] = gnorm <= self.eps * self.gnorm0
