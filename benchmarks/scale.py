@@ -16,7 +16,10 @@ Two parts, run from the repository root:
     and the workers' per-block tasks and kernels — run in this process on a client of K
     simulated workers (:class:`SimClient`) that runs each task at once and measures it (its
     thread's CPU time, the bytes of its arguments and result).  A wave is the tasks sent
-    between two waits of the coordinator; its modelled time is its slowest worker's compute
+    between two waits of the coordinator, or one reduction of a group whose members add up
+    their parts among themselves (Newton's iteration on up to 4 workers, :class:`_Group`:
+    ⌈log₂K⌉ hops and 2·bytes / bandwidth of the part, as an all-reduce; the call's own
+    arguments and replies are one more wave); its modelled time is its slowest worker's compute
     plus the communication of a pipelined binary tree over the K workers: the broadcast of
     the largest argument and the reduction of the largest result, each ⌈log₂K⌉ hops (one for
     K = 1) of --latency, and 2·bytes / --bandwidth (every link carries the vector once each

@@ -147,3 +147,31 @@ def test_a_worker_killed_inside_a_newton_iteration(a9a, tmp_path):
         ref.summary["primal_objective"], rel=1e-6)
     assert model.summary["converged"]
     assert seconds < cluster.PING_SECONDS
+
+
+def test_a_newton_group_over_tls(tls_files, a9a, tmp_path):
+    """On a cluster that requires TLS, the owners' parts go worker to worker over it: Newton
+    on 2 worker processes ends at the objective of the session's plain cluster, to the bit
+    (the same parts, added in the same order)."""
+    from distributed import Client, LocalCluster
+    from distributed.security import Security
+
+    cert, key = tls_files
+    security = Security(tls_ca_file=cert, tls_scheduler_cert=cert, tls_scheduler_key=key,
+                        tls_worker_cert=cert, tls_worker_key=key, tls_client_cert=cert,
+                        tls_client_key=key, require_encryption=True)
+    X, y = a9a
+    store = ingest((X[:6000], y[:6000]), str(tmp_path / "s.zarr"), block_rows=3000)
+    params = dict(solver="newton", loss="squared_hinge", eps=1e-4)
+    with local_client(2) as plain:
+        ref = jobs.train(store, client=plain, **params)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tls://",
+                      host="127.0.0.1", dashboard_address=":0", security=security) as lc, \
+            Client(lc, security=security) as c:
+        calls = c.run(cluster.runner_calls)
+        model = jobs.train(store, client=c, **params)
+        done = c.run(cluster.runner_calls)
+    assert all(a.startswith("tls://") for a in done)
+    assert all(done[a]["iteration"] - calls[a].get("iteration", 0)
+               == model.summary["rounds"] for a in done)
+    assert model.summary["primal_objective"] == ref.summary["primal_objective"]
