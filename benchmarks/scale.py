@@ -16,14 +16,15 @@ Two parts, run from the repository root:
     and the workers' per-block tasks and kernels — run in this process on a client of K
     simulated workers (:class:`SimClient`) that runs each task at once and measures it (its
     thread's CPU time, the bytes of its arguments and result).  A wave is the tasks sent
-    between two waits of the coordinator, or one reduction of a group whose members add up
-    their parts among themselves (Newton's iteration on up to 4 workers, :class:`_Group`:
-    ⌈log₂K⌉ hops and 2·bytes / bandwidth of the part, as an all-reduce; the call's own
-    arguments and replies are one more wave); its modelled time is its slowest worker's compute
+    between two waits of the coordinator; its modelled time is its slowest worker's compute
     plus the communication of a pipelined binary tree over the K workers: the broadcast of
     the largest argument and the reduction of the largest result, each ⌈log₂K⌉ hops (one for
     K = 1) of --latency, and 2·bytes / --bandwidth (every link carries the vector once each
-    way, as a tree or ring all-reduce of large vectors).  The run's modelled time is the sum
+    way, as a tree or ring all-reduce of large vectors).  A group whose members add up their
+    parts among themselves (Newton's iteration on up to 4 workers, :class:`_Group`) makes a
+    wave of each reduction: its slowest member's compute, plus one hop and (K − 1)·bytes /
+    bandwidth (each member sends its part to the K − 1 others at once); the group's call
+    (its arguments out, replies back) is one more wave.  The run's modelled time is the sum
     over its waves.  The store needs at least K blocks (block b goes to worker b mod K).
     Each simulated worker's memory holds its share of the store and, for K ≥ 2, not all of
     it (the plan's ``free``), so that each -s runs what distsvm runs on such a cluster (the
@@ -108,9 +109,10 @@ class _Group:
     runs in a thread of its own, one at a time in rank order between two of their
     reductions (so each simulated worker has its per-run tables while it runs, and each
     thread's CPU time is its own).  A reduction is a wave: its slowest member's compute
-    since the last, plus an all-reduce of the part (⌈log₂K⌉ hops of latency each way and
-    2·bytes / bandwidth, as a ring or tree all-reduce; nothing for K = 1).  The call itself
-    is one more wave: its arguments out and its replies back, as a pass's."""
+    since the last, plus the exchange of :class:`distsvm.cluster.AllReduce`, each member
+    sending its part to each other one at once (one hop of latency and (K − 1)·bytes /
+    bandwidth; nothing for K = 1).  The call itself is one more wave: its arguments out and
+    its replies back, as a pass's."""
 
     def __init__(self, client, k):
         self.client, self.k = client, k
@@ -145,10 +147,9 @@ class _Group:
         self._stop(rank)
         self.parts[rank] = part
         if rank == self.k - 1:  # the last member's part: the wave is complete
-            hops = max(1, math.ceil(math.log2(self.k))) if self.k > 1 else 0
-            self.client.wave_of(self.compute, 2 * self.client.latency * hops
-                                + (2 * sizeof(part) / self.client.bandwidth if hops else 0),
-                                self.k * sizeof(part) if hops else 0)
+            sent = (self.k - 1) * sizeof(part)  # by each member, to each other one
+            self.client.wave_of(self.compute, (self.client.latency if self.k > 1 else 0)
+                                + sent / self.client.bandwidth, self.k * sent)
             self.compute = {}
             total = self.parts[0]
             for j in range(1, self.k):

@@ -982,14 +982,19 @@ class Runners:
 
     def handle(self, worker: str):
         """The job's Runner on ``worker``, made on first use."""
-        if worker not in self.handles:
-            future = self.client.submit(Runner, actor=True, workers=[worker], pure=False)
-            handle = gather(self.client, [future], [worker])[0]
+        self.make([worker])
+        return self.handles[worker]
+
+    def make(self, workers: list) -> None:
+        """Make the Runners of ``workers`` that are not made yet, side by side (a pass's
+        first calls then leave together)."""
+        new = [a for a in workers if a not in self.handles]
+        futures = [self.client.submit(Runner, actor=True, workers=[a], pure=False) for a in new]
+        for a, future, handle in zip(new, futures, gather(self.client, futures, new)):
             # Dask binds a handle to the process's default client, which need not be ours
             # (whose scheduler knows the worker): calls through another never return
             handle._client, handle._future = self.client, future
-            self.handles[worker] = handle
-        return self.handles[worker]
+            self.handles[a] = handle
 
     def keep(self, workers) -> None:
         """Drop the Runners of workers not in ``workers`` (gone from the job's plan)."""

@@ -252,3 +252,27 @@ def test_newton_on_six_workers_adds_their_replies_up_a_tree(client, a9a, tmp_pat
     assert model.summary["rounds"] == two.summary["rounds"]
     assert model.summary["primal_objective"] == pytest.approx(two.summary["primal_objective"],
                                                               rel=1e-12)
+
+
+def test_the_simulated_workers_run_newton_groups_as_the_cluster_does(client, a9a, tmp_path):
+    """benchmarks/scale.py --simulate: Newton's groups on K simulated workers (members one
+    at a time in threads) end at the real 2-worker cluster's objective, a reduction a wave:
+    for K = 2, one per pass and one for each call (the first evaluation, an iteration)."""
+    import argparse
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "scale.py"
+    spec = importlib.util.spec_from_file_location("scale_bench", path)
+    scale = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scale)
+    X, y = a9a
+    store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 4 + 1)
+    real = train(store, solver="newton", loss="squared_hinge", client=client)
+    a = argparse.Namespace(latency=1e-3, bandwidth=1e9, inner_passes=1)
+    two = scale.simulate(store.url, 2, 2, a)
+    assert two["algorithm"].startswith("newton")
+    assert two["primal_objective"] == pytest.approx(real.summary["primal_objective"], rel=1e-12)
+    passes = real.summary["history"][-1]["passes"]
+    assert two["waves"] == passes + real.summary["rounds"]
+    assert two["comm_seconds"] > two["waves"] * 1e-3  # a hop each, and the bytes

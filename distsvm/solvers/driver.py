@@ -533,8 +533,9 @@ class Passes:
         replies in worker order.  Counts no pass (``fn`` says how many it made).  If one
         call fails or its worker leaves, the others are ended before the error is raised."""
         ctx, owned = self.ctx, self.owned()
-        self.runners.keep(ctx.plan.workers)
         workers = [a for a, _ in owned]
+        self.runners.keep(ctx.plan.workers)
+        self.runners.make(workers)
         ctx.pending = calls = self.runners.together(
             workers, fn, [(ctx.dataset.url, infos, *args) for _, infos in owned],
             [self._kw(a, threaded, kw) for a in workers])
@@ -554,6 +555,7 @@ class Passes:
         self.count += 1
         ctx, owned = self.ctx, self.owned()
         self.runners.keep(ctx.plan.workers)
+        self.runners.make([a for a, _ in owned])
         ctx.pending = [self.runners.call(a, fn, ctx.dataset.url, infos, *args,
                                          *((per_worker[j],) if per_worker is not None else ()),
                                          **self._kw(a, threaded, kw))
