@@ -710,7 +710,9 @@ class Runner:
         from distributed import get_worker
 
         self.worker = get_worker()
-        self.mail = Mailbox()
+        # the members' messages go to the worker, not to a job's Runner, which Dask drops
+        # when its client goes (a Ctrl-C) while the members finish their iteration
+        self.worker.handlers.setdefault(GROUP_OP, _group_message)
 
     def _unpaused(self, name: str) -> None:
         until = time.monotonic() + PAUSED_WAIT
@@ -726,8 +728,8 @@ class Runner:
             return fn(*args, **kwargs)
 
     async def together(self, group: str, rank: int, peers: list, fn, *args, **kwargs):
-        """``fn(*args, reduce=…, **kwargs)`` as worker ``rank`` of ``peers`` (each worker's
-        ``(address, Runner key)``), all of which run it at once (:meth:`Passes.together
+        """``fn(*args, reduce=…, **kwargs)`` as worker ``rank`` of ``peers`` (the workers'
+        addresses), all of which run it at once (:meth:`Passes.together
         <distsvm.solvers.driver.Passes.together>`); ``reduce`` is their :class:`AllReduce`.
 
         It runs in a thread of its own, not on the actor thread that runs :meth:`call` one at
@@ -747,7 +749,7 @@ class Runner:
                 reduce.abort()
                 raise
             finally:
-                self.mail.forget(group)
+                MAIL.forget(group)
 
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="distsvm-group")
         try:
@@ -755,22 +757,28 @@ class Runner:
         finally:
             pool.shutdown(wait=False)
 
-    async def put(self, key: tuple, value) -> None:
-        """A peer's part ``value`` of an :class:`AllReduce` step ``key``."""
-        self.mail.put(key, value)
-
     async def abort(self, group: str) -> None:
         """End the waits of group ``group`` here with an error (a member failed or left)."""
-        self.mail.abort(group)
+        MAIL.abort(group)
 
-    async def ping(self) -> bool:
-        """Whether this worker answers (asked by a peer that has waited long)."""
-        return True
+
+# The Dask worker handler of the members' messages (:func:`_group_message`)
+GROUP_OP = "distsvm_group"
+
+
+async def _group_message(kind: str, key=None, value=None) -> bool:
+    """A group member's message to this worker: ``put`` its part ``value`` of step ``key``,
+    ``abort`` group ``key``, or ``ping`` (whether this worker answers)."""
+    if kind == "put":
+        MAIL.put(key, value)
+    elif kind == "abort":
+        MAIL.abort(key)
+    return True
 
 
 class Mailbox:
-    """A :class:`Runner`'s parts from its peers, by ``(group, step, rank)``, and the groups
-    aborted here."""
+    """This worker's parts from its peers in groups, by ``(group, step, rank)``, and the
+    groups aborted here (``MAIL``)."""
 
     def __init__(self):
         self.parts: dict = {}
@@ -809,6 +817,9 @@ class Mailbox:
             return [self.parts.pop(k) for k in keys]
 
 
+MAIL = Mailbox()
+
+
 class GroupAborted(RuntimeError):
     """A group's call ended because another member failed or left (:meth:`Runner.abort`)."""
 
@@ -840,39 +851,35 @@ class AllReduce:
     workers (``distsvm.solvers.driver.TREE_MIN``) this is used for."""
 
     def __init__(self, runner: Runner, group: str, rank: int, peers: list):
-        self.runner, self.group, self.rank, self.peers = runner, group, rank, peers
+        self.worker, self.group, self.rank, self.peers = runner.worker, group, rank, peers
         self.step = 0
 
-    def _send(self, address: str, method: str, *args) -> concurrent.futures.Future:
-        """``method(*args)`` on the Runner at ``address``, from this worker's event loop."""
+    def _send(self, address: str, kind: str, key=None, value=None) -> concurrent.futures.Future:
+        """A message (:func:`_group_message`) to the worker at ``address``, sent from this
+        worker's event loop."""
         from distributed.protocol import to_serialize
 
-        worker = self.runner.worker
-        key = dict(self.peers)[address]
+        rpc = self.worker.rpc(address)
 
         async def send():
-            reply = await worker.rpc(address).actor_execute(
-                function=method, actor=key, args=[to_serialize(a) for a in args], kwargs={})
-            if reply["status"] != "OK":
-                raise reply["exception"]
-            return reply["result"]
+            return await getattr(rpc, GROUP_OP)(kind=kind, key=key, value=to_serialize(value))
 
-        return asyncio.run_coroutine_threadsafe(send(), worker.loop.asyncio_loop)
+        return asyncio.run_coroutine_threadsafe(send(), self.worker.loop.asyncio_loop)
 
     def __call__(self, part):
         self.step += 1
         others = [j for j in range(len(self.peers)) if j != self.rank]
-        sent = [self._send(self.peers[j][0], "put", (self.group, self.step, self.rank), part)
+        sent = [self._send(self.peers[j], "put", (self.group, self.step, self.rank), part)
                 for j in others]
         keys = [(self.group, self.step, j) for j in others]
-        mail = self.runner.mail
+        mail = MAIL
         BUSY.release()
         try:
             while not mail.wait(self.group, keys, PING_SECONDS):
                 for j, k in zip(others, keys):  # a peer silent this long: is it still there?
                     if k not in mail.parts:
                         try:
-                            self._send(self.peers[j][0], "ping").result(LEAVING_SECONDS)
+                            self._send(self.peers[j], "ping").result(LEAVING_SECONDS)
                         except Exception:
                             raise GroupAborted(self.group) from None
             parts = dict(zip(others, mail.take(keys)))
@@ -894,8 +901,8 @@ class AllReduce:
 
     def abort(self) -> None:
         """Tell the other members to stop waiting for this one."""
-        for address, _ in self.peers:
-            if address != self.runner.worker.address:
+        for address in self.peers:
+            if address != self.worker.address:
                 self._send(address, "abort", self.group)
 
 
@@ -964,11 +971,10 @@ class Runners:
         """``fn(*args[j], reduce=…, **kwargs[j])`` on each worker ``workers[j]`` at once, as a
         group whose members add up their replies among themselves (:meth:`Runner.together`);
         their :class:`Call`s in order.  :meth:`abort` ends them if one fails or leaves."""
-        handles = [self.handle(a) for a in workers]
-        peers = [(a, h.key) for a, h in zip(workers, handles)]
+        self.make(workers)
         group = f"group-{uuid.uuid4().hex}"
-        calls = [Call(h, a, "together", group, j, peers, fn, *args[j], **kwargs[j])
-                 for j, (a, h) in enumerate(zip(workers, handles))]
+        calls = [Call(self.handles[a], a, "together", group, j, list(workers), fn, *args[j],
+                      **kwargs[j]) for j, a in enumerate(workers)]
         for call in calls:
             call.group = group
         return calls

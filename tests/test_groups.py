@@ -72,7 +72,7 @@ def test_groups_that_reach_the_workers_in_opposite_orders_both_finish(client):
     and B in group 2 for A.  Both finish, with their sums."""
     a, b = sorted(cluster.workers_info(client))
     runners = cluster.Runners(client)
-    peers = [(w, runners.handle(w).key) for w in (a, b)]
+    peers = [a, b]
 
     def call(group, w, rank):
         time.sleep(0.3)  # the calls reach the workers in the order they are made
@@ -175,3 +175,44 @@ def test_a_newton_group_over_tls(tls_files, a9a, tmp_path):
     assert all(done[a]["iteration"] - calls[a].get("iteration", 0)
                == model.summary["rounds"] for a in done)
     assert model.summary["primal_objective"] == ref.summary["primal_objective"]
+
+
+def test_a_ctrl_c_in_a_newton_iteration_leaves_the_cluster_ready_and_quiet(tmp_path, capfd):
+    """`distsvm train --scheduler` interrupted while its workers are in an iteration: one
+    line and exit 130; the members finish the iteration by themselves, the workers print
+    no error (no message to a Runner Dask has dropped), no group thread is left, and the
+    next job trains."""
+    import subprocess
+    import sys
+
+    from distsvm.generate import generate
+
+    store = generate(str(tmp_path / "g.zarr"), rows=200_000, features=20_000,
+                     nnz_per_row=20, seed=1, block_rows=100_000)
+    with local_client(2, memory_limit="1GB") as c:
+        address = c.scheduler.address
+        cmd = [sys.executable, "-m", "distsvm", "train", store.url, str(tmp_path / "m"),
+               "-s", "0", "-e", "0.00001", "--scheduler", address]
+        p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        for line in p.stderr:
+            if line.startswith("iter    1"):
+                break
+        p.send_signal(signal.SIGINT)
+        err = p.stderr.read().strip().splitlines()
+        assert p.wait(timeout=60) == 130 and err == ["ERROR: interrupted"], err
+        assert not (tmp_path / "m").exists()
+        deadline = time.monotonic() + 30
+        while any(c.run(_group_threads).values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(c.run(_group_threads).values())
+        done = subprocess.run(cmd[:-4] + ["--scheduler", address, "-q"], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    logs = capfd.readouterr().err  # the workers' (and nannies') own output
+    assert "Exception" not in logs and "Traceback" not in logs, logs[-3000:]
+
+
+def _group_threads() -> list:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name.startswith("distsvm-group")]

@@ -531,7 +531,8 @@ class Passes:
         once, adding up their parts among themselves (:meth:`distsvm.cluster.Runner.together`):
         a computation of several passes whose sums need not come to the coordinator; its
         replies in worker order.  Counts no pass (``fn`` says how many it made).  If one
-        call fails or its worker leaves, the others are ended before the error is raised."""
+        call fails or its worker leaves, the others are ended before the error is raised
+        (on a Ctrl-C they run to their end: no Runner of the job is left to tell)."""
         ctx, owned = self.ctx, self.owned()
         workers = [a for a, _ in owned]
         self.runners.keep(ctx.plan.workers)
@@ -541,7 +542,7 @@ class Passes:
             [self._kw(a, threaded, kw) for a in workers])
         try:
             return cluster.gather(ctx.client, calls, workers)
-        except BaseException:
+        except Exception:  # not on a Ctrl-C: the members finish the iteration by themselves
             self.runners.abort(calls)
             raise
 
