@@ -739,6 +739,7 @@ class Runner:
         ``fn`` fails, the others' waits are ended (:meth:`abort`), as the coordinator also
         does."""
         reduce = AllReduce(self, group, rank, peers)
+        MAIL.start(group)
 
         def run():
             self._unpaused(fn.__name__)
@@ -768,22 +769,28 @@ GROUP_OP = "distsvm_group"
 
 async def _group_message(kind: str, key=None, value=None) -> bool:
     """A group member's message to this worker: ``put`` its part ``value`` of step ``key``,
-    ``abort`` group ``key``, or ``ping`` (whether this worker answers)."""
+    ``abort`` group ``key``, or ``ping``: whether group ``key`` has a member here (its call
+    has come)."""
     if kind == "put":
         MAIL.put(key, value)
     elif kind == "abort":
         MAIL.abort(key)
-    return True
+    return kind != "ping" or key in MAIL.started
 
 
 class Mailbox:
-    """This worker's parts from its peers in groups, by ``(group, step, rank)``, and the
-    groups aborted here (``MAIL``)."""
+    """This worker's parts from its peers in groups, by ``(group, step, rank)``, the groups
+    with a member here, and the groups aborted here (``MAIL``)."""
 
     def __init__(self):
         self.parts: dict = {}
+        self.started: set = set()
         self.aborted: set = set()
         self.cv = threading.Condition()
+
+    def start(self, group: str) -> None:
+        with self.cv:
+            self.started.add(group)
 
     def put(self, key: tuple, value) -> None:
         with self.cv:
@@ -799,6 +806,7 @@ class Mailbox:
 
     def forget(self, group: str) -> None:
         with self.cv:
+            self.started.discard(group)
             for key in [k for k in self.parts if k[0] == group]:
                 del self.parts[key]
 
@@ -828,6 +836,7 @@ class GroupAborted(RuntimeError):
 
 
 # An AllReduce that waits this long for a peer's part asks whether the peer still answers
+# and has a member of the group; one that does not twice in a row ends the wait
 PING_SECONDS = 10.0
 
 
@@ -872,20 +881,23 @@ class AllReduce:
         sent = [self._send(self.peers[j], "put", (self.group, self.step, self.rank), part)
                 for j in others]
         keys = [(self.group, self.step, j) for j in others]
-        mail = MAIL
+        absent = collections.Counter()  # pings a peer answered without a member of the group
         BUSY.release()
         try:
-            while not mail.wait(self.group, keys, PING_SECONDS):
+            while not MAIL.wait(self.group, keys, PING_SECONDS):
                 for j, k in zip(others, keys):  # a peer silent this long: is it still there?
-                    if k not in mail.parts:
+                    if k not in MAIL.parts:
                         try:
-                            self._send(self.peers[j], "ping").result(LEAVING_SECONDS)
+                            here = self._send(self.peers[j], "ping", self.group)
+                            absent[j] = 0 if here.result(LEAVING_SECONDS) else absent[j] + 1
                         except Exception:
-                            raise GroupAborted(self.group) from None
-            parts = dict(zip(others, mail.take(keys)))
+                            absent[j] = 2
+                        if absent[j] >= 2:  # gone, or its call never came (its sender died)
+                            raise GroupAborted(self.group)
+            parts = dict(zip(others, MAIL.take(keys)))
             for f in sent:  # delivered (the peers' parts came, so they are there), or an error
                 while True:
-                    mail.wait(self.group, [], 0)
+                    MAIL.wait(self.group, [], 0)
                     try:
                         f.result(POLL_SECONDS)
                         break

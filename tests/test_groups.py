@@ -107,6 +107,29 @@ def test_a_member_that_fails_ends_the_others_waits(client):
     assert len(cluster.gather(client, again, workers)[0]) == 4
 
 
+def _ping_every(seconds: float) -> None:
+    cluster.PING_SECONDS = seconds
+
+
+def test_a_member_whose_peer_never_got_its_call_stops_waiting():
+    """A group whose second call was never sent (its coordinator died between the two): the
+    first member asks the silent peer, which answers but has no member of the group, and
+    after two such answers ends with GroupAborted instead of waiting forever."""
+    with local_client(2) as c:
+        workers = sorted(cluster.workers_info(c))
+        c.run(_ping_every, 0.5)
+        runners = cluster.Runners(c)
+        runners.make(workers)
+        alone = cluster.Call(runners.handles[workers[0]], workers[0], "together", "lonely", 0,
+                             workers, _steps, 0, 3)
+        start = time.perf_counter()
+        with pytest.raises(cluster.GroupAborted):
+            alone.result(timeout=30)
+        assert time.perf_counter() - start < 10
+        assert c.run(lambda: len(cluster.MAIL.parts) + len(cluster.MAIL.started)) == \
+            {a: 0 for a in workers}  # the part sent to the peer was dropped there too
+
+
 def _dies_at_product(n: int) -> None:
     """On a worker: SIGKILL this process at its ``n``-th Hessian-vector product (the nanny
     starts a new worker, which has not this)."""
