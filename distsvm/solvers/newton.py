@@ -150,7 +150,7 @@ class _Newton(driver.Solver):
                 distsvm.workers.newton.iteration, self.ctx.run, start,
                 class_cost=self.class_cost, threaded=True, **self.kw)[0]
             passes.count += count
-            self.kept, self.g = True, None
+            self.kept, self.g, self.M = True, None, None
         else:
             s, cg, warning, alpha, reps = distsvm.workers.newton.advance(
                 passes.total, self.ctx.run, self.kw, self.class_cost, self.x, self.g, self.M,
