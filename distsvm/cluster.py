@@ -712,7 +712,8 @@ class Runner:
         self.worker = get_worker()
         # the members' messages go to the worker, not to a job's Runner, which Dask drops
         # when its client goes (a Ctrl-C) while the members finish their iteration
-        self.worker.handlers.setdefault(GROUP_OP, _group_message)
+        self.mail = mailbox(self.worker.address)
+        self.worker.handlers.setdefault(GROUP_OP, _group_handler(self.mail))
 
     def _unpaused(self, name: str) -> None:
         until = time.monotonic() + PAUSED_WAIT
@@ -739,7 +740,7 @@ class Runner:
         ``fn`` fails, the others' waits are ended (:meth:`abort`), as the coordinator also
         does."""
         reduce = AllReduce(self, group, rank, peers)
-        MAIL.start(group)
+        self.mail.start(group)
 
         def run():
             self._unpaused(fn.__name__)
@@ -750,7 +751,7 @@ class Runner:
                 reduce.abort()
                 raise
             finally:
-                MAIL.forget(group)
+                self.mail.forget(group)
 
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="distsvm-group")
         try:
@@ -760,27 +761,31 @@ class Runner:
 
     async def abort(self, group: str) -> None:
         """End the waits of group ``group`` here with an error (a member failed or left)."""
-        MAIL.abort(group)
+        self.mail.abort(group)
 
 
-# The Dask worker handler of the members' messages (:func:`_group_message`)
+# The Dask worker handler of the members' messages (:func:`_group_handler`)
 GROUP_OP = "distsvm_group"
 
 
-async def _group_message(kind: str, key=None, value=None) -> bool:
-    """A group member's message to this worker: ``put`` its part ``value`` of step ``key``,
-    ``abort`` group ``key``, or ``ping``: whether group ``key`` has a member here (its call
-    has come)."""
-    if kind == "put":
-        MAIL.put(key, value)
-    elif kind == "abort":
-        MAIL.abort(key)
-    return kind != "ping" or key in MAIL.started
+def _group_handler(mail):
+    """The worker handler of group members' messages to a worker whose mailbox is ``mail``."""
+
+    async def group_message(kind: str, key=None, value=None) -> bool:
+        """``put`` a part ``value`` of step ``key``, ``abort`` group ``key``, or ``ping``:
+        whether group ``key`` has a member here (its call has come)."""
+        if kind == "put":
+            mail.put(key, value)
+        elif kind == "abort":
+            mail.abort(key)
+        return kind != "ping" or key in mail.started
+
+    return group_message
 
 
 class Mailbox:
     """This worker's parts from its peers in groups, by ``(group, step, rank)``, the groups
-    with a member here, and the groups aborted here (``MAIL``)."""
+    with a member here, and the groups aborted here (:func:`mailbox`)."""
 
     def __init__(self):
         self.parts: dict = {}
@@ -816,23 +821,37 @@ class Mailbox:
         with self.cv:
             self.cv.wait_for(lambda: group in self.aborted or all(k in self.parts for k in keys),
                              seconds)
-            if group in self.aborted:
-                raise GroupAborted(group)
+            self.check(group)
             return all(k in self.parts for k in keys)
+
+    def check(self, group: str) -> None:
+        """:class:`GroupAborted` if ``group`` is aborted here."""
+        with self.cv:
+            if group in self.aborted:
+                raise GroupAborted.of(group)
 
     def take(self, keys: list) -> list:
         with self.cv:
             return [self.parts.pop(k) for k in keys]
 
 
-MAIL = Mailbox()
+_MAILS: dict[str, Mailbox] = {}
+_MAILS_LOCK = threading.Lock()
+
+
+def mailbox(address: str) -> Mailbox:
+    """The :class:`Mailbox` of the worker at ``address`` in this process (one per worker:
+    an in-process cluster has several in one process)."""
+    with _MAILS_LOCK:
+        return _MAILS.setdefault(address, Mailbox())
 
 
 class GroupAborted(RuntimeError):
     """A group's call ended because another member failed or left (:meth:`Runner.abort`)."""
 
-    def __init__(self, group: str):
-        super().__init__(f"group {group} aborted: another worker of the pass failed or left")
+    @classmethod
+    def of(cls, group: str) -> GroupAborted:
+        return cls(f"group {group} aborted: another worker of the pass failed or left")
 
 
 # An AllReduce that waits this long for a peer's part asks whether the peer still answers
@@ -840,31 +859,20 @@ class GroupAborted(RuntimeError):
 PING_SECONDS = 10.0
 
 
-def _add(a, b):
-    """``a + b`` for the parts of an :class:`AllReduce` (numbers, arrays, or dicts of them key
-    by key), in ``a``'s memory where it is a writable array: the parts are the members' own
-    or received, and a fresh array of this size costs a worker page faults."""
-    if isinstance(a, dict):
-        return {k: _add(a[k], b[k]) for k in a}
-    if isinstance(a, np.ndarray) and a.flags.writeable:
-        a += b
-        return a
-    return a + b
-
-
 class AllReduce:
     """``reduce(part)``: the sum of the parts of every worker of a :meth:`Runner.together`
     group at this step, added in rank order on each of them, so that every member holds the
-    same bits (numbers, arrays, or dicts of them).
+    same bits (:func:`distsvm.workers.blocks.add_replies`).
     Each member sends its part to each other member: K − 1 messages each, for the few
     workers (``distsvm.solvers.driver.TREE_MIN``) this is used for."""
 
     def __init__(self, runner: Runner, group: str, rank: int, peers: list):
-        self.worker, self.group, self.rank, self.peers = runner.worker, group, rank, peers
+        self.worker, self.mail = runner.worker, runner.mail
+        self.group, self.rank, self.peers = group, rank, peers
         self.step = 0
 
     def _send(self, address: str, kind: str, key=None, value=None) -> concurrent.futures.Future:
-        """A message (:func:`_group_message`) to the worker at ``address``, sent from this
+        """A message (:func:`_group_handler`) to the worker at ``address``, sent from this
         worker's event loop."""
         from distributed.protocol import to_serialize
 
@@ -881,23 +889,24 @@ class AllReduce:
         sent = [self._send(self.peers[j], "put", (self.group, self.step, self.rank), part)
                 for j in others]
         keys = [(self.group, self.step, j) for j in others]
+        mail = self.mail
         absent = collections.Counter()  # pings a peer answered without a member of the group
         BUSY.release()
         try:
-            while not MAIL.wait(self.group, keys, PING_SECONDS):
+            while not mail.wait(self.group, keys, PING_SECONDS):
                 for j, k in zip(others, keys):  # a peer silent this long: is it still there?
-                    if k not in MAIL.parts:
+                    if k not in mail.parts:
                         try:
                             here = self._send(self.peers[j], "ping", self.group)
                             absent[j] = 0 if here.result(LEAVING_SECONDS) else absent[j] + 1
                         except Exception:
                             absent[j] = 2
                         if absent[j] >= 2:  # gone, or its call never came (its sender died)
-                            raise GroupAborted(self.group)
-            parts = dict(zip(others, MAIL.take(keys)))
+                            raise GroupAborted.of(self.group)
+            parts = dict(zip(others, mail.take(keys)))
             for f in sent:  # delivered (the peers' parts came, so they are there), or an error
                 while True:
-                    MAIL.wait(self.group, [], 0)
+                    mail.check(self.group)
                     try:
                         f.result(POLL_SECONDS)
                         break
@@ -905,10 +914,12 @@ class AllReduce:
                         continue
         finally:
             BUSY.acquire()
-        parts[self.rank] = part
+        from distsvm.workers.blocks import add_replies  # (workers only: it loads kernels)
+
+        parts[self.rank] = part  # (a part may be another's too: an in-process cluster's)
         total = parts[0]
         for j in range(1, len(self.peers)):
-            total = _add(total, parts[j])
+            total = add_replies(total, parts[j])
         return total
 
     def abort(self) -> None:

@@ -107,6 +107,11 @@ def test_a_member_that_fails_ends_the_others_waits(client):
     assert len(cluster.gather(client, again, workers)[0]) == 4
 
 
+def _mail_size(dask_worker) -> int:
+    mail = cluster.mailbox(dask_worker.address)
+    return len(mail.parts) + len(mail.started)
+
+
 def _ping_every(seconds: float) -> None:
     cluster.PING_SECONDS = seconds
 
@@ -126,8 +131,7 @@ def test_a_member_whose_peer_never_got_its_call_stops_waiting():
         with pytest.raises(cluster.GroupAborted):
             alone.result(timeout=30)
         assert time.perf_counter() - start < 10
-        assert c.run(lambda: len(cluster.MAIL.parts) + len(cluster.MAIL.started)) == \
-            {a: 0 for a in workers}  # the part sent to the peer was dropped there too
+        assert c.run(_mail_size) == {a: 0 for a in workers}  # the part sent was dropped too
 
 
 def _dies_at_product(n: int) -> None:
@@ -239,3 +243,21 @@ def _group_threads() -> list:
     import threading
 
     return [t.name for t in threading.enumerate() if t.name.startswith("distsvm-group")]
+
+
+def test_a_newton_group_on_an_in_process_cluster_of_two_workers(a9a, tmp_path):
+    """Two workers in one process (a notebook's `LocalCluster(processes=False)`): each has a
+    mailbox of its own, and a part passed by reference is not changed by the other's sum;
+    Newton ends at the process cluster's objective."""
+    from distributed import Client, LocalCluster
+
+    X, y = a9a
+    store = ingest((X[:6000], y[:6000]), str(tmp_path / "s.zarr"), block_rows=3000)
+    params = dict(solver="newton", loss="logistic", eps=1e-4)
+    with local_client(2) as c:
+        ref = jobs.train(store, client=c, **params)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as lc, Client(lc) as c:
+        model = jobs.train(store, client=c, **params)
+    assert model.summary["rounds"] == ref.summary["rounds"]
+    assert model.summary["primal_objective"] == ref.summary["primal_objective"]

@@ -201,7 +201,8 @@ def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
 
 def add_replies(a, b):
     """The sum of two replies of a pass (numbers, arrays, or dicts of them key by key): a
-    node of a reduction tree (:meth:`distsvm.solvers.driver.Passes.total`)."""
+    node of a reduction tree (:meth:`distsvm.solvers.driver.Passes.total`) or a step of an
+    all-reduce (:class:`distsvm.cluster.AllReduce`)."""
     return {k: a[k] + b[k] for k in a} if isinstance(a, dict) else a + b
 
 

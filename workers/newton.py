@@ -46,10 +46,12 @@ def _state(run: str, info: BlockInfo, block=None, class_cost=None) -> dict:
     return blocks.run_state(run, info.name, make)
 
 
-def _point(run: str) -> dict:
-    """This worker's ``{"w": …}``: the w of the run's last evaluation (:func:`evaluate`,
-    :func:`step`)."""
-    return blocks.run_state(run, ":w", dict)
+def _point(run: str, infos: list[BlockInfo]) -> dict:
+    """The ``{"w": …, "start": …}`` of the owner of ``infos`` in run ``run``: the w of its
+    last evaluation (:func:`evaluate`, :func:`step`) and the iterate its next
+    :func:`iteration` starts from.  Keyed by its first block, not by process: the workers of
+    an in-process cluster share one process."""
+    return blocks.run_state(run, f":w:{infos[0].name}", dict)
 
 
 def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, cache_bytes,
@@ -84,7 +86,7 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
     if bias >= 0:
         total["grad"][n_features] = total["grad_b"]
         total["diag"][n_features] = total["diag_b"]
-    _point(run)["w"] = w
+    _point(run, infos)["w"] = w
     return {k: total[k] for k in ("loss", "grad", "diag", "correct", "along")}
 
 
@@ -130,7 +132,7 @@ def step(url: str, infos: list[BlockInfo], run: str, s: np.ndarray, *, bias: flo
     z₀ + t (its first trial, ``"along"``) together with :func:`evaluate` at w + s (which
     then keeps z = X(w + s), D and w + s): when the line search takes α = 1, as it mostly
     does, the next iteration needs no evaluation pass."""
-    w = _point(run)["w"] + 1.0 * s  # the coordinator's w + α·s at α = 1, to the bit
+    w = _point(run, infos)["w"] + 1.0 * s  # the coordinator's w + α·s at α = 1, to the bit
     return _fun_grad(url, infos, run, w, bias, n_features, loss, None, positive, cache_bytes,
                      storage_options, threads, direction=s, epsilon=epsilon)
 
@@ -265,7 +267,7 @@ def iteration(url: str, infos: list[BlockInfo], run: str, start: tuple | None, *
         part = fn(url, infos, *args, **common, **kw, **({"threads": threads} if threaded else {}))
         return [part if reduce is None else reduce(part)]
 
-    point = _point(run)
+    point = _point(run, infos)
     if start is None and "start" not in point:
         raise RuntimeError("this worker holds no Newton iterate of the run (restarted?)")
     w, g, M, f, reg = point["start"] if start is None else start
