@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import math
 import os
@@ -79,7 +80,6 @@ class _Runner:
 
     def __init__(self, client, worker):
         self.client, self.worker = client, worker
-        self.key = worker
 
     def call(self, fn, *args, **kwargs):
         return self.client.submit(fn, *args, workers=[self.worker], **kwargs)
@@ -88,9 +88,6 @@ class _Runner:
         g = self.client.groups.setdefault(group, _Group(self.client, len(peers)))
         g.members.append((self.worker, fn, args, kwargs))
         return _Member(g, rank)
-
-    def abort(self, group):
-        pass
 
 
 class _Member:
@@ -144,6 +141,8 @@ class _Group:
         """The member ``rank``'s reduction of ``part``: the sum of the members' parts."""
         from dask.sizeof import sizeof
 
+        from distsvm.workers.blocks import add_replies
+
         self._stop(rank)
         self.parts[rank] = part
         if rank == self.k - 1:  # the last member's part: the wave is complete
@@ -151,11 +150,7 @@ class _Group:
             self.client.wave_of(self.compute, (self.client.latency if self.k > 1 else 0)
                                 + sent / self.client.bandwidth, self.k * sent)
             self.compute = {}
-            total = self.parts[0]
-            for j in range(1, self.k):
-                total = total + self.parts[j] if not isinstance(total, dict) else \
-                    {key: total[key] + self.parts[j][key] for key in total}
-            self.total = total
+            self.total = functools.reduce(add_replies, (self.parts[j] for j in range(self.k)))
         self._pass_turn(rank)
         self._wait_turn(rank)
         return self.total if rank == 0 else copy.deepcopy(self.total)
@@ -182,13 +177,9 @@ class _Group:
             t.start()
         for t in threads:
             t.join()
-        hops = max(1, math.ceil(math.log2(self.k))) if self.k > 1 else 1
-        largest_in = max(sizeof(m[2]) + sizeof(m[3]) for m in self.members)
-        largest_out = max(sizeof(r) for r in results)
-        self.client.wave_of(self.compute, hops * 2 * self.client.latency
-                            + 2 * (largest_in + largest_out) / self.client.bandwidth,
-                            sum(sizeof(m[2]) + sizeof(m[3]) for m in self.members)
-                            + sum(sizeof(r) for r in results))
+        self.client.wave = [(m[0], self.compute.get(j, 0.0), sizeof(m[2]) + sizeof(m[3]),
+                             sizeof(results[j])) for j, m in enumerate(self.members)]
+        self.client.close_wave()  # the call's own wave, as a pass's
         self.results = results
 
 
