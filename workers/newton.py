@@ -191,11 +191,8 @@ def direction(each, run, g, M, reg) -> tuple[np.ndarray, int, str | None]:
     passes (``each``), preconditioned by newton.cpp's (1 − α)I + α·diag(∇²f) of ``M``."""
     def product(v, out):
         parts = each(hess_vec, run, v, threaded=True)
-        total = parts[0]
-        for part in parts[1:]:
-            total = total + part
         np.multiply(reg, v, out=out)
-        out += total
+        out += sum(parts[1:], parts[0])
 
     return pcg(product, g, (1 - ALPHA_PCG) + ALPHA_PCG * M)
 

@@ -536,7 +536,6 @@ class Passes:
         ctx, owned = self.ctx, self.owned()
         workers = [a for a, _ in owned]
         self.runners.keep(ctx.plan.workers)
-        self.runners.make(workers)
         ctx.pending = calls = self.runners.together(
             workers, fn, [(ctx.dataset.url, infos, *args) for _, infos in owned],
             [self._kw(a, threaded, kw) for a in workers])
