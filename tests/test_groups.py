@@ -207,8 +207,9 @@ def test_a_newton_group_over_tls(tls_files, a9a, tmp_path):
 def test_a_ctrl_c_in_a_newton_iteration_leaves_the_cluster_ready_and_quiet(tmp_path, capfd):
     """`distsvm train --scheduler` interrupted while its workers are in an iteration: one
     line and exit 130; the members finish the iteration by themselves, the workers print
-    no error (no message to a Runner Dask has dropped), no group thread is left, and the
-    next job trains."""
+    no error, no group thread is left, and the next job trains.  (A message to a Runner
+    that Dask has dropped made the workers print errors only now and then: this does not
+    catch that reliably.)"""
     import subprocess
     import sys
 
