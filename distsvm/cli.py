@@ -440,7 +440,16 @@ def main(argv=None) -> int:
     """The ``distsvm`` command; its exit status.  Ctrl-C at any moment (its imports, the
     parsing, a job, a pipeline run) is one ``ERROR: interrupted`` line and exit status 130,
     also where Python swallowed the KeyboardInterrupt (raised inside a callback: the
-    command stops at its next :func:`distsvm.errors.check_interrupted`)."""
+    command stops at its next :func:`distsvm.errors.check_interrupted`).  Called in a
+    process (a script's, a test's), it leaves the process's error format as it found it."""
+    previous = LOG_FORMAT["format"]
+    try:
+        return _command(argv)
+    finally:
+        LOG_FORMAT["format"] = previous
+
+
+def _command(argv) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     LOG_FORMAT["format"] = next((v for k, v in zip(argv, argv[1:]) if k == "--log-format"),
                                 next((t.split("=", 1)[1] for t in argv
