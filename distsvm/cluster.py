@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 
 import dask
 import numpy as np
@@ -667,6 +668,11 @@ def alive(client: Client) -> set[str]:
     """Addresses of the workers the scheduler knows now."""
     return set(workers_info(client))
 
+
+# A Ctrl-C in an actor call's wait (Call.result) leaves Dask's coroutine for its result
+# unawaited, and Python says so at exit: not the user's concern
+warnings.filterwarnings("ignore", message="coroutine 'ActorFuture._result' was never awaited",
+                        category=RuntimeWarning)
 
 # On each worker process: the calls its Runners ran, by function name (tests count a pass's
 # work with runner_calls); a call waits at most PAUSED_WAIT for a paused worker to resume
