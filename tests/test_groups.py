@@ -26,7 +26,7 @@ def _steps(rank: int, steps: int, fail_at: int = 0, *, reduce):
             raise ValueError(f"member 1 fails at step {t}")
         part = {"v": np.arange(5.0) * (rank + 1) + t / 3, "n": rank + 0.1 * t}
         out.append(reduce(part))
-        out.append(reduce(np.full(3, 1 / (rank + 3))))
+        out.append(reduce(np.full(3, 1 / (rank + 3) + t)))
     return out
 
 
@@ -42,7 +42,7 @@ def _expected(k: int, steps: int) -> list:
     for t in range(1, steps + 1):
         out.append(_in_order([{"v": np.arange(5.0) * (r + 1) + t / 3, "n": r + 0.1 * t}
                               for r in range(k)]))
-        out.append(_in_order([np.full(3, 1 / (r + 3)) for r in range(k)]))
+        out.append(_in_order([np.full(3, 1 / (r + 3) + t) for r in range(k)]))
     return out
 
 
