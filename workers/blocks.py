@@ -273,12 +273,24 @@ def read_counts() -> dict:
 
 
 def take_bytes_read() -> int:
-    """Bytes of blocks (decoded) this process has read from the store since the last call;
-    a solver's per-round report takes it, so the round's log shows what was read."""
+    """Bytes of blocks (decoded) this process has read from the store since the last call
+    (or since :func:`begin_reads`); a solver's per-round report takes it, so the round's
+    log shows what was read."""
     global _bytes_read
     with _lock:
         n, _bytes_read = _bytes_read, 0
     return n
+
+
+def begin_reads(*runs: str) -> None:
+    """At the start of a task of ``runs`` that reports its reads (:func:`take_bytes_read`):
+    if none of them has state in this process yet, what was read before is not theirs — an
+    earlier job's, or a solver's that does not take its reads (Newton): forgotten.  (Two
+    such jobs on one worker at once share one count.)"""
+    global _bytes_read
+    with _lock:
+        if not any(run in _runs for run in runs):
+            _bytes_read = 0
 
 
 def run_state(run: str, name: str, make):
@@ -376,5 +388,5 @@ def block_stats(url: str, info: BlockInfo, n_classes: int, groups: np.ndarray, n
 
 
 __all__ = ["RowBlock", "add_replies", "load", "stream", "cached", "cached_bytes", "read_counts",
-           "set_prefetch", "take_bytes_read", "run_state", "column_rows", "drop_run",
+           "set_prefetch", "take_bytes_read", "begin_reads", "run_state", "column_rows", "drop_run",
            "clear_cache", "block_decisions", "block_stats"]

@@ -63,6 +63,7 @@ def _passes(W: np.ndarray, url: str, infos: list[BlockInfo], seeds: list[int], r
             cache_bytes: int, storage_options: dict | None, tag: int, ww: np.ndarray) -> None:
     """:func:`segment`'s passes, updating ``W`` in place (:func:`batch` keeps one W) and
     ``ww[0]`` by the change of ‖W‖²."""
+    blocks.begin_reads(run)
     for info, seed, (block, sqnorm) in zip(infos, seeds,
                                            blocks.stream(url, infos, cache_bytes, storage_options)):
         s = _state(run, info, block, W.shape[1])

@@ -276,6 +276,7 @@ def segment(prev, url: str, infos: list[BlockInfo], seeds: list[int], run: str, 
     ``(w, report)``, where report covers ``report_infos`` (see :func:`report`) if given,
     else None.
     """
+    blocks.begin_reads(run)
     w = np.array(prev[0] if isinstance(prev, tuple) else prev, dtype=np.float64)  # own copy
     states = [_state(run, info) for info in infos]
     skip = [shrink is not None and s["state"][kernel.ACTIVE] == 0 for s in states]
@@ -343,6 +344,7 @@ def local_round(w, url: str, infos: list[BlockInfo], seeds: list[int], run: str,
     (:func:`_alarm`) and the blocks after the first get their statistics but no passes
     (their α stays: a smaller, valid step).
     """
+    blocks.begin_reads(run)
     u = np.array(w, dtype=np.float64)  # w₀ + σ′Δw as the local passes go
     rows, line = [], [0.0, 0.0, np.inf]
     with _alarm(deadline) as stop:
@@ -579,6 +581,7 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
     (:func:`_start_visit`), whose w its outcome returns as ``"start"``; False drops it.
     """
     start = time.perf_counter()
+    blocks.begin_reads(*runs)
     if from_checkpoint:
         c = from_checkpoint
         load_blocks(c["runs"], infos, c["directory"], c["files"], c["storage_options"])

@@ -57,6 +57,7 @@ def setup(url: str, infos: list[BlockInfo], run: str, fill: dict, *, n_features:
           cache_bytes: int, storage_options: dict | None = None, **_) -> np.ndarray:
     """Give the blocks of ``fill`` ({name: (whole, fraction)}) α = 1 on their first ``whole``
     rows, the fraction on the next and 0 after (every row active); returns Σ αᵢxᵢ of them."""
+    blocks.begin_reads(run)
     w = np.zeros(n_features)
     for info in infos:
         if info.name not in fill:
