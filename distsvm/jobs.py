@@ -200,6 +200,26 @@ def _problem(meta, k: int | None, multiclass_solver: bool, kind: str) -> dict:
     return {"positive": classes[k], "negative": classes[0] if len(classes) == 2 else None}
 
 
+def _say_where_held(progress: Progress, p, plan: cluster.WorkerPlan, held: tuple) -> None:
+    """A dual solver run sequentially on blocks that several workers own trains on one of
+    them (:func:`distsvm.solvers.resident.held_by_one`): say which and why, as the job's
+    first line counts every worker."""
+    view, one = held
+    owners = resident.owners(one)
+    if len(owners) != 1 or len(resident.owners(plan)) < 2:
+        return
+    if len(view.meta.blocks) == 1:
+        progress.note(f"train: {p.solver} on one worker ({owners[0]}), whose memory holds the "
+                      "store joined: each round visits every row in one random order, as "
+                      "LIBLINEAR")
+        return
+    parallel = params.takes(p.solver, "parallel", p.loss)
+    progress.note(f"train: {p.solver} streams the store's {len(view.meta.blocks)} blocks through "
+                  f"one worker ({owners[0]}), the others idle: no worker's memory holds the "
+                  "store" + ("; --parallel line runs on every worker, in several times the "
+                             'rounds (docs/benchmarks.md, "Scale out")' if parallel else ""))
+
+
 def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,
            checkpoint) -> list:
     """The result of the binary problem (or of a multi-class solver's one), or the K results
@@ -210,6 +230,8 @@ def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,
     spec = registry.SOLVERS[p.solver]
     solver = spec.module()
     held = resident.hold(dataset, plan, p) if spec.joins else None
+    if held is not None and p.parallel is None:
+        _say_where_held(progress, p, plan, held)
     classes = dataset.meta.classes
     positives = range(len(classes)) if multiclass else [1]  # problem k: index k (+1) vs rest
     costs = {k: losses.class_costs(p.C, class_weight, k if multiclass else None)

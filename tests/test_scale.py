@@ -160,6 +160,28 @@ def test_a_store_spread_over_workers_trains_dual_twins_by_newton_on_all_of_them(
                  gap_tol=1e-3, C=0.03).solver == "dcd"  # a dual option asked for: dual CD
 
 
+def test_the_log_says_where_sequential_dual_cd_runs_on_a_store_several_workers_own(
+        client, a9a, tmp_path):
+    """Sequential dual CD of blocks two workers own runs on one of them, and the log says
+    which and why: the store joined where that worker's memory holds it, else streamed
+    through it (the hinge loss: no primal solver to run on both instead)."""
+    X, y = a9a
+    store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 4 + 1)
+    plan = cluster.plan(client, 4, None, store)
+    assert len(set(plan.owners)) == 2
+    size = max(cluster.block_sizes(store.meta))
+    for free, said in ((5 * size, "streams the store's 4 blocks through one worker"),
+                       (20 * size, "on one worker")):
+        log = io.StringIO()
+        held = cluster.assign(dataclasses.replace(plan, free={a: free for a in plan.workers}),
+                              plan.owners)
+        train(store, client=client, plan=held, loss="hinge", max_rounds=2,
+              progress=Progress(stream=log))
+        (line,) = [t for t in log.getvalue().splitlines() if "one worker" in t]
+        assert said in line and any(f"({a})" in line for a in plan.workers), line
+        assert ("joined" in line) == (free == 20 * size), line
+
+
 @pytest.fixture(scope="module")
 def three():
     with local_client(3) as c:
