@@ -211,7 +211,7 @@ def _say_where_held(progress: Progress, p, plan: cluster.WorkerPlan, held: tuple
     if len(view.meta.blocks) == 1:
         progress.note(f"train: {p.solver} on one worker ({owners[0]}), whose memory holds the "
                       "store joined: each round visits every row in one random order, as "
-                      "LIBLINEAR")
+                      "LIBLINEAR does")
         return
     parallel = params.takes(p.solver, "parallel", p.loss)
     progress.note(f"train: {p.solver} streams the store's {len(view.meta.blocks)} blocks through "
