@@ -132,7 +132,12 @@ def test_l1_svr_mse_equals_an_independent_optimum(abalone, bias):
 
 def test_kernel_rows_of_zeros(abalone):
     """Rows xᵢ = 0 (H = 0 for the L1 loss without bias: LIBLINEAR's step is ±∞, clipped to
-    ±C; inside the tube βᵢ stays 0): LIBLINEAR's objective still."""
+    ±C; inside the tube βᵢ stays 0): LIBLINEAR's objective still, within the spread of its
+    own 300-iteration stops over its permutations (srand(0..4): 1034.7234–1034.7310; the
+    test compared with one unseeded run, whose permutation depended on the tests run
+    before it in the process, and once failed on its best draw)."""
+    import ctypes
+
     import scipy.sparse as sp
 
     X, y = abalone
@@ -142,8 +147,11 @@ def test_kernel_rows_of_zeros(abalone):
     w, beta, _, _ = kernel_run(X, y, loss, eps=1e-6)
     np.testing.assert_array_equal(beta[-3:], [1.0, 0.0, -1.0])
     f = svr_primal(w, X, y, loss)[0]
-    theirs = svr_primal(liblinear_svr(X, y, loss), X, y, loss)[0]  # its 300 iterations
-    assert theirs * (1 - 1e-4) <= f <= theirs * (1 + 1e-9)
+    libc, theirs = ctypes.CDLL(None), []
+    for k in range(5):  # its permutations come from C's rand(): seeded, not the process's
+        libc.srand(k)
+        theirs.append(svr_primal(liblinear_svr(X, y, loss), X, y, loss)[0])  # 300 iterations
+    assert min(theirs) * (1 - 1e-4) <= f <= max(theirs) * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("loss", list(TYPES))
