@@ -25,7 +25,6 @@ import atexit
 import collections
 import concurrent.futures
 import contextlib
-import ctypes
 import dataclasses
 import importlib.machinery
 import importlib.util
@@ -685,39 +684,6 @@ PAUSED_WAIT = 65.0  # just over PAUSED_SECONDS (60 s)
 BUSY = threading.Lock()
 
 
-# glibc's malloc in a worker process Dask's nanny started (:func:`_heap_for_vectors`)
-HEAP_BYTES = 32 << 20
-_heap_set = False
-
-
-def _heap_for_vectors() -> None:
-    """Let glibc's malloc take the solvers' vectors from the heap in a worker process that
-    Dask's nanny started.
-
-    The nanny sets ``MALLOC_TRIM_THRESHOLD_`` (its ``pre-spawn-environ``: 64 KiB), which
-    turns glibc's dynamic mmap threshold off: every allocation of 128 KiB or more is then
-    a fresh mmap, whose pages fault in on first touch, and goes back to the system when
-    freed.  A Newton pass allocates several vectors of n_features (3.2 MB on
-    pypi-summaries), so each pass faulted in ~800 pages a vector.
-
-    So, once a job's Runner is made in such a process, allocations below ``HEAP_BYTES``
-    (32 MB, glibc's own dynamic maximum) come from the heap, whose free top is kept up to
-    half of that.  Measured: a 2 × 780 MB cluster's `-s 0` on pypi-summaries trains in
-    2.98–3.11 s against 3.60–3.73 s (docs/benchmarks.md).
-
-    A process without that variable (an in-process cluster, a worker started otherwise),
-    or one whose user set ``MALLOC_MMAP_THRESHOLD_``, is left as it is."""
-    global _heap_set
-    if (_heap_set or "MALLOC_TRIM_THRESHOLD_" not in os.environ
-            or "MALLOC_MMAP_THRESHOLD_" in os.environ):
-        return
-    _heap_set = True
-    with contextlib.suppress(OSError, AttributeError):  # not glibc
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, HEAP_BYTES)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, HEAP_BYTES // 2)  # M_TRIM_THRESHOLD
-
-
 class Runner:
     """A worker's endpoint for a job's map-reduce passes: a Dask actor whose calls go straight
     from the coordinator to the worker and back, not as tasks through the scheduler.
@@ -754,7 +720,6 @@ class Runner:
         # when its client goes (a Ctrl-C) while the members finish their iteration
         self.mail = mailbox(self.worker.address)
         self.worker.handlers.setdefault(GROUP_OP, _group_handler(self.mail))
-        _heap_for_vectors()
 
     def _unpaused(self, name: str) -> None:
         until = time.monotonic() + PAUSED_WAIT

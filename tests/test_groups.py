@@ -262,29 +262,3 @@ def test_a_newton_group_on_an_in_process_cluster_of_two_workers(a9a, tmp_path):
         model = jobs.train(store, client=c, **params)
     assert model.summary["rounds"] == ref.summary["rounds"]
     assert model.summary["primal_objective"] == ref.summary["primal_objective"]
-
-
-def _page_faults() -> int:
-    """This thread's minor page faults over 20 allocations of two 3.2 MB vectors (a
-    pypi-summaries Newton pass's size), each used and freed."""
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-    for _ in range(20):
-        a = np.ones(400_000)
-        b = a + 1.0
-        del a, b
-    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
-
-
-def test_a_runner_lets_the_nannys_workers_take_vectors_from_the_heap():
-    """Dask's nanny starts its workers with MALLOC_TRIM_THRESHOLD_ set, so each 3.2 MB vector
-    is a fresh mmap whose ~780 pages fault in; once a job's Runner is made there, vectors
-    come from the heap (cluster._heap_for_vectors): a few faults, not 40 × 780."""
-    with local_client(1) as c:
-        (w,) = cluster.workers_info(c)
-        assert c.run(lambda: "MALLOC_TRIM_THRESHOLD_" in os.environ)[w]
-        fresh = c.run(_page_faults)[w]
-        cluster.Runners(c).handle(w)
-        reused = c.run(_page_faults)[w]
-    assert fresh > 20_000 and reused < 2_000, (fresh, reused)
