@@ -26,6 +26,7 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import importlib.machinery
 import importlib.util
 import logging
@@ -925,10 +926,7 @@ class AllReduce:
         from distsvm.workers.blocks import add_replies  # (workers only: it loads kernels)
 
         parts[self.rank] = part  # (a part may be another's too: an in-process cluster's)
-        total = parts[0]
-        for j in range(1, len(self.peers)):
-            total = add_replies(total, parts[j])
-        return total
+        return functools.reduce(add_replies, (parts[j] for j in range(len(self.peers))))
 
     def delivered(self) -> None:
         """Wait until the last step's parts have reached the peers; the error of one that
