@@ -269,9 +269,10 @@ def iteration(url: str, infos: list[BlockInfo], run: str, start: tuple | None, *
         raise RuntimeError("this worker holds no Newton iterate of the run (restarted?)")
     w, g, M, f, reg = point["start"] if start is None else start
     kw = dict(loss=loss, positive=positive, epsilon=epsilon)
-    s, cg, warning, alpha, reps = advance(each, run, kw, class_cost, w, g, M, f, reg)
-    x = w + alpha * s
-    f, g, M, correct = totals(x, reps, reg)
+    with blocks.vectors_from_heap(url, infos):
+        s, cg, warning, alpha, reps = advance(each, run, kw, class_cost, w, g, M, f, reg)
+        x = w + alpha * s
+        f, g, M, correct = totals(x, reps, reg)
     point["start"] = (x, g, M, f, reg)
     first = reduce is None or reduce.rank == 0
     return s if first else None, cg, warning, alpha, f, np.sqrt(dot_once(g, g)), correct, count
