@@ -57,7 +57,8 @@ def test_transpose_equals_scipy_tocsc(tmp_path, problem, block_rows, block_mb, m
 
 def test_joined_view_is_the_matrix_in_one_block(a9a_rows):
     """A run's joined view (distsvm.workers.pcd.held: one block made in memory from the stored
-    ones) holds the same CSC matrix and column norms; a small cache keeps the blocks."""
+    ones) holds the same CSC matrix and column norms; a small cache, or too little memory
+    beside it to make the joined block, keeps the blocks."""
     from distsvm.workers import blocks
     from distsvm.workers.pcd import held, load_columns
 
@@ -69,6 +70,10 @@ def test_joined_view_is_the_matrix_in_one_block(a9a_rows):
     # int64 indptr and float64 column norms
     both = 2 * (cm.nnz * 8 + cm.n_features * 16 + 8)
     assert held(cm, both) == one and held(cm, both - 1) == cm
+    # with the plan's memory for blocks (cache and reads in flight): the joined block in the
+    # cache, it and its parts side by side within that memory
+    assert held(cm, both // 2, both) == one and held(cm, both - 1, both - 1) == cm
+    assert held(cm, both // 2 - 1, 1 << 30) == cm and held(cm, both // 2, both - 1) == cm
     blocks.clear_cache()
     block, colsq = load_columns(a9a_rows.url, one.blocks[0], 1 << 30)
     assert block.nbytes + colsq.nbytes == both // 2  # what the cache counts for it

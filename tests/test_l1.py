@@ -205,6 +205,31 @@ def test_one_worker_equals_two(store, client):
     np.testing.assert_array_equal(one.w, two.w)
 
 
+def test_the_view_joins_where_the_workers_memory_holds_it_beside_its_blocks(store, client):
+    """Exact mode joins the column view (distsvm.workers.pcd.held) where the worker's cache
+    holds the joined block and the plan's memory for blocks (its cache and the reads in
+    flight) holds it beside the stored blocks while it is made: the same w as with a cache
+    that holds both; where that memory is the cache alone, the blocks as stored (another
+    order of the columns: another w)."""
+    import dataclasses
+
+    from distsvm import cluster
+    from distsvm.storage.columns import column_bytes, read_columns_meta
+
+    cm = read_columns_meta(store)
+    view = column_bytes(cm.n_features, cm.nnz, np.dtype(cm.blocks[0].dtype).itemsize)
+    plan = cluster.plan(client, len(store.meta.blocks), None, store)
+
+    def train_in(cache, free):
+        return _train(store, client, 5, C=0.01, plan=dataclasses.replace(
+            plan, cache_bytes={a: cache for a in plan.workers},
+            free={a: free for a in plan.workers} if free else {}))
+
+    both = train_in(1 << 30, None)
+    np.testing.assert_array_equal(train_in(view, 2 * view).w, both.w)
+    assert not np.array_equal(train_in(view, None).w, both.w)
+
+
 # Parallel mode (pcd_mode="parallel"): the column blocks shared by the two workers, the
 # parts' directions summed and line-searched (docs/solvers/l1.md).
 PARALLEL_EPS = {5: 1e-4, 6: 1e-5}  # relative to Gnorm1₀ and scaled by min(#pos, #neg)/l

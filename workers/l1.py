@@ -256,16 +256,17 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
                  reg: bool, n_features: int, class_cost, positive: int,
                  row_infos: list[BlockInfo] | None, cache_bytes: int,
                  storage_options: dict | None = None, stop_at: int | None = None,
-                 resume: dict | None = None, holdout=None) -> dict:
+                 resume: dict | None = None, holdout=None, free_bytes: int | None = None) -> dict:
     """Rounds r, r+1, … of LIBLINEAR's algorithm on this worker until its stopping rule
     (Gnorm1 ≤ ``eps``·Gnorm1 of the first iteration; ``eps`` already scaled by
     max(min(#pos, #neg), 1)/l as linear.cpp's ``train_one``), ``max_rounds``, ``seconds``
     or round ``stop_at``, over the view :func:`~distsvm.workers.pcd.held` (joined into one block
-    where this worker's cache holds it).  ``resume`` (w, the shrinking bound, the active set / inner
-    tolerance) makes the state on a worker that has none (the run's first task, or after
-    a recovery).  Returns {"reports": [per round], "resume": the same, after the last}."""
+    where this worker's memory holds it; ``free_bytes``: the plan's for this worker).
+    ``resume`` (w, the shrinking bound, the active set / inner tolerance) makes the state on
+    a worker that has none (the run's first task, or after a recovery).  Returns
+    {"reports": [per round], "resume": the same, after the last}."""
     start = time.perf_counter()
-    cmeta = held(cmeta, cache_bytes)
+    cmeta = held(cmeta, cache_bytes, free_bytes)
     common = dict(bias=bias, reg=reg, positive=positive, n_features=n_features,
                   cache_bytes=cache_bytes, storage_options=storage_options)
     state = blocks.run_state(run, "state", dict)

@@ -89,18 +89,23 @@ def load_columns(url: str, info: ColumnInfo, cache_bytes: int,
     return blocks.cached(key, read, cache_bytes)
 
 
-def held(cmeta: ColumnsMeta, cache_bytes: int) -> ColumnsMeta:
+def held(cmeta: ColumnsMeta, cache_bytes: int, free_bytes: int | None = None) -> ColumnsMeta:
     """The view a run on this worker passes over: joined into one block
-    (:func:`distsvm.storage.columns.joined`) if it and its stored blocks fit in the block cache
-    together, else as stored.  A pass over the joined block visits all columns in one
-    random order: on pypi-summaries' 2 blocks, CDN (-s 5) stopped after 30 outer iterations
-    instead of 39 (LIBLINEAR: 31).  Sized by the data's dtype: at 8 bytes a value for
-    float32 data, pypi-summaries' view (84 MB cached) did not join in a 780 MB worker's
-    180 MB cache, and the cluster took those 39 iterations."""
+    (:func:`distsvm.storage.columns.joined`) if the joined block fits in the block cache and
+    it and its stored blocks, side by side while it is made, fit in ``free_bytes`` (the
+    plan's memory for the cache and the blocks in flight: a joined view has none in flight
+    once made; None: the cache), else as stored.  A pass over the joined block visits all
+    columns in one random order: on pypi-summaries' 2 blocks, CDN (-s 5) stopped after 30
+    outer iterations instead of 39 (LIBLINEAR: 31).  Sized by the data's dtype: at 8 bytes
+    a value for float32 data (pypi-summaries' view: 84 MB).  Measured on a 780 MB worker:
+    the view and its blocks (167 MB) in a 168 MiB cache on a fresh worker, in less after
+    other jobs (the race's: 39 iterations); joined, the job peaked at 376 MiB of its
+    744 MiB (docs/benchmarks.md)."""
     dtype = cmeta.blocks[0].dtype if cmeta.blocks else None
     itemsize = np.dtype(dtype).itemsize if dtype is not None else 8
     view = column_bytes(cmeta.n_features, cmeta.nnz, itemsize)  # cached: arrays and colsq
-    return joined(cmeta) if 2 * view <= cache_bytes else cmeta
+    room = cache_bytes if free_bytes is None else max(cache_bytes, free_bytes)
+    return joined(cmeta) if view <= cache_bytes and 2 * view <= room else cmeta
 
 
 def _state(prev) -> dict:
@@ -196,21 +201,22 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
                  n_features: int, loss: int, class_cost: np.ndarray,
                  storage_options: dict | None = None, row_infos: list[BlockInfo] | None = None,
                  stop_at: int | None = None, w0: np.ndarray | None = None, holdout=None,
-                 **kw) -> dict:
+                 free_bytes: int | None = None, **kw) -> dict:
     """Exact mode: outer iterations r, r+1, … of Algorithm 1 on this worker, each visiting
     every item in the round's random order, until the stopping rule holds (``g0`` is
     max|∇f(0)ᵢ|, NaN before round 1 has measured it), ``max_rounds`` is reached, or
     ``seconds`` have passed (batching rounds into one task spares a scheduler round
     trip per outer iteration), or round ``stop_at`` is done (a checkpoint is due).
 
-    The view is :func:`held`: joined into one block where this worker's cache holds it.
+    The view is :func:`held`: joined into one block where this worker's memory holds it
+    (``free_bytes``: the plan's for this worker).
     The state stays on this worker for the whole run (:func:`distsvm.workers.blocks.run_state`)
     and is updated in place; the first batch of a run makes it by :func:`initial`, at ``w0``
     (the w a resumed or recovered run continues from) or at w = 0 in round 1.  Returns
     ``{"reports": [one per round], "w": w after the last one}``.
     """
     start = time.perf_counter()
-    cmeta = held(cmeta, kw["cache_bytes"])
+    cmeta = held(cmeta, kw["cache_bytes"], free_bytes)
 
     def fresh():
         if r > 1 and w0 is None:  # never restart silently from w = 0 in the middle of a run

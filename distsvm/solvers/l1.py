@@ -165,8 +165,8 @@ class _L1(driver.Solver):
             self.seed, ctx.run, eps=self.eps_rel, gnorm1_init=self.gnorm1_init,
             seconds=self.batch_seconds(BATCH_SECONDS), stop_at=-(-r // every) * every if every else None,
             resume=(self.carry or None) if self.fresh else None,
-            cache_bytes=ctx.plan.cache_bytes[addr], workers=[addr], pure=False,
-            **self.common)]
+            cache_bytes=ctx.plan.cache_bytes[addr], free_bytes=ctx.plan.free.get(addr),
+            workers=[addr], pure=False, **self.common)]
         out = cluster.gather(ctx.client, ctx.pending, [addr])[0]
         self.fresh = False
         self.carry = out["resume"]

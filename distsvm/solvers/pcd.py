@@ -116,7 +116,8 @@ class _PCD(driver.Solver):
                 self.seed, ctx.run, eps=self.eps, g0=self.g0, seconds=self.batch_seconds(BATCH_SECONDS),
                 stop_at=-(-r // every) * every if every else None,
                 w0=self.x if self.fresh else None, cache_bytes=ctx.plan.cache_bytes[addrs[0]],
-                workers=addrs[:1], pure=False, **self.common)]
+                free_bytes=ctx.plan.free.get(addrs[0]), workers=addrs[:1], pure=False,
+                **self.common)]
             out = cluster.gather(ctx.client, ctx.pending, addrs[:1])[0]
             reps, self.x = out["reports"], out["w"]
         else:  # round r + 1 is submitted before round r's report is read
