@@ -504,10 +504,12 @@ def _main(argv) -> int:
         with quiet_interrupt(), _tls(a):
             _cluster_setup(a)
             result = _dispatch(a, progress)
-    except LockHeldError as exc:
-        print_error(str(exc))
-        return EXIT_LOCKED
     except (StorageError, ValueError, OSError, ClusterError, MissingDependencyError) as exc:
+        if INTERRUPTED.is_set():  # raised while unwinding from a Ctrl-C: main() says so
+            return EXIT_INTERRUPTED
+        if isinstance(exc, LockHeldError):
+            print_error(str(exc))
+            return EXIT_LOCKED
         print_error(arguments.os_error(a, exc) if isinstance(exc, OSError) else message(exc))
         from .spec import SpecError
 

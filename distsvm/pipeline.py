@@ -51,7 +51,14 @@ from distsvm.storage.lock import Lock, LockHeldError
 from distsvm.storage.paths import canonical, resolve
 
 from . import jobs, params, registry
-from .errors import ClusterError, MissingDependencyError, check_interrupted, message, print_error
+from .errors import (
+    INTERRUPTED,
+    ClusterError,
+    MissingDependencyError,
+    check_interrupted,
+    message,
+    print_error,
+)
 from .prediction import predict
 from .progress import Progress
 from .solvers import registry as solvers
@@ -362,5 +369,7 @@ def main(path: str, progress: Progress, lock_timeout: float | None = None,
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED, None  # the CLI says so (distsvm.cli.main)
     except (StorageError, OSError, ClusterError, MissingDependencyError, ValueError) as exc:
+        if INTERRUPTED.is_set():  # raised while unwinding from a Ctrl-C: its line is the CLI's
+            return EXIT_INTERRUPTED, None
         print_error(message(exc))
         return next(code for kind, code in codes if isinstance(exc, kind)), None
