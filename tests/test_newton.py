@@ -204,11 +204,11 @@ def _cached(url: str, info) -> bool:
     return blocks._in_cache(url, [info])
 
 
-def _vector_faults(url: str, cached, other) -> tuple[int, int, int]:
+def _vector_faults(url: str, cached) -> tuple[int, int, int]:
     """This worker's page faults for 20 vectors of 3.2 MB allocated and freed in turn:
     inside ``vectors_from_heap`` on the block ``cached`` of ``url`` (in this worker's cache
-    since the job), inside it on the block ``other`` (of a store never read here), and
-    outside it."""
+    since the job), inside it on that block of another URL (never read here), and outside
+    it."""
     import resource
 
     from distsvm.workers import blocks
@@ -222,7 +222,7 @@ def _vector_faults(url: str, cached, other) -> tuple[int, int, int]:
     assert blocks._in_cache(url, [cached])
     with blocks.vectors_from_heap(url, [cached]):
         inside = twenty()
-    with blocks.vectors_from_heap(url + "-other", [other]):
+    with blocks.vectors_from_heap(url + "-other", [cached]):
         streamed = twenty()
     return inside, streamed, twenty()
 
@@ -245,7 +245,7 @@ def test_a_workers_vectors_come_from_its_heap_while_newton_runs_on_cached_blocks
                 held[address] = info
     assert len(held) == 2, held
     for address, info in held.items():
-        faults = client.run(_vector_faults, store.url, info, info, workers=[address])[address]
+        faults = client.run(_vector_faults, store.url, info, workers=[address])[address]
         inside, streamed, after = faults
         assert inside < 3 * pages, faults
         assert min(streamed, after) > 15 * pages, faults

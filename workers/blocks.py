@@ -107,23 +107,22 @@ def _nanny_glibc():
 
 @contextlib.contextmanager
 def vectors_from_heap(url: str, infos: list[BlockInfo]):
-    """While it lasts, glibc's malloc takes allocations below ``HEAP_BYTES`` from its heap,
-    if this process is one Dask's nanny started and the blocks ``infos`` are all cached.
+    """While it lasts, glibc's malloc takes allocations below ``HEAP_BYTES`` from its heap, if
+    this process is one Dask's nanny started and the blocks ``infos`` are all cached.
 
     The nanny sets ``MALLOC_TRIM_THRESHOLD_`` (64 KiB, to give memory back to the system),
     which turns glibc's dynamic mmap threshold off: every allocation of 128 KiB or more is a
-    fresh mapping, whose pages fault in one by one, and is unmapped when freed.  A Newton
+    fresh mapping, whose pages fault in one by one, and is unmapped when freed. A Newton
     iteration allocates tens of vectors of n_features (3.2 MB on pypi-summaries): measured
-    on a 2 × 780 MB cluster's `-s 0`, 277 k page faults a job on each worker, ~1.4 µs each
-    (docs/benchmarks.md).  On cached blocks an iteration allocates little else, and the
-    heap is reused, not fragmented; streamed blocks' arrays would fragment it (measured on
-    2 × 512 MB: 40–90 MiB more at the peak), so their passes are left as they are.  At
-    the end the nanny's thresholds come back and the heap's free pages go back to the
-    system (``malloc_trim``), and those of the vectors a run keeps when it ends
-    (:func:`drop_run`).  A process without that variable, or whose user set
-    ``MALLOC_MMAP_THRESHOLD_``, or not on glibc, is left as it is."""
+    on a 2 × 780 MB cluster's `-s 0`, 277 k page faults a job on each worker, costing ~1.4
+    µs each (the time saved over the faults saved; docs/benchmarks.md). On cached blocks an
+    iteration allocates little else, and the heap is reused, not fragmented; streamed
+    blocks' arrays would fragment it (measured on 2 × 512 MB: 40–90 MiB more at the peak),
+    so their passes are left as they are. At the end the nanny's thresholds come back and
+    the heap's free pages go back to the system (``malloc_trim``), and those of the vectors
+    a run keeps when it ends (:func:`drop_run`). A process without that variable, or whose
+    user set ``MALLOC_MMAP_THRESHOLD_``, or not on glibc, is left as it is."""
     global _heap_users
-    trim = os.environ.get("MALLOC_TRIM_THRESHOLD_", "")
     libc = _nanny_glibc()
     if libc is None or not _in_cache(url, infos):
         yield
@@ -140,7 +139,7 @@ def vectors_from_heap(url: str, infos: list[BlockInfo]):
             _heap_users -= 1
             if _heap_users == 0:  # glibc's default threshold, which the variable fixed
                 libc.mallopt(MMAP_THRESHOLD, 128 << 10)
-                libc.mallopt(TRIM_THRESHOLD, int(trim))
+                libc.mallopt(TRIM_THRESHOLD, int(os.environ["MALLOC_TRIM_THRESHOLD_"]))
                 libc.malloc_trim(0)
 
 
