@@ -213,6 +213,46 @@ def test_the_block_a_stream_hands_on_is_read_once_and_only_for_the_stream_it_sta
     assert not B._handoff
 
 
+def test_streams_in_shared_buffers_reuse_one_memory_and_unused_norms_are_not_computed(
+        tmp_path):
+    """Inside ``shared_buffers`` (a Newton iteration: a stream a pass), the next stream over a
+    block the cache does not keep decodes it into the memory of the last one's; outside it,
+    a stream's memory goes with the stream.  ``norms=False`` (Newton's and ALM's passes): a
+    block no cache of that size could keep comes without ‖xᵢ‖², one the cache keeps with
+    them, for the dual CD passes after it; the blocks read as the store holds them."""
+    B = distsvm.workers.blocks
+    B.clear_cache()
+    store = generate(str(tmp_path / "s.zarr"), rows=12_000, features=2000, nnz_per_row=60,
+                     block_rows=6000, seed=3)  # data, indices: 1.4 MB a block (≥ MIN_BYTES)
+    infos, ref = list(store.meta.blocks), store.read_block(0)
+    assert B.Buffers.MIN_BYTES <= ref.data.nbytes
+
+    def first(norms=True, cache=0):  # block 0 streamed: its data's memory, and its norms
+        (block, sqnorm), = B.stream(store.url, infos[:1], cache, norms=norms)
+        for k in ("indptr", "indices", "data", "y"):
+            np.testing.assert_array_equal(getattr(block, k), getattr(ref, k))
+        base = block.data.base
+        assert base is not None and base.dtype == np.uint8  # made in a Buffers' buffer
+        return weakref.ref(base), sqnorm
+
+    memory, _ = first()
+    gc.collect()
+    assert memory() is None  # the stream's Buffers went with it
+    with B.shared_buffers():
+        memory, _ = first()
+        again, _ = first()
+        assert again() is memory() is not None
+    gc.collect()
+    assert memory() is None
+    assert first(norms=False)[1] is None
+    assert not B._in_cache(store.url, infos[:1])
+    sqnorm = first(norms=False, cache=1 << 30)[1]  # kept by the cache: with its norms
+    assert B._in_cache(store.url, infos[:1])
+    np.testing.assert_allclose(sqnorm, np.add.reduceat(ref.data.astype(np.float64) ** 2,
+                                                      ref.indptr[:-1]))
+    B.clear_cache()
+
+
 def test_a_stream_larger_than_the_cache_keeps_its_first_blocks_and_reuses_memory(tmp_path):
     """A stream over more blocks than the cache holds: the cache keeps the blocks it took
     first (a second stream in the same order reads only the others — least recently used

@@ -65,7 +65,7 @@ def gradient_pass(url: str, infos: list[BlockInfo], run: str, x: np.ndarray, *, 
         return {"loss": 0.0, "gloss": np.zeros(dim), "xtr": np.zeros(dim), "resid_sq": 0.0,
                 "correct": 0, "gb": 0.0, "rs": 0.0}
 
-    def visit(info, block, _, acc, rows):
+    def visit(info, block, acc, rows):
         s, part = _state(run, info), blocks.rows_of(block, rows)
         out = kernel.alm_pass(part.indptr, part.indices, part.data, part.y, positive, x,
                               bias, n_features, s["lam"][rows], s["e"][rows], mu_prev, mu, C,
@@ -85,7 +85,7 @@ def direction_pass(url: str, infos: list[BlockInfo], xg: np.ndarray, *, bias: fl
                    threads: int = 1) -> float:
     """‖Xᵀw_g + 1b_g‖² over this worker's blocks (shared among ``threads`` threads): the
     denominator of the step size (18)."""
-    def visit(info, block, _, acc, rows):
+    def visit(info, block, acc, rows):
         part = blocks.rows_of(block, rows)
         v = np.empty(part.n_rows)
         decision_values(part.indptr, part.indices, part.data, xg, bias, n_features, v)

@@ -38,7 +38,7 @@ PREFETCH = True  # benchmarks measure without it: client.run(set_prefetch, False
 
 
 def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | None = None,
-         buffers: Buffers | None = None, keep=frozenset()):
+         buffers: Buffers | None = None, keep=frozenset(), norms: bool = True):
     """Return ``(block, sqnorm)`` for a row block, from the cache or the store.
 
     The block is kept if it fits in ``cache_bytes``; least recently used blocks (but those
@@ -46,25 +46,31 @@ def load(url: str, info: BlockInfo, cache_bytes: int, storage_options: dict | No
     e.g. a cross-validation fold's rows of a block) is made from its parts loaded the same
     way, so the folds that take rows of one stored block read it from the store once.
     ``buffers`` and ``keep`` (:func:`stream`'s): where a block read makes its arrays, and the
-    cache entries not evicted to keep it (:func:`cached`).
+    cache entries not evicted to keep it (:func:`cached`).  ``norms=False``: a caller that
+    does not use ‖xᵢ‖² (sqnorm) gets None for it from a read that no cache of ``cache_bytes``
+    could keep (a Newton pass beyond memory: 8 ms a pypi-summaries block, a quarter of its
+    read); a block the cache may keep has them, for the callers after it.
     """
     def read():
         global _bytes_read
         if info.parts:
-            loaded = [load(url, part, cache_bytes, storage_options, buffers, keep)
+            loaded = [load(url, part, cache_bytes, storage_options, buffers, keep, norms)
                       for part, _ in info.parts]
             block = join_parts([b for b, _ in loaded], info.parts)
-            sqnorm = np.concatenate([s if rows is None else s[rows]
-                                     for (_, s), (_, rows) in zip(loaded, info.parts)])
-            return (block, sqnorm), block.nbytes + sqnorm.nbytes
+            sqnorm = None if any(s is None for _, s in loaded) else np.concatenate(
+                [s if rows is None else s[rows] for (_, s), (_, rows) in zip(loaded, info.parts)])
+            return (block, sqnorm), block.nbytes + block.n_rows * 8
         block = read_row_block(url, info, storage_options, recheck=False,  # streamed: re-read
                                buffers=buffers)
         with _lock:
             _reads[url, info.name] += 1
             _bytes_read += block.nbytes
+        size = block.nbytes + block.n_rows * 8
+        if not norms and size > cache_bytes:
+            return (block, None), size
         sqnorm = (np.empty if buffers is None else buffers.empty)(block.n_rows, np.float64)
         row_sqnorms(block.indptr, block.data, sqnorm)
-        return (block, sqnorm), block.nbytes + sqnorm.nbytes
+        return (block, sqnorm), size
 
     def kept(entry):  # the cache's now, not the stream's to reuse
         block, sqnorm = entry
@@ -143,8 +149,27 @@ def vectors_from_heap(url: str, infos: list[BlockInfo]):
                 libc.malloc_trim(0)
 
 
+_shared = threading.local()  # .buffers: the Buffers of this thread's streams (shared_buffers)
+
+
+@contextlib.contextmanager
+def shared_buffers():
+    """While it lasts, this thread's streams (:func:`stream`) decode their blocks into one
+    :class:`~distsvm.storage.dataset.Buffers`, not one each: a Newton iteration streams a
+    worker's blocks once a pass, and each pass's arrays are then the memory of the last
+    pass's, not fresh pages (in a Dask worker every fresh array is a new mapping, faulted in
+    page by page).  Between passes the iteration holds what a pass holds while it runs."""
+    outer = getattr(_shared, "buffers", None)
+    _shared.buffers = outer or Buffers()
+    try:
+        yield
+    finally:
+        _shared.buffers = outer
+
+
 def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
-           storage_options: dict | None = None, then: BlockInfo | None = None):
+           storage_options: dict | None = None, then: BlockInfo | None = None,
+           norms: bool = True):
     """Yield :func:`load`'s ``(block, sqnorm)`` for ``infos`` in order, with prefetch: while
     the caller works on one block, a background thread loads the next (from the cache, or
     read and decompressed from the store), so at most one block is in flight beyond the
@@ -159,21 +184,22 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
     stream's last block and handed to the next stream of this process that starts with it
     (on any thread); this thread's next stream drops it if it starts with another block.  So
     the solver does not wait for the first block of each round (pypi-summaries, 2 blocks, on
-    2 × 512 MB workers: 0.89× the train time, docs/benchmarks.md)."""
+    2 × 512 MB workers: 0.89× the train time, docs/benchmarks.md).  ``norms``: :func:`load`'s."""
     handed = _handed(url, infos[0] if infos else None)
     if not PREFETCH or (handed is None and _in_cache(url, infos)):
-        yield from (load(url, info, cache_bytes, storage_options) for info in infos)
+        yield from (load(url, info, cache_bytes, storage_options, norms=norms) for info in infos)
         return
-    buffers, keep = Buffers(), frozenset(_key(url, info) for info in infos)
+    buffers = getattr(_shared, "buffers", None) or Buffers()
+    keep = frozenset(_key(url, info) for info in infos)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="distsvm-prefetch") as pool:
         ahead = handed or pool.submit(load, url, infos[0], cache_bytes, storage_options,
-                                      buffers, keep)
+                                      buffers, keep, norms)
         handed = None  # else its block stays referenced for the whole stream
         for k in range(len(infos)):
             current = ahead.result()
             if k + 1 < len(infos):
                 ahead = pool.submit(load, url, infos[k + 1], cache_bytes, storage_options,
-                                    buffers, keep)
+                                    buffers, keep, norms)
             else:
                 buffers = None  # what no block uses is let go before the caller's last visit
                 if then is not None and not _in_cache(url, [then]):
@@ -220,38 +246,41 @@ def _drop_handed(thread: int) -> None:
 
 def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
                storage_options: dict | None, threads: int, visit, make) -> dict:
-    """``visit(info, block, sqnorm, acc, rows)`` for every block of ``infos``, streamed with
-    prefetch (:func:`stream`), each block cut into ``threads`` pieces of rows (``rows``, a
-    slice; :func:`pieces`) computed side by side on the task's worker's threads — so that
-    every thread works whatever the number of blocks — piece j adding into accumulator j
-    (``make()``, a dict of numbers and arrays); returns their sum, key by key, in piece
-    order (the same sums in every run).  Blocks all in the cache: each thread takes its
-    piece of every block without waiting for the others; else the threads take their pieces
-    of each block as it arrives.  The kernels release the GIL; a visit reads the piece's
-    rows through :func:`rows_of`.  Memory: the block being computed and the next one being
-    read, beyond the cache."""
+    """``visit(info, block, acc, rows)`` for every block of ``infos``, streamed with
+    prefetch (:func:`stream`, without ‖xᵢ‖²: no pass of this kind takes them), each block
+    cut into ``threads`` pieces of rows (``rows``, a slice; :func:`pieces`) computed side by
+    side on the task's worker's threads — so that every thread works whatever the number of
+    blocks — piece j adding into accumulator j (``make()``, a dict of numbers and arrays);
+    returns their sum, key by key, in piece order (the same sums in every run).  Blocks all
+    in the cache: each thread takes its piece of every block without waiting for the others;
+    else the threads take their pieces of each block as it arrives.  The kernels release the
+    GIL; a visit reads the piece's rows through :func:`rows_of`.  Memory: the block being
+    computed and the next one being read, beyond the cache."""
     n = max(1, threads)
     accs = [make() for _ in range(n)]
 
-    def piece(j, info, block, sqnorm):
+    def piece(j, info, block):
         cuts = pieces(block.indptr, n)
-        visit(info, block, sqnorm, accs[j], slice(cuts[j], cuts[j + 1]))
+        visit(info, block, accs[j], slice(cuts[j], cuts[j + 1]))
 
     def share(j):  # piece j of every block, the blocks from the cache: no thread waits
         for info in infos:
-            piece(j, info, *load(url, info, cache_bytes, storage_options))
+            piece(j, info, load(url, info, cache_bytes, storage_options)[0])
 
     if n == 1:
-        for info, loaded in zip(infos, stream(url, infos, cache_bytes, storage_options)):
-            piece(0, info, *loaded)
+        for info, (block, _) in zip(infos, stream(url, infos, cache_bytes, storage_options,
+                                                  norms=False)):
+            piece(0, info, block)
+            del block
     elif _in_cache(url, infos):
         with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-blocks") as pool:
             list(pool.map(share, range(n)))
     else:  # streamed: the threads take their pieces of each block as it arrives
         with concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="distsvm-blocks") as pool:
-            for info, loaded in zip(infos, stream(url, infos, cache_bytes, storage_options)):
-                list(pool.map(lambda j: piece(j, info, *loaded), range(n)))
-                del loaded
+            for info, (block, _) in zip(infos, stream(url, infos, cache_bytes, storage_options,
+                                                      norms=False)):
+                list(pool.map(lambda j: piece(j, info, block), range(n)))
+                del block
     total, *others = accs
     for part in others:
         for k in total:

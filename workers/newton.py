@@ -66,7 +66,7 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
         return {"loss": 0.0, "grad": np.zeros(dim), "diag": np.zeros(dim), "grad_b": 0.0,
                 "diag_b": 0.0, "correct": 0, "along": 0.0}
 
-    def visit(info, block, _, acc, rows):
+    def visit(info, block, acc, rows):
         s = _state(run, info, block, class_cost)
         part = blocks.rows_of(block, rows)
         y, cost, z, z0, D, t = (s[k][rows] for k in ("y", "cost", "z", "z0", "D", "t"))
@@ -111,7 +111,7 @@ def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias:
              threads: int = 1) -> np.ndarray:
     """Xᵀ(D(Xv)) over this worker's blocks, with the D of the last :func:`evaluate`, each
     block's rows shared among ``threads`` threads."""
-    def visit(info, block, _, acc, rows):
+    def visit(info, block, acc, rows):
         part = blocks.rows_of(block, rows)
         acc["b"] += kernel.hess_vec(part.indptr, part.indices, part.data,
                                     _state(run, info)["D"][rows], v, bias, n_features,
@@ -269,7 +269,7 @@ def iteration(url: str, infos: list[BlockInfo], run: str, start: tuple | None, *
         raise RuntimeError("this worker holds no Newton iterate of the run (restarted?)")
     w, g, M, f, reg = point["start"] if start is None else start
     kw = dict(loss=loss, positive=positive, epsilon=epsilon)
-    with blocks.vectors_from_heap(url, infos):
+    with blocks.vectors_from_heap(url, infos), blocks.shared_buffers():
         s, cg, warning, alpha, reps = advance(each, run, kw, class_cost, w, g, M, f, reg)
         x = w + alpha * s
         f, g, M, correct = totals(x, reps, reg)
