@@ -33,6 +33,7 @@ import dataclasses
 import datetime
 import hashlib
 import json
+import mmap
 import os
 import shutil
 import sys
@@ -734,7 +735,7 @@ class Buffers:
                 # the next block's arrays are a little larger or smaller (by 0.4% in the 8.2×
                 # store); a margin of 2 MB or more would let the kernel back the array's end
                 # with a 2 MB page
-                self._held.append([np.empty(need + need // 64, np.uint8), 0])
+                self._held.append([_mapped(need + need // 64), 0])
                 take = len(self._held) - 1
             base = self._held[take][0]
             self._held = [e for e in self._held if e[1] <= self.IDLE_TAKES]
@@ -750,6 +751,17 @@ class Buffers:
         """Bytes of the buffers held, in use or free (what the tests watch)."""
         with self._lock:
             return sum(e[0].nbytes for e in self._held)
+
+
+def _mapped(n: int) -> np.ndarray:
+    """``n`` bytes of memory of their own (an anonymous mapping, asked for huge pages as
+    NumPy asks for its large arrays), whatever malloc's thresholds: a process that takes its
+    vectors from the heap (``workers.blocks.vectors_from_heap``) still gives a block's
+    memory back to the system when the block is let go, and its heap holds no block."""
+    m = mmap.mmap(-1, n)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        m.madvise(mmap.MADV_HUGEPAGE)
+    return np.frombuffer(m, np.uint8)
 
 
 def _held_only() -> int:

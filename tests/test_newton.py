@@ -198,19 +198,16 @@ def test_same_iterates_as_liblinear_and_optimum(client, a9a, a9a_test, a9a_store
     assert hist[-1]["rel_grad_norm"] <= stopping_tolerance(1e-3, (24720, 7841))
 
 
-def _cached(url: str, info) -> bool:
-    from distsvm.workers import blocks
-
-    return blocks._in_cache(url, [info])
-
-
-def _vector_faults(url: str, cached) -> tuple[int, int, int]:
-    """This worker's page faults for 20 vectors of 3.2 MB allocated and freed in turn:
-    inside ``vectors_from_heap`` on the block ``cached`` of ``url`` (in this worker's cache
-    since the job), inside it on that block of another URL (never read here), and outside
-    it."""
+def _heap_probe() -> dict[str, int]:
+    """In this worker: page faults for 20 vectors of 3.2 MB allocated and freed in turn,
+    inside ``vectors_from_heap`` and after it; and inside it, the resident bytes that 20 MB
+    let go of give back to the system, made by a block's ``Buffers`` or as a vector."""
+    import gc
     import resource
 
+    import psutil
+
+    from distsvm.storage.dataset import Buffers
     from distsvm.workers import blocks
 
     def twenty():
@@ -219,36 +216,37 @@ def _vector_faults(url: str, cached) -> tuple[int, int, int]:
             np.ones(400_000)
         return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
 
-    assert blocks._in_cache(url, [cached])
-    with blocks.vectors_from_heap(url, [cached]):
-        inside = twenty()
-    with blocks.vectors_from_heap(url + "-other", [cached]):
-        streamed = twenty()
-    return inside, streamed, twenty()
+    def given_back(block: bool):
+        buffers = Buffers() if block else None
+        a = (buffers.empty if block else np.empty)(5_000_000, np.float32)
+        a[:] = 1
+        held = psutil.Process().memory_info().rss
+        del a, buffers
+        gc.collect()
+        return held - psutil.Process().memory_info().rss
+
+    with blocks.vectors_from_heap():
+        out = {"inside": twenty(), "block": given_back(True), "vector": given_back(False)}
+    return {**out, "after": twenty()}
 
 
-def test_a_workers_vectors_come_from_its_heap_while_newton_runs_on_cached_blocks(
+def test_a_workers_vectors_come_from_its_heap_while_newton_runs_and_its_blocks_do_not(
         client, a9a, tmp_path):
     """In a worker Dask's nanny started (whose malloc maps every allocation of 128 KiB or
-    more afresh), a Newton iteration on cached blocks takes vectors from the heap: 20
-    vectors of 3.2 MB fault their pages in about once, not 20 times; on blocks not cached,
-    and after the job's iterations, the nanny's malloc is back (workers.blocks.vectors_from_heap)."""
+    more afresh), a Newton iteration takes vectors from the heap: 20 vectors of 3.2 MB fault
+    their pages in about once, not 20 times; a block's memory (``Buffers``, what a stream
+    reads into) is its own, given back when the block is let go, where a vector's stays in
+    the heap; after the job's iterations the nanny's malloc is back
+    (workers.blocks.vectors_from_heap)."""
     X, y = a9a
     store = ingest((X, y), str(tmp_path / "s.zarr"), block_rows=X.shape[0] // 2 + 1)
     model = train(store, solver="newton", loss="logistic", client=client)
     assert model.summary["converged"]
-    pages = 400_000 * 8 // 4096
-    held = {}  # worker -> the block it cached (each worker owns one)
-    for info in store.meta.blocks:
-        for address, cached in client.run(_cached, store.url, info).items():
-            if cached:
-                held[address] = info
-    assert len(held) == 2, held
-    for address, info in held.items():
-        faults = client.run(_vector_faults, store.url, info, workers=[address])[address]
-        inside, streamed, after = faults
-        assert inside < 3 * pages, faults
-        assert min(streamed, after) > 15 * pages, faults
+    pages, mb = 400_000 * 8 // 4096, 2**20
+    for probe in client.run(_heap_probe).values():
+        assert probe["inside"] < 3 * pages, probe
+        assert probe["after"] > 15 * pages, probe
+        assert probe["block"] > 15 * mb and probe["vector"] < 5 * mb, probe
 
 
 def test_liblinear_types_iteration_limit_and_log(client, a9a_store, capsys):

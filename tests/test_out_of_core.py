@@ -213,9 +213,9 @@ def test_the_block_a_stream_hands_on_is_read_once_and_only_for_the_stream_it_sta
     assert not B._handoff
 
 
-def test_streams_in_shared_buffers_reuse_one_memory_and_unused_norms_are_not_computed(
+def test_streams_in_repeated_passes_reuse_one_memory_and_unused_norms_are_not_computed(
         tmp_path):
-    """Inside ``shared_buffers`` (a Newton iteration: a stream a pass), the next stream over a
+    """Inside ``repeating`` (a Newton iteration: a stream a pass), the next stream over a
     block the cache does not keep decodes it into the memory of the last one's; outside it,
     a stream's memory goes with the stream.  ``norms=False`` (Newton's and ALM's passes): a
     block no cache of that size could keep comes without ‖xᵢ‖², one the cache keeps with
@@ -238,7 +238,7 @@ def test_streams_in_shared_buffers_reuse_one_memory_and_unused_norms_are_not_com
     memory, _ = first()
     gc.collect()
     assert memory() is None  # the stream's Buffers went with it
-    with B.shared_buffers():
+    with B.repeating():
         memory, _ = first()
         again, _ = first()
         assert again() is memory() is not None
@@ -251,6 +251,49 @@ def test_streams_in_shared_buffers_reuse_one_memory_and_unused_norms_are_not_com
     np.testing.assert_allclose(sqnorm, np.add.reduceat(ref.data.astype(np.float64) ** 2,
                                                       ref.indptr[:-1]))
     B.clear_cache()
+
+
+def test_a_repeated_pass_reads_the_next_ones_first_block_after_its_last_visit(tmp_path):
+    """Inside ``repeating``, a pass over blocks not cached (``each_block``) hands its first
+    block on to the next pass, which takes it rather than reading it again: 2 passes over
+    2 blocks read block 0 three times (the last pass's hand-on included), not twice plus
+    a wait; the sums are those of passes outside it; the job's end drops what was handed on,
+    and a dual CD stream does not take a block handed on without its ‖xᵢ‖²."""
+    B = distsvm.workers.blocks
+    B.clear_cache()
+    store = generate(str(tmp_path / "s.zarr"), rows=12_000, features=2000, nnz_per_row=60,
+                     block_rows=6000, seed=3)
+    infos = list(store.meta.blocks)
+
+    def visit(info, block, acc, rows):
+        acc["sum"] += float(block.data[block.indptr[rows.start]:block.indptr[rows.stop]]
+                            .astype(np.float64).sum())
+
+    def reads():
+        counts = B.read_counts()
+        return [counts.get((store.url, b.name), 0) for b in infos]
+
+    def passes(n):
+        return [B.each_block(store.url, infos, 0, None, 1, visit, lambda: {"sum": 0.0})["sum"]
+                for _ in range(n)]
+
+    plain = passes(1)[0]
+    start = reads()
+    with B.repeating():
+        sums = passes(2)
+    B._handoff_pool.submit(lambda: None).result()  # the last hand-on's read has ended
+    assert sums == [plain, plain]
+    assert [n - m for n, m in zip(reads(), start)] == [3, 2]
+    assert B._handoff
+    B.drop_run("the job")
+    assert not B._handoff
+    with B.repeating():  # a block handed on without its norms is not one for dual CD
+        passes(1)
+    (block, sqnorm), = B.stream(store.url, infos[:1], 0)
+    np.testing.assert_allclose(sqnorm, np.add.reduceat(block.data.astype(np.float64) ** 2,
+                                                      block.indptr[:-1]))
+    B._handoff_pool.submit(lambda: None).result()
+    assert [n - m for n, m in zip(reads(), start)] == [6, 3]  # read again, not taken
 
 
 def test_a_stream_larger_than_the_cache_keeps_its_first_blocks_and_reuses_memory(tmp_path):

@@ -92,7 +92,7 @@ def _in_cache(url: str, infos: list[BlockInfo]) -> bool:
         return all(_key(url, info) in _cache for info in infos)
 
 
-# glibc's malloc while a worker computes on cached blocks (:func:`vectors_from_heap`)
+# glibc's malloc while a Newton iteration runs on a worker (:func:`vectors_from_heap`)
 HEAP_BYTES = 32 << 20  # glibc's own largest dynamic mmap threshold (64-bit)
 MMAP_THRESHOLD, TRIM_THRESHOLD = -3, -1  # mallopt's M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
 _heap_lock = threading.Lock()
@@ -112,25 +112,26 @@ def _nanny_glibc():
 
 
 @contextlib.contextmanager
-def vectors_from_heap(url: str, infos: list[BlockInfo]):
+def vectors_from_heap():
     """While it lasts, glibc's malloc takes allocations below ``HEAP_BYTES`` from its heap, if
-    this process is one Dask's nanny started and the blocks ``infos`` are all cached.
+    this process is one Dask's nanny started.
 
     The nanny sets ``MALLOC_TRIM_THRESHOLD_`` (64 KiB, to give memory back to the system),
     which turns glibc's dynamic mmap threshold off: every allocation of 128 KiB or more is a
     fresh mapping, whose pages fault in one by one, and is unmapped when freed. A Newton
     iteration allocates tens of vectors of n_features (3.2 MB on pypi-summaries): measured
     on a 2 × 780 MB cluster's `-s 0`, 277 k page faults a job on each worker, costing ~1.4
-    µs each (the time saved over the faults saved; docs/benchmarks.md). On cached blocks an
-    iteration allocates little else, and the heap is reused, not fragmented; streamed
-    blocks' arrays would fragment it (measured on 2 × 512 MB: 40–90 MiB more at the peak),
-    so their passes are left as they are. At the end the nanny's thresholds come back and
+    µs each (the time saved over the faults saved; docs/benchmarks.md). The heap holds no
+    block: cached blocks are read once, streamed ones into memory of their own
+    (:class:`~distsvm.storage.dataset.Buffers`: a streamed block's arrays on the heap raised
+    the peak of a 2 × 512 MB `-s 2` job from 330 to 388 MiB, its own mappings to 337–342), so
+    it holds vectors, and is reused, not fragmented. At the end the nanny's thresholds come back and
     the heap's free pages go back to the system (``malloc_trim``), and those of the vectors
     a run keeps when it ends (:func:`drop_run`). A process without that variable, or whose
     user set ``MALLOC_MMAP_THRESHOLD_``, or not on glibc, is left as it is."""
     global _heap_users
     libc = _nanny_glibc()
-    if libc is None or not _in_cache(url, infos):
+    if libc is None:
         yield
         return
     with _heap_lock:
@@ -149,16 +150,20 @@ def vectors_from_heap(url: str, infos: list[BlockInfo]):
                 libc.malloc_trim(0)
 
 
-_shared = threading.local()  # .buffers: the Buffers of this thread's streams (shared_buffers)
+_shared = threading.local()  # .buffers: the Buffers of this thread's streams (repeating)
 
 
 @contextlib.contextmanager
-def shared_buffers():
-    """While it lasts, this thread's streams (:func:`stream`) decode their blocks into one
-    :class:`~distsvm.storage.dataset.Buffers`, not one each: a Newton iteration streams a
-    worker's blocks once a pass, and each pass's arrays are then the memory of the last
-    pass's, not fresh pages (in a Dask worker every fresh array is a new mapping, faulted in
-    page by page).  Between passes the iteration holds what a pass holds while it runs."""
+def repeating():
+    """While it lasts, this thread's passes over a worker's blocks repeat (a Newton
+    iteration's: a pass a CG step).  Its streams (:func:`stream`) decode their blocks into
+    one :class:`~distsvm.storage.dataset.Buffers`, not one each, so each pass's arrays are
+    the memory of the last pass's, not fresh pages (in a Dask worker every fresh array is a
+    new mapping, faulted in page by page); and a pass over blocks not all cached
+    (:func:`each_block`) starts reading the next pass's first block after its last visit,
+    while the pass's sums travel and the iteration's algebra runs (not during its kernels:
+    on 2 vCPUs a read beside both workers' kernels made trainings slower).  Between passes
+    the iteration holds what a pass holds while it runs."""
     outer = getattr(_shared, "buffers", None)
     _shared.buffers = outer or Buffers()
     try:
@@ -185,7 +190,7 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
     (on any thread); this thread's next stream drops it if it starts with another block.  So
     the solver does not wait for the first block of each round (pypi-summaries, 2 blocks, on
     2 × 512 MB workers: 0.89× the train time, docs/benchmarks.md).  ``norms``: :func:`load`'s."""
-    handed = _handed(url, infos[0] if infos else None)
+    handed = _handed(url, infos[0] if infos else None, norms)
     if not PREFETCH or (handed is None and _in_cache(url, infos)):
         yield from (load(url, info, cache_bytes, storage_options, norms=norms) for info in infos)
         return
@@ -208,15 +213,17 @@ def stream(url: str, infos: list[BlockInfo], cache_bytes: int,
             del current  # the caller's reference is the only one while the next is read
 
 
-_handoff: dict = {}  # _key of a block stream()'s ``then`` -> (the future reading it, the thread)
+_handoff: dict = {}  # (_key, norms) of a block handed on -> (the future reading it, the thread)
 _handoff_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
 
-def _hand(url: str, info: BlockInfo, cache_bytes: int, storage_options, keep) -> None:
+def _hand(url: str, info: BlockInfo, cache_bytes: int, storage_options, keep,
+          buffers: Buffers | None = None, norms: bool = True) -> None:
     """Start reading ``info`` for the next :func:`stream` (on a thread of its own, so that
     the stream that asked ends without waiting for it), in place of what this thread handed
     on before: one block a thread (one-vs-rest runs streams on several threads side by side).
-    ``keep``: the cache entries not evicted for it (the stream's, :func:`cached`)."""
+    ``keep``: the cache entries not evicted for it (the stream's, :func:`cached`);
+    ``buffers``, ``norms``: :func:`load`'s."""
     global _handoff_pool
     me = threading.get_ident()
     with _lock:
@@ -224,16 +231,18 @@ def _hand(url: str, info: BlockInfo, cache_bytes: int, storage_options, keep) ->
             _handoff_pool = concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix="distsvm-handoff")
         _drop_handed(me)
-        _handoff[_key(url, info)] = (_handoff_pool.submit(load, url, info, cache_bytes,
-                                                          storage_options, None, keep), me)
+        read = _handoff_pool.submit(load, url, info, cache_bytes, storage_options, buffers, keep,
+                                    norms)
+        _handoff[_key(url, info), norms] = (read, me)
 
 
-def _handed(url: str, info: BlockInfo | None):
-    """The read of ``info`` a stream handed on (:func:`_hand`, on any thread), or None; what
-    this thread handed on is dropped either way (its next stream did not start with it)."""
+def _handed(url: str, info: BlockInfo | None, norms: bool = True):
+    """The read of ``info`` a stream handed on (:func:`_hand`, on any thread) with ``norms``
+    as asked (a block read without its ‖xᵢ‖² is none for dual CD), or None; what this thread
+    handed on is dropped either way (its next stream did not start with it)."""
     me = threading.get_ident()
     with _lock:
-        got = _handoff.pop(_key(url, info), None) if info is not None else None
+        got = _handoff.pop((_key(url, info), norms), None) if info is not None else None
         _drop_handed(me)
     return got[0] if got else None
 
@@ -281,6 +290,10 @@ def each_block(url: str, infos: list[BlockInfo], cache_bytes: int,
                                                       norms=False)):
                 list(pool.map(lambda j: piece(j, info, block), range(n)))
                 del block
+    shared = getattr(_shared, "buffers", None)
+    if shared is not None and PREFETCH and not _in_cache(url, infos):  # the next pass's
+        _hand(url, infos[0], cache_bytes, storage_options,
+              frozenset(_key(url, info) for info in infos), shared, False)
     total, *others = accs
     for part in others:
         for k in total:

@@ -704,7 +704,8 @@ def ovr_report(W, url: str, infos: list[BlockInfo], runs: list[str], positives: 
     fresh = [b for b in range(len(infos)) if not all(st[b]["skipped"] for st in stats)]
     costs = np.array(class_costs, dtype=np.float64).reshape(len(runs), -1)
     totals, correct = np.empty(len(runs)), np.empty(len(runs), dtype=np.int64)
-    measured = blocks.stream(url, [infos[b] for b in fresh], cache_bytes, storage_options)
+    measured = blocks.stream(url, [infos[b] for b in fresh], cache_bytes, storage_options,
+                             norms=False)
     regression = is_regression(loss)
     for b, (block, _) in zip(fresh, measured):
         if regression:

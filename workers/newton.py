@@ -269,7 +269,7 @@ def iteration(url: str, infos: list[BlockInfo], run: str, start: tuple | None, *
         raise RuntimeError("this worker holds no Newton iterate of the run (restarted?)")
     w, g, M, f, reg = point["start"] if start is None else start
     kw = dict(loss=loss, positive=positive, epsilon=epsilon)
-    with blocks.vectors_from_heap(url, infos), blocks.shared_buffers():
+    with blocks.vectors_from_heap(), blocks.repeating():
         s, cg, warning, alpha, reps = advance(each, run, kw, class_cost, w, g, M, f, reg)
         x = w + alpha * s
         f, g, M, correct = totals(x, reps, reg)
