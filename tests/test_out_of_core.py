@@ -258,7 +258,8 @@ def test_a_repeated_pass_reads_the_next_ones_first_block_after_its_last_visit(tm
     block on to the next pass, which takes it rather than reading it again: 2 passes over
     2 blocks read block 0 three times (the last pass's hand-on included), not twice plus
     a wait; the sums are those of passes outside it; the job's end drops what was handed on,
-    and a dual CD stream does not take a block handed on without its ‖xᵢ‖²."""
+    and a dual CD stream does not take a block handed on without its ‖xᵢ‖² (the other way
+    round it does)."""
     B = distsvm.workers.blocks
     B.clear_cache()
     store = generate(str(tmp_path / "s.zarr"), rows=12_000, features=2000, nnz_per_row=60,
@@ -294,6 +295,10 @@ def test_a_repeated_pass_reads_the_next_ones_first_block_after_its_last_visit(tm
                                                       block.indptr[:-1]))
     B._handoff_pool.submit(lambda: None).result()
     assert [n - m for n, m in zip(reads(), start)] == [6, 3]  # read again, not taken
+    list(B.stream(store.url, infos[:1], 0, then=infos[1]))  # dual CD's hand-on, with norms
+    (block, sqnorm), = B.stream(store.url, infos[1:], 0, norms=False)  # taken all the same
+    assert sqnorm is not None
+    assert [n - m for n, m in zip(reads(), start)] == [7, 4]
 
 
 def test_a_stream_larger_than_the_cache_keeps_its_first_blocks_and_reuses_memory(tmp_path):

@@ -237,12 +237,17 @@ def _hand(url: str, info: BlockInfo, cache_bytes: int, storage_options, keep,
 
 
 def _handed(url: str, info: BlockInfo | None, norms: bool = True):
-    """The read of ``info`` a stream handed on (:func:`_hand`, on any thread) with ``norms``
-    as asked (a block read without its ‖xᵢ‖² is none for dual CD), or None; what this thread
-    handed on is dropped either way (its next stream did not start with it)."""
+    """The read of ``info`` a stream handed on (:func:`_hand`, on any thread) with the norms
+    a stream with ``norms`` takes (a block read without its ‖xᵢ‖² is none for dual CD), or
+    None; what this thread handed on is dropped either way (its next stream did not start
+    with it)."""
     me = threading.get_ident()
     with _lock:
-        got = _handoff.pop((_key(url, info), norms), None) if info is not None else None
+        got = None
+        if info is not None:
+            got = _handoff.pop((_key(url, info), True), None)  # with norms: for any stream
+            if got is None and not norms:
+                got = _handoff.pop((_key(url, info), False), None)
         _drop_handed(me)
     return got[0] if got else None
 
