@@ -55,8 +55,11 @@ CACHE_FRACTION = 0.6
 # derived).
 IN_FLIGHT = 4
 # ... and of a worker whose cache holds every block it reads: only a block's first read is in
-# flight (its compressed chunks and decoded arrays, before they enter the cache).
-READ = 2
+# flight, whose arrays are decoded into the memory the cache then keeps (Buffers), so beyond
+# it only its compressed chunks (a pypi-summaries block: 52 MiB resident at the read's peak,
+# 43 MiB of them the cached block; docs/benchmarks.md).  Two, as before that, streamed a
+# 512 MB worker's only block each pass rather than keep it, in more memory (68 MiB a stream).
+READ = 1
 POLL_SECONDS = 2.0
 LEAVING_SECONDS = 30.0  # a worker that does not answer a call is gone by then
 # a pinned worker paused this long (over its memory) fails the job (< PAUSED_WAIT)

@@ -110,20 +110,29 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
 # above, at 0.001 1.3e-6, at 0.0001 3e-8); -s 7's dual stops far nearer (a9a: 10529.5635,
 # where -s 0 at eps 1e-4 ends at 10529.5637-10529.5690, at 1e-5 at 10529.5627): 0.0001.
 PRIMAL_TOLERANCE = {"logistic": 1e-4}
+# ... and the fewest workers holding the store's shares for it to pay, 2 unless said here.
+# -s 1 on 2 (2 x 512 MB, pypi-summaries): Newton on both 7.0-9.0 s, dual CD streamed through
+# one (with its cache of informative rows) 4.6-5.1 s (docs/benchmarks.md); simulated on 4 and
+# more, Newton 1.3-1.7x faster than dual CD on one worker holding it all; on 3, its passes
+# split three ways, about even (~4.7-6 s).  -s 7 streamed (no such cache) ends farther from
+# f* than LIBLINEAR (a9a: 10529.5725 against its 10529.5628-10529.5648): Newton on 2.
+PRIMAL_OWNERS = {"squared_hinge": 3}
 
 
 def primal_where_spread(p, dataset: Dataset, plan: cluster.WorkerPlan, progress: Progress,
                         why: str | None) -> tuple:
     """Sequential dual CD of a loss the primal Newton solver also minimizes (``-s 1``,
-    ``-s 7``, ``-s 12``) on a store spread over several workers' memory that no one worker
-    holds: the primal Newton solver instead, on every worker that holds a share.  Dual CD
-    would stream the store through one worker, the others idle, and its parallel modes take
+    ``-s 7``, ``-s 12``) on a store spread over several workers' memory (``PRIMAL_OWNERS``)
+    that no one worker holds: the primal Newton solver instead, on every worker that holds a
+    share.  Dual CD would stream the store through one worker, the others idle, and its
+    parallel modes take
     several times the rounds (docs/benchmarks.md, "Scale out"); Newton's iterations do not
     depend on the number of workers.  Its tolerance is ``PRIMAL_TOLERANCE``·eps, so that it
     ends at least as near the optimum as the dual solver.  Only with dual CD's own options
     at their defaults; (p, why) unchanged otherwise."""
     if (not params.takes(p.solver, "primal_switch", p.loss)
             or not params.transferable(dataclasses.replace(p, primal_switch=None), "newton")
+            or len(resident.owners(plan)) < PRIMAL_OWNERS.get(p.loss, 2)
             or not resident.spread(dataset, plan)):
         return p, why
     tighter = PRIMAL_TOLERANCE.get(p.loss, 1e-3)

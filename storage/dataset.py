@@ -702,8 +702,10 @@ class Buffers:
     threshold at 128 KiB: every decoded array of a block is then a fresh mapping whose pages
     the kernel faults in and zeroes (a 16 MB block of the 8.2× store loaded in 12.1 ms so,
     6.8 ms into reused memory; docs/benchmarks.md).  An array of at least :data:`MIN_BYTES`
-    is made in the smallest held buffer that fits and that no array refers to any more, else
-    in a new one; a free buffer passed over by :data:`IDLE_TAKES` arrays in a row is let go,
+    is made in the smallest held buffer that fits, at most a quarter larger, and that no array
+    refers to any more, else in a new one (a block's norms made in its compressed chunk's
+    buffer would keep all of it alive in the cache: 22 MiB a pypi-summaries block); a free
+    buffer passed over by :data:`IDLE_TAKES` arrays in a row is let go,
     so what is held is what is in use plus what the next reads take (a streamed block's
     buffers are taken by the next block's arrays).  :meth:`disown` lets go of the buffers of
     arrays kept elsewhere (a block cache).  Dropping the object lets go of the free buffers;
@@ -727,7 +729,7 @@ class Buffers:
             return np.empty(n, dtype)
         with self._lock:
             free = [i for i in range(len(self._held)) if self._free(i)]
-            fits = [i for i in free if self._held[i][0].nbytes >= need]
+            fits = [i for i in free if need <= self._held[i][0].nbytes <= need + need // 4]
             take = min(fits, key=lambda i: self._held[i][0].nbytes) if fits else None
             for i, entry in enumerate(self._held):
                 entry[1] = entry[1] + 1 if i in free and i != take else 0

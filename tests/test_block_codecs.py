@@ -220,7 +220,8 @@ def test_a_block_changed_after_its_verification_is_verified_again(rows, tmp_path
 def test_buffers_reuse_only_memory_that_no_array_refers_to():
     """Buffers.empty makes an array in a held buffer only once no array made in it lives (a
     view of one keeps it), lets go of one passed over IDLE_TAKES times in a row, and of one
-    disowned; arrays under MIN_BYTES are plain new ones."""
+    disowned; arrays under MIN_BYTES are plain new ones; an array is not made in a buffer
+    more than a quarter larger than it."""
     b = ds.Buffers()
     n = ds.Buffers.MIN_BYTES // 4 + 1000
     a = b.empty(n, np.float32)
@@ -253,3 +254,8 @@ def test_buffers_reuse_only_memory_that_no_array_refers_to():
     buffer = weakref.ref(d.base)
     del d
     assert buffer() is None
+    big = b.empty(4 * n, np.float32)
+    where = big.ctypes.data
+    del big  # free, but 4 times what a small array needs: it would keep all of it alive
+    assert b.empty(n, np.float32).ctypes.data != where
+    assert b.empty(4 * n - n // 8, np.float32).ctypes.data == where  # within a quarter

@@ -348,3 +348,33 @@ def test_a_stream_larger_than_the_cache_keeps_its_first_blocks_and_reuses_memory
     assert B._in_cache(other.url, list(other.meta.blocks))
     assert not B._in_cache(store.url, infos[:1])
     B.clear_cache()
+
+
+def test_a_job_with_a_smaller_cache_evicts_what_an_earlier_job_cached(tmp_path):
+    """A worker's cache holds at most the budget of the job reading from it: the blocks an
+    earlier job kept (its plan gave the worker room for them) go when a job that streams, or
+    caches less, reads — not kept beside that job's blocks in flight (a 2 x 512 MB cluster's
+    -s 1 after -s 2 peaked at 464 MiB of 488 this way, its -s 3 then had a worker restarted),
+    the block it reads too."""
+    B = distsvm.workers.blocks
+    B.clear_cache()
+    store = generate(str(tmp_path / "s.zarr"), rows=8000, features=500, nnz_per_row=20,
+                     block_rows=2000, seed=3)
+    other = generate(str(tmp_path / "o.zarr"), rows=4000, features=500, nnz_per_row=20,
+                     block_rows=2000, seed=4)
+    infos, others = list(store.meta.blocks), list(other.meta.blocks)
+    list(B.stream(store.url, infos, 1 << 30))  # the earlier job: its 4 blocks cached
+    held = B.cached_bytes()
+    assert B._in_cache(store.url, infos) and held > 0
+    list(B.stream(other.url, others, 0))  # a job that streams
+    assert B.cached_bytes() == 0
+    list(B.stream(store.url, infos, 1 << 30))
+    list(B.stream(other.url, others[:1], held // 2))  # one that caches less: ≤ its budget
+    assert 0 < B.cached_bytes() <= held // 2
+    assert B._in_cache(other.url, others[:1])  # the block it reads is what it keeps
+    list(B.stream(store.url, infos, 1 << 30))
+    before = B.read_counts()
+    (block, _), = B.stream(store.url, infos[:1], 0)  # a stream that hits an earlier job's
+    assert B.cached_bytes() == 0 and block.n_rows == 2000  # block: it has it, the cache not
+    assert B.read_counts() == before
+    B.clear_cache()

@@ -335,31 +335,48 @@ def cached(key, read, cache_bytes: int, keep=frozenset(), kept=None):
     """The cache entry ``key``, or ``read()``'s ``(entry, nbytes)``, kept if it fits: room is
     made by evicting the least recently used entries but those in ``keep`` (a stream's
     blocks: a stream larger than the cache keeps the blocks it cached first, where LRU would
-    evict each block before its next visit).  ``kept(entry)`` is called when it is kept."""
+    evict each block before its next visit).  ``kept(entry)`` is called when it is kept.
+    The cache never holds more than ``cache_bytes`` after the call: what an earlier job's
+    plan let it keep beyond that goes (the others' entries first, then ``keep``'s, ``key``
+    too), not held beside this job's blocks in flight."""
     global _cache_bytes
     with _lock:
-        if key in _cache:
+        hit = _cache.get(key)
+        if hit is not None:
             _cache.move_to_end(key)
-            return _cache[key][0]
+        _evict(_cache_bytes - cache_bytes, keep, whole=False)
+        if hit is not None:
+            return hit[0]
     entry, size = read()
     with _lock:
-        if size <= cache_bytes and key not in _cache:
-            over = _cache_bytes + size - cache_bytes
-            victims = []
-            for k, (_, old_size) in _cache.items():  # least recently used first
-                if over <= 0:
-                    break
-                if k not in keep:
-                    victims.append(k)
-                    over -= old_size
-            if over <= 0:
-                for k in victims:
-                    _cache_bytes -= _cache.pop(k)[1]
-                _cache[key] = (entry, size)
-                _cache_bytes += size
-                if kept is not None:
-                    kept(entry)
+        if size <= cache_bytes and key not in _cache and _evict(
+                _cache_bytes + size - cache_bytes, keep):
+            _cache[key] = (entry, size)
+            _cache_bytes += size
+            if kept is not None:
+                kept(entry)
     return entry
+
+
+def _evict(over: int, keep, whole: bool = True) -> bool:
+    """Evict the least recently used entries not in ``keep`` until ``over`` bytes are gone
+    (the caller holds ``_lock``); whether they could be.  With ``whole``, none is evicted
+    where they could not; without, ``keep``'s entries go next where the others are not
+    enough."""
+    global _cache_bytes
+    victims = []
+    for spare in (False, True)[: 1 if whole else 2]:
+        for k, (_, size) in _cache.items():  # least recently used first
+            if over <= 0:
+                break
+            if (k in keep) == spare:
+                victims.append(k)
+                over -= size
+    if over > 0 and whole:
+        return False
+    for k in victims:
+        _cache_bytes -= _cache.pop(k)[1]
+    return over <= 0
 
 
 def cached_bytes() -> int:
