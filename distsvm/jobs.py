@@ -95,6 +95,10 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
                       f"rows x {meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers"
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
+        if registry.SOLVERS[p.solver].reads == "columns":
+            from .columns import say_where
+
+            say_where(progress, p, plan, dataset)
         start = time.perf_counter()
         with anytime.using(settings):
             results = _solve(c, p, dataset, plan, class_weight, multiclass, progress, checkpoint)

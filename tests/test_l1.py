@@ -17,6 +17,7 @@ from distsvm import LinearSVC, LogisticRegression, jobs
 from distsvm.columns import columnize
 from distsvm.ingest import ingest
 from distsvm.model import export_liblinear, load_model
+from distsvm.progress import Progress
 from distsvm.storage import IncompleteStoreError
 
 from .conftest import dna_rows, load_xy, shared_dataset
@@ -210,8 +211,9 @@ def test_the_view_joins_where_the_workers_memory_holds_it_beside_its_blocks(stor
     holds the joined block and the plan's memory for blocks (its cache and the reads in
     flight) holds it beside the stored blocks while it is made: the same w as with a cache
     that holds both; where that memory is the cache alone, the blocks as stored (another
-    order of the columns: another w)."""
+    order of the columns: another w).  The log says which worker and which view."""
     import dataclasses
+    import io
 
     from distsvm import cluster
     from distsvm.storage.columns import column_bytes, read_columns_meta
@@ -220,14 +222,26 @@ def test_the_view_joins_where_the_workers_memory_holds_it_beside_its_blocks(stor
     view = column_bytes(cm.n_features, cm.nnz, np.dtype(cm.blocks[0].dtype).itemsize)
     plan = cluster.plan(client, len(store.meta.blocks), None, store)
 
+    said = []
+
     def train_in(cache, free):
-        return _train(store, client, 5, C=0.01, plan=dataclasses.replace(
-            plan, cache_bytes={a: cache for a in plan.workers},
-            free={a: free for a in plan.workers} if free else {}))
+        log = io.StringIO()
+        model = _train(store, client, 5, C=0.01, progress=Progress(stream=log),
+                       plan=dataclasses.replace(
+                           plan, cache_bytes={a: cache for a in plan.workers},
+                           free={a: free for a in plan.workers} if free else {}))
+        said.append([t for t in log.getvalue().splitlines() if "on one worker" in t])
+        return model
 
     both = train_in(1 << 30, None)
     np.testing.assert_array_equal(train_in(view, 2 * view).w, both.w)
     assert not np.array_equal(train_in(view, None).w, both.w)
+    # the log says where it ran and whether joined (the job's first line counts 2 workers)
+    assert len(plan.workers) == 2 and [len(lines) for lines in said] == [1, 1, 1]
+    assert all(f"({plan.workers[0]})" in lines[0] and "--pcd-mode parallel" in lines[0]
+               for lines in said)
+    assert ["as one block:" in lines[0] for lines in said] == [True, True, False]
+    assert "the others idle" in said[2][0] and f"view's {len(cm.blocks)} blocks" in said[2][0]
 
 
 # Parallel mode (pcd_mode="parallel"): the column blocks shared by the two workers, the
