@@ -74,33 +74,6 @@ def training_rows(dataset: Dataset, p) -> tuple[cols.ColumnsMeta, dict]:
         "holdout": holdout}
 
 
-def say_where(progress: Progress, p, plan, dataset: Dataset) -> None:
-    """A solver over the column view in exact mode (-s 5/6, pcd) on a cluster of several
-    workers runs on one of them: say which, whether its memory holds the view joined
-    (:func:`distsvm.workers.pcd.held`, the worker's own test on the same plan), and what the
-    other mode does — as the job's first line counts every worker."""
-    from distsvm.workers.pcd import held
-
-    if p.pcd_mode != "exact" or len(plan.workers) < 2:
-        return
-    cmeta = training_rows(dataset, p)[0]
-    a = plan.workers[0]
-    view = cols.column_bytes(cmeta.n_features, cmeta.nnz, np.dtype(cmeta.blocks[0].dtype).itemsize
-                             if cmeta.blocks else 8)
-    others = (f"; --pcd-mode parallel shares the column blocks among the {len(plan.workers)} "
-              "workers")
-    if len(held(cmeta, plan.cache_bytes[a], plan.free.get(a)).blocks) <= 1:
-        progress.note(f"train: {p.solver} on one worker ({a}), whose memory holds the column "
-                      f"view ({view / 1e6:.0f} MB) as one block: each round visits every "
-                      "feature in one random order, as LIBLINEAR does" + others)
-        return
-    progress.note(f"train: {p.solver} on one worker ({a}), the others idle: its memory does "
-                  f"not hold the column view ({view / 1e6:.0f} MB) as one block (block cache "
-                  f"{plan.cache_bytes[a] / 1e6:.0f} MB), so the view's {len(cmeta.blocks)} "
-                  "blocks are read through it, each block's features in a random order of "
-                  "their own (more rounds than one block)" + others)
-
-
 def columnize(dataset: Dataset, *, memory_mb: float = DEFAULT_MEMORY_MB,
               block_mb: float = DEFAULT_BLOCK_MB, client=None,
               progress: Progress | None = None) -> cols.ColumnsMeta:

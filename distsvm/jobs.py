@@ -82,10 +82,11 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
     with client_for(scheduler, n_workers, client, progress) as c:
         deadline = None if p.time_budget is None else time.time() + p.time_budget
         resources.check_dataset(dataset, c)  # w and the blocks fit a worker, or one line
+        cmeta = None
         if registry.SOLVERS[p.solver].reads == "columns":  # -s 5/6, pcd: built if missing
             from .columns import ensure_columns
 
-            ensure_columns(dataset, c, progress)
+            cmeta = ensure_columns(dataset, c, progress)
         plan = plan or cluster.plan(c, len(meta.blocks), n_workers, dataset)
         dataset, plan, settings = _anytime(c, p, dataset, plan, progress, deadline)
         meta = dataset.meta
@@ -95,10 +96,8 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
                       f"rows x {meta.n_features} features, {len(meta.blocks)} blocks, "
                       f"{len(plan.workers)} workers"
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
-        if registry.SOLVERS[p.solver].reads == "columns":
-            from .columns import say_where
-
-            say_where(progress, p, plan, dataset)
+        if cmeta is not None:
+            _say_where_columns(progress, p, plan, cmeta)
         start = time.perf_counter()
         with anytime.using(settings):
             results = _solve(c, p, dataset, plan, class_weight, multiclass, progress, checkpoint)
@@ -117,9 +116,10 @@ PRIMAL_TOLERANCE = {"logistic": 1e-4}
 # ... and the fewest workers holding the store's shares for it to pay, 2 unless said here.
 # -s 1 on 2 (2 x 512 MB, pypi-summaries): Newton on both 7.0-9.0 s, dual CD streamed through
 # one (with its cache of informative rows) 4.6-5.1 s (docs/benchmarks.md); simulated on 4 and
-# more, Newton 1.3-1.7x faster than dual CD on one worker holding it all; on 3, its passes
-# split three ways, about even (~4.7-6 s).  -s 7 streamed (no such cache) ends farther from
-# f* than LIBLINEAR (a9a: 10529.5725 against its 10529.5628-10529.5648): Newton on 2.
+# more, Newton 1.3-1.7x faster than dual CD on one worker holding it all; on 3 (not
+# measured), its passes split three ways would make it about even (~4.7-6 s).  -s 7
+# streamed (no such cache) ends farther from f* than LIBLINEAR (a9a: 10529.5725 against
+# its 10529.5628-10529.5648): Newton on 2.
 PRIMAL_OWNERS = {"squared_hinge": 3}
 
 
@@ -129,18 +129,17 @@ def primal_where_spread(p, dataset: Dataset, plan: cluster.WorkerPlan, progress:
     ``-s 7``, ``-s 12``) on a store spread over several workers' memory (``PRIMAL_OWNERS``)
     that no one worker holds: the primal Newton solver instead, on every worker that holds a
     share.  Dual CD would stream the store through one worker, the others idle, and its
-    parallel modes take
-    several times the rounds (docs/benchmarks.md, "Scale out"); Newton's iterations do not
-    depend on the number of workers.  Its tolerance is ``PRIMAL_TOLERANCE``·eps, so that it
-    ends at least as near the optimum as the dual solver.  Only with dual CD's own options
-    at their defaults; (p, why) unchanged otherwise."""
+    parallel modes take several times the rounds (docs/benchmarks.md, "Scale out");
+    Newton's iterations do not depend on the number of workers.  Its tolerance is
+    ``PRIMAL_TOLERANCE``·eps, so that it ends at least as near the optimum as the dual
+    solver.  Only with dual CD's own options at their defaults; (p, why) unchanged
+    otherwise."""
+    owners = len(resident.owners(plan))
     if (not params.takes(p.solver, "primal_switch", p.loss)
             or not params.transferable(dataclasses.replace(p, primal_switch=None), "newton")
-            or len(resident.owners(plan)) < PRIMAL_OWNERS.get(p.loss, 2)
-            or not resident.spread(dataset, plan)):
+            or owners < PRIMAL_OWNERS.get(p.loss, 2) or not resident.spread(dataset, plan)):
         return p, why
     tighter = PRIMAL_TOLERANCE.get(p.loss, 1e-3)
-    owners = len(resident.owners(plan))
     why = (f"the store spans {owners} workers' memory and no one worker holds it: the "
            f"primal Newton solver (LIBLINEAR's -s {registry.liblinear_type('newton', p.loss)}, "
            f"the same objective) on all {owners}, eps={tighter * p.eps:g}, instead of "
@@ -231,6 +230,29 @@ def _say_where_held(progress: Progress, p, plan: cluster.WorkerPlan, held: tuple
                   f"one worker ({owners[0]}), the others idle: no worker's memory holds the "
                   "store" + ("; --parallel line runs on every worker, in several times the "
                              'rounds (docs/benchmarks.md, "Scale out")' if parallel else ""))
+
+
+def _say_where_columns(progress: Progress, p, plan: cluster.WorkerPlan, cmeta) -> None:
+    """A solver over the column view in exact mode (-s 5/6, pcd) on several workers runs on
+    the plan's first: say so, and whether its memory holds the view as one block
+    (:func:`distsvm.workers.pcd.held`, the worker's own test on the same plan)."""
+    from distsvm.workers.pcd import held, view_bytes
+
+    if p.pcd_mode != "exact" or len(plan.workers) < 2:
+        return
+    a, mb = plan.workers[0], view_bytes(cmeta) / 1e6
+    others = (f"; --pcd-mode parallel shares the column blocks among the {len(plan.workers)} "
+              "workers")
+    if len(held(cmeta, plan.cache_bytes[a], plan.free.get(a)).blocks) <= 1:
+        progress.note(f"train: {p.solver} on one worker ({a}), whose memory holds the column "
+                      f"view ({mb:.0f} MB) as one block: each round visits every feature in "
+                      "one random order, as LIBLINEAR does" + others)
+        return
+    progress.note(f"train: {p.solver} on one worker ({a}), the others idle: its memory does "
+                  f"not hold the column view ({mb:.0f} MB) as one block (block cache "
+                  f"{plan.cache_bytes[a] / 1e6:.0f} MB), so the view's {len(cmeta.blocks)} "
+                  "blocks are read through it, each block's features in a random order of "
+                  "their own (more rounds than one block)" + others)
 
 
 def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,

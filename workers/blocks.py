@@ -365,11 +365,11 @@ def _evict(over: int, keep, whole: bool = True) -> bool:
     enough."""
     global _cache_bytes
     victims = []
-    for spare in (False, True)[: 1 if whole else 2]:
+    for kept in (False,) if whole else (False, True):  # others' entries, then keep's
         for k, (_, size) in _cache.items():  # least recently used first
             if over <= 0:
                 break
-            if (k in keep) == spare:
+            if (k in keep) == kept:
                 victims.append(k)
                 over -= size
     if over > 0 and whole:

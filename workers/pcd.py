@@ -101,11 +101,16 @@ def held(cmeta: ColumnsMeta, cache_bytes: int, free_bytes: int | None = None) ->
     the view and its blocks (167 MB) in a 168 MiB cache on a fresh worker, in less after
     other jobs (the race's: 39 iterations); joined, the job peaked at 376 MiB of its
     744 MiB (docs/benchmarks.md)."""
-    dtype = cmeta.blocks[0].dtype if cmeta.blocks else None
-    itemsize = np.dtype(dtype).itemsize if dtype is not None else 8
-    view = column_bytes(cmeta.n_features, cmeta.nnz, itemsize)  # cached: arrays and colsq
+    view = view_bytes(cmeta)
     room = cache_bytes if free_bytes is None else max(cache_bytes, free_bytes)
     return joined(cmeta) if view <= cache_bytes and 2 * view <= room else cmeta
+
+
+def view_bytes(cmeta: ColumnsMeta) -> int:
+    """Bytes of the column view joined in a worker's cache: its arrays and column norms, at
+    the data's dtype (8 bytes a value where the view has no block)."""
+    itemsize = np.dtype(cmeta.blocks[0].dtype).itemsize if cmeta.blocks else 8
+    return column_bytes(cmeta.n_features, cmeta.nnz, itemsize)
 
 
 def _state(prev) -> dict:
