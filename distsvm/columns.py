@@ -74,6 +74,31 @@ def training_rows(dataset: Dataset, p) -> tuple[cols.ColumnsMeta, dict]:
         "holdout": holdout}
 
 
+def say_where(progress: Progress, p, plan, cmeta: cols.ColumnsMeta) -> None:
+    """A solver over the column view in exact mode (-s 5/6, pcd) on several workers runs on
+    the plan's first: say so, and whether its memory holds the view as one block
+    (:func:`distsvm.workers.pcd.held`, the worker's own test on the same plan), as the job's
+    first line counts every worker (jobs.train; the dual solvers' twin is
+    jobs._say_where_held, here because no front end spells a solver's options)."""
+    from distsvm.workers.pcd import held, view_bytes
+
+    if p.pcd_mode != "exact" or len(plan.workers) < 2:
+        return
+    a, mb = plan.workers[0], view_bytes(cmeta) / 1e6
+    others = (f"; --pcd-mode parallel shares the column blocks among the {len(plan.workers)} "
+              "workers")
+    if len(held(cmeta, plan.cache_bytes[a], plan.free.get(a)).blocks) <= 1:
+        progress.note(f"train: {p.solver} on one worker ({a}), whose memory holds the column "
+                      f"view ({mb:.0f} MB) as one block: each round visits every feature in "
+                      "one random order, as LIBLINEAR does" + others)
+        return
+    progress.note(f"train: {p.solver} on one worker ({a}), the others idle: its memory does "
+                  f"not hold the column view ({mb:.0f} MB) as one block (block cache "
+                  f"{plan.cache_bytes[a] / 1e6:.0f} MB), so the view's {len(cmeta.blocks)} "
+                  "blocks are read through it, each block's features in a random order of "
+                  "their own (more rounds than one block)" + others)
+
+
 def columnize(dataset: Dataset, *, memory_mb: float = DEFAULT_MEMORY_MB,
               block_mb: float = DEFAULT_BLOCK_MB, client=None,
               progress: Progress | None = None) -> cols.ColumnsMeta:

@@ -84,7 +84,7 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
         resources.check_dataset(dataset, c)  # w and the blocks fit a worker, or one line
         cmeta = None
         if registry.SOLVERS[p.solver].reads == "columns":  # -s 5/6, pcd: built if missing
-            from .columns import ensure_columns
+            from .columns import ensure_columns, say_where
 
             cmeta = ensure_columns(dataset, c, progress)
         plan = plan or cluster.plan(c, len(meta.blocks), n_workers, dataset)
@@ -97,7 +97,7 @@ def train(data, *, client=None, scheduler: str | None = None, n_workers: int | N
                       f"{len(plan.workers)} workers"
                       + (f", {len(meta.classes)} classes one-vs-rest" if multiclass else ""))
         if cmeta is not None:
-            _say_where_columns(progress, p, plan, cmeta)
+            say_where(progress, p, plan, cmeta)
         start = time.perf_counter()
         with anytime.using(settings):
             results = _solve(c, p, dataset, plan, class_weight, multiclass, progress, checkpoint)
@@ -230,29 +230,6 @@ def _say_where_held(progress: Progress, p, plan: cluster.WorkerPlan, held: tuple
                   f"one worker ({owners[0]}), the others idle: no worker's memory holds the "
                   "store" + ("; --parallel line runs on every worker, in several times the "
                              'rounds (docs/benchmarks.md, "Scale out")' if parallel else ""))
-
-
-def _say_where_columns(progress: Progress, p, plan: cluster.WorkerPlan, cmeta) -> None:
-    """A solver over the column view in exact mode (-s 5/6, pcd) on several workers runs on
-    the plan's first: say so, and whether its memory holds the view as one block
-    (:func:`distsvm.workers.pcd.held`, the worker's own test on the same plan)."""
-    from distsvm.workers.pcd import held, view_bytes
-
-    if p.pcd_mode != "exact" or len(plan.workers) < 2:
-        return
-    a, mb = plan.workers[0], view_bytes(cmeta) / 1e6
-    others = (f"; --pcd-mode parallel shares the column blocks among the {len(plan.workers)} "
-              "workers")
-    if len(held(cmeta, plan.cache_bytes[a], plan.free.get(a)).blocks) <= 1:
-        progress.note(f"train: {p.solver} on one worker ({a}), whose memory holds the column "
-                      f"view ({mb:.0f} MB) as one block: each round visits every feature in "
-                      "one random order, as LIBLINEAR does" + others)
-        return
-    progress.note(f"train: {p.solver} on one worker ({a}), the others idle: its memory does "
-                  f"not hold the column view ({mb:.0f} MB) as one block (block cache "
-                  f"{plan.cache_bytes[a] / 1e6:.0f} MB), so the view's {len(cmeta.blocks)} "
-                  "blocks are read through it, each block's features in a random order of "
-                  "their own (more rounds than one block)" + others)
 
 
 def _solve(client, p, dataset, plan, class_weight, multiclass: bool, progress,
