@@ -203,6 +203,12 @@ def _common(p):
 
 
 
+def _compression_option(p) -> None:
+    p.add_argument("--compression", choices=params.SETTINGS["compression"].values, default="lz4",
+                   help="the row blocks' codec: lz4 (default) or none (no decoding when "
+                        "workers re-read the store, 1.4-3.6x the disk; docs/storage-format.md)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``distsvm`` command's parser: a subcommand each, ``train``'s options from the
     tables (:func:`_train_options`)."""
@@ -221,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--block-mb", type=float, metavar="MB",
                       help="megabytes of CSR per block (default 64)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    _compression_option(p)
     p.add_argument("--zero-based", action="store_true", help="feature indices start at 0")
     p.add_argument("--n-features", type=int, metavar="N",
                    help="number of features (default: the largest index seen)")
@@ -278,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     size.add_argument("--block-rows", type=int, metavar="N", help="rows per block")
     size.add_argument("--block-mb", type=float, metavar="MB",
                       help="megabytes of CSR per block (default 64)")
+    _compression_option(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("--serial", action="store_true", help="generate in this process, no cluster")
     _cluster_options(p)

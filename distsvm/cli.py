@@ -92,7 +92,7 @@ def _ingest(a, progress):
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
                   n_features=a.n_features, overwrite=a.overwrite, storage_options=storage_options(a),
                   progress=progress, sample_weight=a.weights, regression=a.regression,
-                  lock_timeout=a.lock_timeout,
+                  lock_timeout=a.lock_timeout, compression=a.compression,
                   label=a.label, indices=a.indices, values=a.values,
                   features=a.features.split(",") if a.features else None)
     if a.serial:
@@ -132,7 +132,8 @@ def _append(a, progress):
                          "takes the store's dtype, shuffles, and drops the column view)")
     options = {k: v for k, v in dict(block_rows=a.block_rows, block_mb=a.block_mb,
                                      zero_based=a.zero_based, n_features=a.n_features,
-                                     seed=a.seed, regression=a.regression).items()
+                                     seed=a.seed, regression=a.regression,
+                                     compression=a.compression).items()
                if v not in (None, False)}
     connect = contextlib.nullcontext if a.serial else lambda: client_for(
         a.scheduler, a.workers, progress=_announce(a, progress))
@@ -151,7 +152,8 @@ def _generate(a, progress):
     kwargs = dict(rows=a.rows, features=a.features, nnz_per_row=a.nnz_per_row, seed=a.seed,
                   zipf=a.zipf, density=a.density, noise=a.noise, block_rows=a.block_rows,
                   block_mb=None if a.block_rows else (a.block_mb or DEFAULT_BLOCK_MB),
-                  overwrite=a.overwrite, storage_options=storage_options(a), progress=progress)
+                  overwrite=a.overwrite, storage_options=storage_options(a), progress=progress,
+                  compression=a.compression)
     if a.serial:
         d = generate(a.store, **kwargs)
     else:

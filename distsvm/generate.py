@@ -50,9 +50,10 @@ def generate(store: str, *, rows: int, features: int, nnz_per_row: int, seed: in
              zipf: float = 1.0, density: float = 0.1, noise: float = 0.05,
              block_rows: int | None = None, block_mb: float | None = DEFAULT_BLOCK_MB,
              client=None, overwrite: bool = False, storage_options: dict | None = None,
-             progress: Progress | None = None) -> Dataset:
+             progress: Progress | None = None, compression: str = "lz4") -> Dataset:
     """Write ``rows`` × ``features`` synthetic rows (about ``nnz_per_row`` non-zeros each)
-    into a new dataset at ``store``, on ``client``'s workers (or in-process without one).
+    into a new dataset at ``store``, on ``client``'s workers (or in-process without one);
+    ``compression``: the row blocks' (ingest's).
 
     The result depends on the arguments only — not on the number of workers.
     """
@@ -62,7 +63,8 @@ def generate(store: str, *, rows: int, features: int, nnz_per_row: int, seed: in
     if not block_rows and not block_mb:
         raise ValueError("Give a block size: block_rows or block_mb")
     check_settings("generate", {"block_rows": block_rows,
-                                "block_mb": None if block_rows else block_mb})
+                                "block_mb": None if block_rows else block_mb,
+                                "compression": compression})
     start = time.perf_counter()
     n_blocks = ing.n_blocks_for(rows, rows * nnz_per_row, 4, block_rows, block_mb)
     edges = [(b * rows) // n_blocks for b in range(n_blocks + 1)]
@@ -70,7 +72,7 @@ def generate(store: str, *, rows: int, features: int, nnz_per_row: int, seed: in
         for b in range(n_blocks):
             run.submit(gen.write_block, stage, b, edges[b + 1] - edges[b], n_features=features,
                        nnz_per_row=nnz_per_row, zipf=zipf, density=density, noise=noise,
-                       seed=seed, storage_options=storage_options)
+                       seed=seed, storage_options=storage_options, compression=compression)
         results = run.results(progress, "generate: blocks")
         blocks = tuple(info for info, _ in results)
         counts = tuple(int(sum(c[k] for _, c in results)) for k in range(len(gen.CLASSES)))

@@ -120,7 +120,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
            storage_options: dict | None = None, progress: Progress | None = None,
            sample_weight=None, regression: bool = False, label: str | None = None,
            features=None, indices: str | None = None, values: str | None = None,
-           lock_timeout: float | None = None, provenance: dict | None = None) -> Dataset:
+           lock_timeout: float | None = None, provenance: dict | None = None,
+           compression: str = "lz4") -> Dataset:
     """Ingest ``source`` — a LIBSVM/svmlight file path or fsspec URL (plain, .gz, .bz2, .xz;
     a URL is read with ``storage_options``, as the store) or an ``(X, y)`` pair of a
     NumPy/SciPy matrix and labels — into a dataset at ``store``.
@@ -144,12 +145,17 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     :class:`distsvm.storage.lock.LockHeldError` then).  ``provenance``: entries added to the
     header's ``source`` (JSON; :mod:`distsvm.sources` records the file's fingerprint).
 
+    ``compression``: the row blocks' codec, "lz4" (Blosc-LZ4) or "none": uncompressed
+    blocks take 1.4-3.6x the disk and no CPU to decode, for a store that workers re-read
+    from a local disk while their cores are busy with the kernels (docs/storage-format.md).
+
     Every row's position in the source (its row number) is kept in its block
     (docs/storage-format.md), so that predictions can be written in the source's order.
     """
     params.check_settings("ingest", {  # block_mb has a default: block_rows takes over
         "block_rows": block_rows, "block_mb": None if block_rows else block_mb,
-        "n_features": n_features, "seed": seed, "lock_timeout": lock_timeout})
+        "n_features": n_features, "seed": seed, "lock_timeout": lock_timeout,
+        "compression": compression})
     if is_tabular(source, storage_options):
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with dask or tabular input")
@@ -159,7 +165,7 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
                               n_features=n_features, overwrite=overwrite,
                               storage_options=storage_options, progress=progress,
                               regression=regression, lock_timeout=lock_timeout,
-                              provenance=provenance)
+                              provenance=provenance, compression=compression)
     if label is not None or features or indices is not None or values is not None:
         raise ValueError(f"{source}: label, features, indices and values name the columns of a "
                          "dask dataframe or of Parquet/CSV files (.parquet, .csv)")
@@ -232,7 +238,8 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
                                block_rows=block_rows, block_mb=block_mb, overwrite=overwrite,
                                storage_options=storage_options, progress=progress, start=start,
                                regression=bool(regression), weighted=weights is not None,
-                               source={"index_base": index_base, **(provenance or {})})
+                               source={"index_base": index_base, **(provenance or {})},
+                               compression=compression)
     n_blocks = len(dataset.meta.blocks)
     progress.note(f"ingest: wrote {store}: {n_blocks} blocks in {time.perf_counter() - start:.1f}s")
     return dataset
@@ -290,7 +297,8 @@ def ingest_tabular(source, store: str, *, client=None, label=None, features=None
                    indices=None, values=None, classes=None, dtype="float32", shuffle=True,
                    seed=0, block_rows=None, block_mb=None, n_features=None, overwrite=False,
                    storage_options=None, progress: Progress | None = None, regression=False,
-                   lock_timeout=None, provenance: dict | None = None) -> Dataset:
+                   lock_timeout=None, provenance: dict | None = None,
+                   compression: str = "lz4") -> Dataset:
     """Ingest a dask ``(X, y)`` pair, a dask dataframe with a ``label`` column, or Parquet/CSV
     files (a path, glob or directory, local or any fsspec URL) into a store at ``store``:
     the LIBSVM path's three phases, each piece — a row chunk of a dask array, a partition
@@ -353,7 +361,7 @@ def ingest_tabular(source, store: str, *, client=None, label=None, features=None
                                storage_options=storage_options, progress=progress, start=start,
                                regression=bool(regression),
                                source={**{k: v for k, v in layout.items() if v is not None},
-                                       **(provenance or {})})
+                                       **(provenance or {})}, compression=compression)
     progress.note(f"ingest: wrote {store}: {len(dataset.meta.blocks)} blocks in "
                   f"{time.perf_counter() - start:.1f}s")
     return dataset
@@ -436,7 +444,7 @@ def workers_see(client, path) -> str | None:
 
 def write_blocks(stage, run, infos, summary, *, store, where, dtype, shuffle, seed, block_rows,
                  block_mb, overwrite, storage_options, progress, start, regression=False,
-                 weighted=False, source=None) -> Dataset:
+                 weighted=False, source=None, compression="lz4") -> Dataset:
     """Phases 2 and 3 once every part is written (``summary``: :func:`distsvm.storage.ingest.summarize`'s
     totals): plan the blocks, build them, remove the parts and commit the store."""
     n_rows, nnz, n_features, classes, counts = summary
@@ -456,7 +464,7 @@ def write_blocks(stage, run, infos, summary, *, store, where, dtype, shuffle, se
     first_rows = {info.part: int(f) for info, f in zip(infos, firsts)}
     for b, slices in enumerate(ing.plan_blocks(infos, bounds)):
         run.submit(ing.build_block, stage, b, slices, classes, dtype, weighted,
-                   storage_options, regression, first_rows)
+                   storage_options, regression, first_rows, compression)
     blocks = run.results(progress, "ingest: blocks")
     ing.remove_parts(stage, storage_options)
     meta = ds.DatasetMeta(

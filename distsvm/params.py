@@ -29,6 +29,7 @@ from collections.abc import Callable, Hashable, Mapping
 
 import numpy as np
 
+from distsvm.storage.dataset import COMPRESSIONS
 from distsvm.storage.errors import listed
 
 from .solvers import registry
@@ -792,7 +793,7 @@ def check_kwargs(owner: str, kwargs: dict, dataset=None, regression: bool | None
 SETTINGS = {
     "workers": Int(1), "block_rows": Int(1), "block_mb": Real(0.0),
     "lock_timeout": Real(0.0, low_open=False), "memory_mb": Real(0.0), "n_features": Int(1),
-    "seed": Int(0), "every": Int(1), "keep": Int(1),
+    "seed": Int(0), "every": Int(1), "keep": Int(1), "compression": OneOf(tuple(COMPRESSIONS)),
     **{name: c for name, o in options(Folds).items() for c in o.check if c is not None},
 }
 

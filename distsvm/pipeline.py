@@ -152,7 +152,8 @@ def ingest_partitions(spec: dict, paths: list[str], client, progress: Progress,
                   block_mb=None if opts.get("block_rows") else opts.get("block_mb",
                                                                          DEFAULT_BLOCK_MB),
                   n_features=opts.get("n_features"), client=client, progress=progress,
-                  regression=bool(opts.get("regression", False)))
+                  regression=bool(opts.get("regression", False)),
+                  compression=opts.get("compression", "lz4"))
     try:
         dataset = open_dataset(url, so)
     except StoreNotFoundError:
@@ -215,7 +216,9 @@ def _copy_store(part, url: str, record: dict, storage_options):
 
     stage = ds.prepare(url, overwrite=False, storage_options=storage_options)
     try:
-        infos = [ds.write_row_block(stage, info.name, part.read_block(i), storage_options)
+        compression = ds.compression_of(part)  # the spec's, which the part was ingested with
+        infos = [ds.write_row_block(stage, info.name, part.read_block(i), storage_options,
+                                    compression=compression)
                  for i, info in enumerate(part.meta.blocks)]
         meta = ds.dataclasses.replace(part.meta, blocks=tuple(infos),
                                       source={**part.meta.source, "appended": [record]})
@@ -235,7 +238,8 @@ def check(spec: dict) -> list[str]:
     where, so = spec["source"], spec.get("storage_options")
     opts = spec.get("ingest", {})
     check_settings(spec, where, {"ingest": {k: opts.get(k) for k in (
-                                     "block_rows", "block_mb", "n_features", "seed")},
+                                     "block_rows", "block_mb", "n_features", "seed",
+                                     "compression")},
                                  "": {"lock_timeout": spec.get("lock_timeout")}},
                    urls=[spec["dataset"], spec["holdout"], spec["registry"]],
                    outputs=[("dataset", spec["dataset"], True),

@@ -84,7 +84,9 @@ _COMPRESSOR = zarr.codecs.ZstdCodec(level=1)  # vs 3: 3x faster writes, 7% large
 # row): 4.56 MB for both, 7.5 against 8.6 ms to decode.  Uncompressed decodes in no time
 # but is 1.4-3.6x the bytes to read (a store beyond the page cache, or remote).  Stores
 # written with zstd read as before: the reader takes each array's codec from its metadata.
-_ROW_COMPRESSOR = zarr.codecs.BloscCodec(cname="lz4")
+# ``none`` is there for stores re-read from local disk by workers whose cores the decode
+# would take from the kernels (ingest's and generate's ``compression``; docs/storage-format.md).
+COMPRESSIONS = {"lz4": zarr.codecs.BloscCodec(cname="lz4"), "none": None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1033,9 +1035,10 @@ def _exists(url: str, storage_options: dict | None) -> bool:
 
 def write_row_block(stage: str, name: str, block: RowBlock,
                     storage_options: dict | None = None,
-                    position: np.ndarray | None = None) -> BlockInfo:
+                    position: np.ndarray | None = None, compression: str = "lz4") -> BlockInfo:
     """Write one row block (one chunk per array, ``weight`` and ``target`` if it has them)
-    into a staging group; ``position``: its rows' positions in their source (int64)."""
+    into a staging group, compressed as ``compression`` says (:data:`COMPRESSIONS`);
+    ``position``: its rows' positions in their source (int64)."""
     g = open_group(stage, mode="r+", storage_options=storage_options)
     bg = g["rows"].create_group(name, overwrite=True)
     crcs = {}
@@ -1047,7 +1050,7 @@ def write_row_block(stage: str, name: str, block: RowBlock,
     for k in (k for k, a in arrays.items() if a is not None):
         a = np.ascontiguousarray(arrays[k])
         arr = bg.create_array(k, shape=a.shape, chunks=(max(1, a.shape[0]),), dtype=a.dtype,
-                              compressors=_ROW_COMPRESSOR, fill_value=0)
+                              compressors=COMPRESSIONS[compression], fill_value=0)
         if a.size:
             arr[...] = a
         crcs[k] = _crc(a)
@@ -1091,6 +1094,17 @@ def abort(stage: str, url: str, storage_options: dict | None = None) -> None:
 
 def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def compression_of(dataset: Dataset) -> str:
+    """The :data:`COMPRESSIONS` entry ``dataset``'s row blocks are written with, as its first
+    block's ``indices`` array says: "none" if uncompressed, else "lz4" (also for a store
+    written with zstd before Blosc-LZ4 was the default)."""
+    if not dataset.meta.blocks:
+        return "lz4"
+    array = open_group(dataset.url, mode="r", storage_options=dataset.storage_options)[
+        f"rows/{dataset.meta.blocks[0].name}/indices"]
+    return "none" if len(array.metadata.codecs) == 1 else "lz4"
 
 
 def append(url: str, part: Dataset, record: dict, storage_options: dict | None = None,
@@ -1156,7 +1170,7 @@ def _append(url: str, target: Dataset, part: Dataset, record: dict,
     positioned = m.positioned and part.meta.positioned
     old = m.blocks if positioned else tuple(dataclasses.replace(
         b, crc32={k: v for k, v in b.crc32.items() if k != POSITION}) for b in m.blocks)
-    infos = []
+    infos, compression = [], compression_of(target)  # the store's, whatever the part's
     for i in range(part.n_blocks):
         b = part.read_block(i)
         block = RowBlock(b.indptr, b.indices, b.data,
@@ -1164,7 +1178,7 @@ def _append(url: str, target: Dataset, part: Dataset, record: dict,
         position = (read_block_positions(part.url, part.meta.blocks[i], part.storage_options)
                     + m.n_rows if positioned else None)
         infos.append(write_row_block(url, block_name(len(m.blocks) + i), block, storage_options,
-                                     position))
+                                     position, compression))
     counts = list(m.class_counts)
     for k, c in zip(remap, part.meta.class_counts, strict=True):
         counts[k] += c

@@ -129,14 +129,16 @@ def block_seed(seed: int, block: int) -> int:
 
 def write_block(stage: str, block: int, n_rows: int, *, n_features: int, nnz_per_row: int,
                 zipf: float, density: float, noise: float, seed: int,
-                storage_options: dict | None = None):
-    """Generate block ``block`` (``n_rows`` rows) and write it; return ``(BlockInfo, counts)``
-    with the number of rows of each class in :data:`CLASSES`."""
+                storage_options: dict | None = None, compression: str = "lz4"):
+    """Generate block ``block`` (``n_rows`` rows) and write it, compressed as ``compression``
+    says; return ``(BlockInfo, counts)`` with the number of rows of each class in
+    :data:`CLASSES`."""
     indptr, indices, data, labels = generate_rows(
         n_rows, n_features, nnz_per_row, float(zipf), float(density), float(noise),
         np.uint64(seed), block_seed(seed, block))
     y = (labels > 0).astype(np.int32)
     info = ds.write_row_block(stage, ds.block_name(block),
-                              ds.RowBlock(indptr, indices, data, y), storage_options)
+                              ds.RowBlock(indptr, indices, data, y), storage_options,
+                              compression=compression)
     n_pos = int(y.sum())
     return info, (n_rows - n_pos, n_pos)

@@ -213,12 +213,14 @@ def ordered_bounds(part_rows: list[int], n_blocks: int) -> list[np.ndarray]:
 def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
                 classes: tuple[float, ...], dtype: str, weighted: bool = False,
                 storage_options: dict | None = None, regression: bool = False,
-                first_rows: dict[int, int] | None = None) -> ds.BlockInfo:
+                first_rows: dict[int, int] | None = None,
+                compression: str = "lz4") -> ds.BlockInfo:
     """Phase 3: gather ``(part, row_start, row_stop)`` slices, order rows by key, write the
     block (with its instance weights if ``weighted``; ``regression``: the labels as the
-    block's targets, ``y`` zeros).  ``first_rows`` (part → the source row number of its
-    first row; parts are numbered in source order): the block also keeps every row's
-    position in the source, ``first_rows[part]`` + its index in the part's input order."""
+    block's targets, ``y`` zeros), compressed as ``compression`` says
+    (:data:`~distsvm.storage.dataset.COMPRESSIONS`).  ``first_rows`` (part → the source row
+    number of its first row; parts are numbered in source order): the block also keeps every
+    row's position in the source, ``first_rows[part]`` + its index in the part's input order."""
     fs, root = _fs(stage, storage_options)
     ptrs, inds, dats, labs, keys, wts, poss = [], [], [], [], [], [], []
     offset = 0
@@ -261,7 +263,7 @@ def build_block(stage: str, block: int, slices: list[tuple[int, int, int]],
         y, target = np.searchsorted(np.asarray(classes), labels).astype(np.int32), None
     return ds.write_row_block(stage, ds.block_name(block),
                               ds.RowBlock(indptr, indices, data, y, weight, target),
-                              storage_options, position)
+                              storage_options, position, compression)
 
 
 def plan_blocks(infos: list[PartInfo], bounds: list[np.ndarray]) -> list[list[tuple[int, int, int]]]:

@@ -259,3 +259,87 @@ def test_buffers_reuse_only_memory_that_no_array_refers_to():
     del big  # free, but 4 times what a small array needs: it would keep all of it alive
     assert b.empty(n, np.float32).ctypes.data != where
     assert b.empty(4 * n - n // 8, np.float32).ctypes.data == where  # within a quarter
+
+
+def _compressions(store: pathlib.Path) -> set[str]:
+    """The compressions of every row array of ``store``: "none" or the codec after bytes."""
+    found = set()
+    for block in (b for b in (store / "rows").iterdir() if b.is_dir()):
+        for array in block.iterdir():
+            if array.is_dir():
+                codecs = _codecs(store, block.name, array.name)
+                found.add(codecs[1]["name"] if len(codecs) > 1 else "none")
+    return found
+
+
+def test_compression_none_writes_blocks_that_read_and_train_alike(rows, tmp_path):
+    """ingest(..., compression="none") and generate(..., compression="none") write every row
+    array uncompressed; such a store holds the same blocks and trains the same model as
+    the LZ4 one, and a wrong name is one ValueError naming the choices."""
+    from distsvm.generate import generate
+
+    lz4 = ingest(rows, str(tmp_path / "lz4.zarr"), block_rows=200)
+    none = ingest(rows, str(tmp_path / "none.zarr"), block_rows=200, compression="none")
+    assert _compressions(tmp_path / "lz4.zarr") == {"blosc"}
+    assert _compressions(tmp_path / "none.zarr") == {"none"}
+    assert (ds.compression_of(lz4), ds.compression_of(none)) == ("lz4", "none")
+    for i in range(lz4.n_blocks):
+        for k in ds.ROW_ARRAYS:
+            np.testing.assert_array_equal(getattr(lz4.read_block(i), k),
+                                          getattr(none.read_block(i), k))
+    none.verify()
+    np.testing.assert_array_equal(train(lz4, eps=0.01, seed=3).w, train(none, eps=0.01, seed=3).w)
+    kw = dict(rows=2000, features=500, nnz_per_row=10, seed=1, block_rows=700)
+    g_lz4 = generate(str(tmp_path / "g.zarr"), **kw)
+    g_none = generate(str(tmp_path / "gn.zarr"), **kw, compression="none")
+    assert _compressions(tmp_path / "gn.zarr") == {"none"}
+    assert g_lz4.meta.blocks == g_none.meta.blocks  # the same rows: the same CRC-32s
+    with pytest.raises(ValueError, match=r"'compression'.*one of \['lz4', 'none'\].*'zip'"):
+        ingest(rows, str(tmp_path / "zip.zarr"), block_rows=200, compression="zip")
+    assert not (tmp_path / "zip.zarr").exists()
+
+
+def test_the_cli_and_appends_keep_a_store_s_compression(tmp_path, capsys):
+    """`ingest --compression none` and `generate --compression none` write uncompressed
+    blocks; `ingest --append` creates a store as its --compression says and then appends
+    blocks as the store's are written, whatever the later call's option; a typo is
+    argparse's one line, naming the choices; a pipeline spec's ingest.compression is
+    checked by the schema."""
+    from distsvm import pipeline
+    from distsvm.cli import main
+    from distsvm.spec import SpecError
+
+    from .conftest import data_lines
+
+    src = tmp_path / "a.svm"
+    src.write_text("".join(data_lines("a9a", 300)))
+    assert main(["ingest", str(src), str(tmp_path / "n.zarr"), "--compression", "none",
+                 "--serial", "-q"]) == 0
+    assert _compressions(tmp_path / "n.zarr") == {"none"}
+    assert main(["generate", str(tmp_path / "g.zarr"), "--rows", "500", "--features", "100",
+                 "--nnz-per-row", "5", "--compression", "none", "--serial", "-q"]) == 0
+    assert _compressions(tmp_path / "g.zarr") == {"none"}
+    for store, first in (("an.zarr", "none"), ("al.zarr", "lz4")):
+        for part, option in enumerate((first, "lz4" if first == "none" else "none")):
+            part_file = tmp_path / f"{store}-{part}.svm"
+            part_file.write_text("".join(data_lines("a9a", 300 * (part + 1))[300 * part:]))
+            assert main(["ingest", str(part_file), str(tmp_path / store), "--append",
+                         "--compression", option, "--serial", "-q"]) == 0
+        appended = open_dataset(str(tmp_path / store))
+        assert appended.meta.n_rows == 600 and len(appended.meta.source["appended"]) == 2
+        assert _compressions(tmp_path / store) == {"none" if first == "none" else "blosc"}
+        appended.verify()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(["ingest", str(src), str(tmp_path / "z.zarr"), "--compression", "zip"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'zip'" in err[0] and "'lz4', 'none'" in err[0], err
+    spec = tmp_path / "p.yaml"
+    spec.write_text(f"name: m\ndataset: {tmp_path / 'd.zarr'}\npartitions: {src}\n"
+                    f"holdout: {tmp_path / 'h.zarr'}\nregistry: {tmp_path / 'reg'}\n"
+                    "ingest: {compression: zip}\n")
+    with pytest.raises(SpecError, match="compression"):
+        pipeline.load_pipeline(spec)
+    spec.write_text(spec.read_text().replace("zip", "none"))
+    assert pipeline.load_pipeline(spec)["ingest"] == {"compression": "none"}
