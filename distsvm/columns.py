@@ -136,10 +136,11 @@ def _columnize(dataset: Dataset, memory_mb: float, block_mb: float, client,
     block_bytes = min(budget // 2, int(block_mb * 2**20))
     bounds = cols.plan_blocks(counts, itemsize, block_bytes)
     groups = cols.plan_groups(bounds, counts, itemsize, budget - block_bytes)
-    run.submit(cols.write_labels, url, list(meta.blocks), meta.n_rows, so)
+    compression = ds.compression_of(dataset)  # the view's blocks are written as the rows'
+    run.submit(cols.write_labels, url, list(meta.blocks), meta.n_rows, so, compression)
     for group in groups:
         run.submit(cols.build_group, url, list(meta.blocks), [bounds[b] for b in group],
-                   [ds.block_name(b) for b in group], counts, meta.dtype, so)
+                   [ds.block_name(b) for b in group], counts, meta.dtype, so, compression)
     y_crc, *infos = run.results(progress, "columnize: build")
     cmeta = cols.commit(dataset, cols.ColumnsMeta(
         n_rows=meta.n_rows, n_features=meta.n_features, nnz=meta.nnz, y_crc32=y_crc,

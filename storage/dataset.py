@@ -75,7 +75,6 @@ DTYPES = ("float32", "float64")
 # decode data only); any other is refused before a chunk is decoded (see checked_array).
 SAFE_CODECS = ("bytes", "zstd", "gzip", "blosc", "crc32c", "transpose")
 DIGEST = "digest"  # the metadata documents' SHA-256 entry (seal_metadata)
-_COMPRESSOR = zarr.codecs.ZstdCodec(level=1)  # vs 3: 3x faster writes, 7% larger (pypi-summaries)
 # Row blocks are re-read every round once they do not fit in the workers' memory, so their
 # codec is chosen for decoding (issue 31; docs/benchmarks.md): Blosc with LZ4 and byte
 # shuffle (shuffle by item size: the codec's default) against zstd level 1, per block of
@@ -86,6 +85,8 @@ _COMPRESSOR = zarr.codecs.ZstdCodec(level=1)  # vs 3: 3x faster writes, 7% large
 # written with zstd read as before: the reader takes each array's codec from its metadata.
 # ``none`` is there for stores re-read from local disk by workers whose cores the decode
 # would take from the kernels (ingest's and generate's ``compression``; docs/storage-format.md).
+# A column view (``cols/``) is written as the store's row blocks are (zstd level 1 until
+# 2026-11-29: read through Zarr, 2-3x the time of an LZ4 block read by hand).
 COMPRESSIONS = {"lz4": zarr.codecs.BloscCodec(cname="lz4"), "none": None}
 
 
@@ -838,8 +839,9 @@ def _local_chunk(url: str, path: str, dtype: str, n: int, files: list | None = N
 
 _DECODERS = {"zstd": numcodecs.Zstd(), "blosc": numcodecs.Blosc()}
 
-# Row blocks this process has verified, by the identity of their files then: read_row_block's
-# recheck=False skips the CRC-32s and content checks of a block whose files are the same.
+# Row and column blocks this process has verified, by the identity of their files then:
+# read_row_block's and read_column_block's recheck=False skips the CRC-32s and content checks
+# of a block whose files are the same.
 _VERIFIED: collections.OrderedDict = collections.OrderedDict()  # (url, name) -> _digest(seen)
 _verified_lock = threading.Lock()
 VERIFIED_MAX = 65536  # blocks remembered (least recently read forgotten first): ~16 MB at most

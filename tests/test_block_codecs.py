@@ -343,3 +343,57 @@ def test_the_cli_and_appends_keep_a_store_s_compression(tmp_path, capsys):
         pipeline.load_pipeline(spec)
     spec.write_text(spec.read_text().replace("zip", "none"))
     assert pipeline.load_pipeline(spec)["ingest"] == {"compression": "none"}
+
+
+@pytest.mark.parametrize("compression", ["lz4", "none"])
+def test_column_views_are_written_as_the_rows_and_read_by_hand(rows, tmp_path, monkeypatch,
+                                                               compression):
+    """A store's column view is written with its row blocks' compression and read straight
+    from its chunk files, the same arrays as through Zarr; a worker's read (recheck=False)
+    of an unchanged verified block skips its CRC-32s, and one whose chunk then changes is
+    refused."""
+    import os
+    import time
+
+    from distsvm.columns import columnize
+    from distsvm.storage import columns as cols
+
+    store = ingest(rows, str(tmp_path / "s.zarr"), block_rows=200, compression=compression)
+    cmeta = columnize(store, memory_mb=64, block_mb=0.001)
+    assert len(cmeta.blocks) > 1
+    want = {"lz4": "blosc", "none": "none"}[compression]
+    for info in cmeta.blocks:
+        for k in cols.COL_ARRAYS:
+            codecs = json.loads((tmp_path / "s.zarr" / "cols" / info.name / k / "zarr.json")
+                                .read_text())["codecs"]
+            assert (codecs[1]["name"] if len(codecs) > 1 else "none") == want
+    root = zarr.open_group(store.url, mode="r")
+    for info in cmeta.blocks:
+        files: list = []
+        for k in cols.COL_ARRAYS:
+            z = root["cols"][info.name][k][...]
+            a = ds._local_chunk(store.url, f"cols/{info.name}/{k}", str(z.dtype), len(z), files)
+            assert a is not None
+            np.testing.assert_array_equal(a, z)
+    info = cmeta.blocks[1]
+    monkeypatch.setattr(ds, "SETTLED_NS", 50_000_000)
+    time.sleep(0.1)
+    cols.read_column_block(store.url, info, recheck=False)  # verified and remembered
+    calls = _crc_calls(monkeypatch)
+    cols.read_column_block(store.url, info, recheck=False)
+    assert calls == []
+    cols.read_column_block(store.url, info)  # a plain read checks every time
+    assert len(calls) == len(cols.COL_ARRAYS)
+    chunk = tmp_path / "s.zarr" / "cols" / info.name / "data" / "c" / "0"
+    bad = cols.read_column_block(store.url, info).data.copy()
+    bad[0] += 1.0  # a sound chunk of other values: only the CRC-32 tells
+    new = chunk.with_name("0.new")
+    if compression == "none":
+        new.write_bytes(bad.tobytes())
+    else:
+        import numcodecs
+
+        new.write_bytes(numcodecs.Blosc(cname="lz4", shuffle=1, typesize=4).encode(bad))
+    os.replace(new, chunk)
+    with pytest.raises(CorruptStoreError, match=f"cols/{info.name}/data"):
+        cols.read_column_block(store.url, info, recheck=False)

@@ -78,7 +78,7 @@ def load_columns(url: str, info: ColumnInfo, cache_bytes: int,
             block = join_blocks([b for b, _ in loaded])
             colsq = np.concatenate([c for _, c in loaded])
         else:
-            block = read_column_block(url, info, storage_options)
+            block = read_column_block(url, info, storage_options, recheck=False)
             colsq = np.empty(block.n_cols)
             row_sqnorms(block.indptr, block.data, colsq)  # on CSC arrays: Σⱼ xⱼᵢ² per column
         return (block, colsq), block.nbytes + colsq.nbytes
