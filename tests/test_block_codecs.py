@@ -151,6 +151,20 @@ def _crc_calls(monkeypatch) -> list:
     return calls
 
 
+def _verified_once(monkeypatch, read) -> list:
+    """``read()`` (a worker's read, recheck=False) of a block whose files have settled, twice:
+    the second computes no CRC-32 (asserted); returns the CRC-32s computed from then on."""
+    import time
+
+    monkeypatch.setattr(ds, "SETTLED_NS", 50_000_000)
+    time.sleep(0.1)
+    read()  # verified and remembered
+    calls = _crc_calls(monkeypatch)
+    read()
+    assert calls == []
+    return calls
+
+
 def test_an_unchanged_block_is_verified_once_by_the_workers_reads(rows, tmp_path, monkeypatch):
     """recheck=False (what the workers' block reads ask): a block whose files have settled,
     once verified, is not checksummed again while they are unchanged — but a store's
@@ -186,18 +200,12 @@ def test_a_block_changed_after_its_verification_is_verified_again(rows, tmp_path
     bytes, its modification time put back, or replaced by a new file — is refused at its
     next read."""
     import os
-    import time
 
     store = ingest(rows, str(tmp_path / "s.zarr"), block_rows=200)
     if how == "same size":  # uncompressed: a changed value keeps the chunk's size
         _recode(tmp_path / "s.zarr", None)
     info = store.meta.blocks[1]
-    monkeypatch.setattr(ds, "SETTLED_NS", 50_000_000)
-    time.sleep(0.1)
-    ds.read_row_block(store.url, info, recheck=False)  # verified and remembered
-    calls = _crc_calls(monkeypatch)
-    ds.read_row_block(store.url, info, recheck=False)
-    assert calls == []
+    _verified_once(monkeypatch, lambda: ds.read_row_block(store.url, info, recheck=False))
     chunk = tmp_path / "s.zarr" / "rows" / info.name / "data" / "c" / "0"
     bad = store.read_block(1).data.copy()
     bad[0] += 1.0  # a sound chunk of other values: only the CRC-32 tells
@@ -353,7 +361,6 @@ def test_column_views_are_written_as_the_rows_and_read_by_hand(rows, tmp_path, m
     of an unchanged verified block skips its CRC-32s, and one whose chunk then changes is
     refused."""
     import os
-    import time
 
     from distsvm.columns import columnize
     from distsvm.storage import columns as cols
@@ -376,12 +383,8 @@ def test_column_views_are_written_as_the_rows_and_read_by_hand(rows, tmp_path, m
             assert a is not None
             np.testing.assert_array_equal(a, z)
     info = cmeta.blocks[1]
-    monkeypatch.setattr(ds, "SETTLED_NS", 50_000_000)
-    time.sleep(0.1)
-    cols.read_column_block(store.url, info, recheck=False)  # verified and remembered
-    calls = _crc_calls(monkeypatch)
-    cols.read_column_block(store.url, info, recheck=False)
-    assert calls == []
+    calls = _verified_once(monkeypatch, lambda: cols.read_column_block(store.url, info,
+                                                                       recheck=False))
     cols.read_column_block(store.url, info)  # a plain read checks every time
     assert len(calls) == len(cols.COL_ARRAYS)
     chunk = tmp_path / "s.zarr" / "cols" / info.name / "data" / "c" / "0"
