@@ -205,8 +205,9 @@ def _common(p):
 
 def _compression_option(p) -> None:
     p.add_argument("--compression", choices=params.SETTINGS["compression"].values, default="lz4",
-                   help="the row blocks' codec: lz4 (default) or none (no decoding when "
-                        "workers re-read the store, 1.4-3.6x the disk; docs/storage-format.md)")
+                   help="the store's codec (row blocks, column view): lz4 (default) or none "
+                        "(no decoding when workers re-read the store, 1.4-3.6x the disk; "
+                        "docs/storage-format.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -53,7 +53,7 @@ def generate(store: str, *, rows: int, features: int, nnz_per_row: int, seed: in
              progress: Progress | None = None, compression: str = "lz4") -> Dataset:
     """Write ``rows`` × ``features`` synthetic rows (about ``nnz_per_row`` non-zeros each)
     into a new dataset at ``store``, on ``client``'s workers (or in-process without one);
-    ``compression``: the row blocks' (ingest's).
+    ``compression``: the blocks' codec (ingest's).
 
     The result depends on the arguments only — not on the number of workers.
     """

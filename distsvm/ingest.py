@@ -145,9 +145,10 @@ def ingest(source, store: str, *, client=None, dtype: str = "float32", index_bas
     :class:`distsvm.storage.lock.LockHeldError` then).  ``provenance``: entries added to the
     header's ``source`` (JSON; :mod:`distsvm.sources` records the file's fingerprint).
 
-    ``compression``: the row blocks' codec, "lz4" (Blosc-LZ4) or "none": uncompressed
-    blocks take 1.4-3.6x the disk and no CPU to decode, for a store that workers re-read
-    from a local disk while their cores are busy with the kernels (docs/storage-format.md).
+    ``compression``: the blocks' codec (rows, and a column view built later), "lz4"
+    (Blosc-LZ4) or "none": uncompressed blocks take 1.4-3.6x the disk and no CPU to decode,
+    for a store that workers re-read from a local disk while their cores are busy with the
+    kernels (docs/storage-format.md).
 
     Every row's position in the source (its row number) is kept in its block
     (docs/storage-format.md), so that predictions can be written in the source's order.
