@@ -39,23 +39,40 @@ from .validation import row_costs
 MAX_INNER = 1000  # newGLMNET's inner CD cycles per Newton iteration (LIBLINEAR's max_iter)
 
 
-def _visit(url, cmeta, keys, cache_bytes, storage_options, fn, bias_fn):
+def _visit(url, cmeta, keys, cache_bytes, storage_options, fn, bias_fn, handoff=None,
+           then=None):
     """``fn(k, block)`` for each column block number in ``keys`` (``bias_fn()`` for the bias
     item, number ``len(cmeta.blocks)``), the next block read by the prefetch thread while
-    the kernel (which releases the GIL) works on the current one."""
+    the kernel (which releases the GIL) works on the current one.
+
+    ``handoff`` (a dict the caller keeps across calls, or None): it gets the read of the
+    item ``then`` (the next call's first), started while this call works on its last item,
+    and the next call starts with it — so that a block streamed every round is not waited
+    for when the round's random order puts it first (``-s 5`` on 2 × 512 MB workers,
+    docs/benchmarks.md).  The read lives as long as the dict: the caller's rounds, one
+    task."""
     def load(k):
         if k == len(cmeta.blocks):
             return None
         return load_columns(url, cmeta.blocks[k], cache_bytes, storage_options)[0]
 
-    ahead = _reader().submit(load, keys[0]) if keys else None
+    handed = handoff.pop("read", None) if handoff is not None else None
+    if keys and handed is not None and handed[0] == keys[0]:
+        ahead = handed[1]
+    else:
+        ahead = _reader().submit(load, keys[0]) if keys else None
+    del handed
     for i, k in enumerate(keys):
         block = ahead.result()
-        ahead = _reader().submit(load, keys[i + 1]) if i + 1 < len(keys) else None
+        if i + 1 < len(keys):
+            ahead = _reader().submit(load, keys[i + 1])
+        elif handoff is not None and then is not None:
+            handoff["read"] = (then, _reader().submit(load, then))
         if block is None:
             bias_fn()
         else:
             fn(k, block)
+        del block
 
 
 def initial(url: str, cmeta: ColumnsMeta, run: str, *, loss: int, bias: float, class_cost,
@@ -102,10 +119,11 @@ def objective(state, *, loss, n_features, reg, positive) -> float:
 
 
 def _cdn_round(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, shrink_at,
-               cache_bytes, storage_options, mine=None):
+               cache_bytes, storage_options, mine=None, handoff=None, then=False):
     """One outer iteration of CDN (Appendix F) over every item — or, in parallel mode, over
     an owner's items ``mine`` in the round's order; updates ``state`` (y, b, w, c, active)
-    and returns the stats."""
+    and returns the stats.  ``handoff``: :func:`_visit`'s; ``then``: whether to read the
+    next round's first block into it."""
     order, seeds = round_plan(seed, r, n_items(cmeta, bias))
     if mine is not None:
         order = [k for k in order if k in mine]
@@ -119,7 +137,8 @@ def _cdn_round(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, s
     def biased():
         kernel.cdn_bias(bias, y, positive, b, w, n_features, c, reg, active, shrink_at, stats)
 
-    _visit(url, cmeta, order, cache_bytes, storage_options, columns, biased)
+    first = round_plan(seed, r + 1, n_items(cmeta, bias))[0][0] if then else None
+    _visit(url, cmeta, order, cache_bytes, storage_options, columns, biased, handoff, first)
     return stats
 
 
@@ -282,12 +301,18 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
         state["inner_eps"] = resume.get("inner_eps", 1.0)
         state["ready"] = False
     n_rows = cmeta.n_rows
-    reports = []
+    reports, handoff, took = [], {}, 0.0
     while True:
         row = {}
         if loss == 1:
+            began = time.perf_counter()
+            # the next round's first block is read during this one's last, unless this round
+            # is likely the task's last (its time is up; a read for no round wastes a block)
+            more = began - start + took < seconds and not (stop_at and r >= stop_at) \
+                and r < max_rounds
             stats = _cdn_round(state, url, cmeta, r, seed, shrink_at=state["gmax_old"] / n_rows,
-                               **common)
+                               handoff=handoff, then=more, **common)
+            took = time.perf_counter() - began
             gnorm1 = stats[kernel.GNORM1]
             gnorm1_init = gnorm1 if r == 1 else gnorm1_init
             done = False
