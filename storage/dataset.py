@@ -87,7 +87,7 @@ DIGEST = "digest"  # the metadata documents' SHA-256 entry (seal_metadata)
 # would take from the kernels (ingest's and generate's ``compression``; docs/storage-format.md).
 # A column view (``cols/``) is written as the store's row blocks are (zstd level 1 until
 # 2026-11-29, read through Zarr: a 42 MB block of pypi-summaries's view took 188 ms to read
-# on a 512 MB worker, 47 ms in LZ4 read by hand; docs/benchmarks.md).
+# on a 512 MB worker, 45-55 ms in LZ4 read by hand; docs/benchmarks.md).
 COMPRESSIONS = {"lz4": zarr.codecs.BloscCodec(cname="lz4"), "none": None}
 
 

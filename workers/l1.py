@@ -119,10 +119,10 @@ def objective(state, *, loss, n_features, reg, positive) -> float:
 
 
 def _cdn_round(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, shrink_at,
-               cache_bytes, storage_options, mine=None, handoff=None, then=False):
+               cache_bytes, storage_options, mine=None, handoff=None, read_next=False):
     """One outer iteration of CDN (Appendix F) over every item — or, in parallel mode, over
     an owner's items ``mine`` in the round's order; updates ``state`` (y, b, w, c, active)
-    and returns the stats.  ``handoff``: :func:`_visit`'s; ``then``: whether to read the
+    and returns the stats.  ``handoff``: :func:`_visit`'s; ``read_next``: whether to read the
     next round's first block into it."""
     order, seeds = round_plan(seed, r, n_items(cmeta, bias))
     if mine is not None:
@@ -137,7 +137,7 @@ def _cdn_round(state, url, cmeta, r, seed, *, bias, reg, positive, n_features, s
     def biased():
         kernel.cdn_bias(bias, y, positive, b, w, n_features, c, reg, active, shrink_at, stats)
 
-    first = round_plan(seed, r + 1, n_items(cmeta, bias))[0][0] if then else None
+    first = round_plan(seed, r + 1, n_items(cmeta, bias))[0][0] if read_next else None
     _visit(url, cmeta, order, cache_bytes, storage_options, columns, biased, handoff, first)
     return stats
 
@@ -311,7 +311,7 @@ def exact_rounds(url: str, cmeta: ColumnsMeta, r: int, max_rounds: int, seed: in
             more = began - start + took < seconds and not (stop_at and r >= stop_at) \
                 and r < max_rounds
             stats = _cdn_round(state, url, cmeta, r, seed, shrink_at=state["gmax_old"] / n_rows,
-                               handoff=handoff, then=more, **common)
+                               handoff=handoff, read_next=more, **common)
             took = time.perf_counter() - began
             gnorm1 = stats[kernel.GNORM1]
             gnorm1_init = gnorm1 if r == 1 else gnorm1_init
