@@ -184,7 +184,7 @@ def _row_bytes(infos: list[BlockInfo]) -> float:
 
 def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], seed: int,
                   share: int, *, bias, n_features, loss, class_cost, eps, n_passes,
-                  positive, epsilon=0.0, stop=None):
+                  positive, shrink, epsilon=0.0, stop=None):
     """A DCD pass over block ``b``'s rows and the problem's cached informative rows of the
     other blocks, in one random permutation; then block ``b``'s part of the cache becomes
     its rows with αᵢ > 0 (a seeded sample of them, at most ``share`` rows).
@@ -195,11 +195,13 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
     not (docs/solvers/dcd.md, "Blocks and the stopping rule").  Every block's α stays in its
     state on this worker; a cached row's α is read from its block's state and written back
     (with the block's Σα and ΣDᵢᵢαᵢ² for the dual objective), so w = Σ αᵢyᵢxᵢ holds as
-    ever.  No shrinking in this mode (each visit starts with every row active): the
-    cached rows are the informative ones already.  Which rows of a block are cached is
-    kept in its state (``cached``, checkpointed), so a resumed run rebuilds the same cache
-    (:func:`_rebuild_cache`).  Classification only (``epsilon``, the SVR losses' p, is not
-    used: :func:`cache_rows` gives SVR no cache).
+    ever.  Shrinking (16) as :func:`_visit`'s: block ``b``'s rows shrunk at its last visit
+    stay out until ``shrink`` (the round's thresholds) is None, which reactivates them; the
+    cached rows are all visited each time (they are the informative ones), so a visit's
+    pass is over block b's active rows and the cache.  Which rows of a block are cached is
+    kept in its state (``cached``, checkpointed with its shrinking state), so a resumed run
+    rebuilds the same cache (:func:`_rebuild_cache`).  Classification only (``epsilon``,
+    the SVR losses' p, is not used: :func:`cache_rows` gives SVR no cache).
     """
     cache = blocks.run_state(run, CACHE, dict)  # {block index: (rows, RowBlock, sqnorm)}
     states = {c: _state(run, infos[c]) for c in cache if c != b}
@@ -210,10 +212,21 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
     alpha = np.concatenate([s["alpha"]] + [states[c]["alpha"][rows] for c, (rows, _, _)
                                            in others])
     cost = losses.costs(class_cost, joined.y, joined.weight)
-    state, index = kernel.new_state(joined.n_rows)
-    pg_max, pg_min, _, _, _, _ = kernel.dcd_passes(
+    n_own, own_index, own_state = block.n_rows, s["index"], s["state"]
+    if shrink is None:
+        own_state[kernel.ACTIVE] = n_own
+    act = int(own_state[kernel.ACTIVE])
+    # the joined rows' permutation buffer: block b's active rows, the cache, b's shrunk rows
+    index = np.concatenate([own_index[:act], np.arange(n_own, joined.n_rows, dtype=np.int32),
+                            own_index[act:]])
+    state = np.array([act + joined.n_rows - n_own, *(shrink or (np.inf, -np.inf))])
+    pg_max, pg_min, full, _, _, _ = kernel.dcd_passes(
         joined.indptr, joined.indices, joined.data, joined.y, positive, sq, w, bias,
         n_features, alpha, index, state, loss, cost, eps, n_passes, seed, 1.0, False, stop)
+    active, shrunk = index[:int(state[kernel.ACTIVE])], index[int(state[kernel.ACTIVE]):]
+    active = active[active < n_own]
+    own_index[:] = np.concatenate([active, shrunk[shrunk < n_own]])
+    own_state[kernel.ACTIVE] = len(active)
     start = block.n_rows
     for c, (rows, _, _) in others:
         part = slice(start, start + len(rows))
@@ -232,10 +245,10 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
                                                                  replace=False))
     s["cached"] = informative
     cache[b] = _piece(block, sqnorm, informative)
-    s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": True,
+    s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
                   "sum_alpha": float(own.sum()),
                   "sum_dsq": kernel.dual_dsq(own, loss, cost[:block.n_rows]),
-                  "active": block.n_rows, "skipped": False}
+                  "active": len(active), "skipped": False}
 
 
 def _piece(block, sqnorm, rows) -> tuple:
@@ -651,8 +664,8 @@ def ovr_batch(W, url: str, infos: list[BlockInfo], runs: list[str], positives: l
                             _visit_cached(W[j], b, block, sqnorm, runs[j], infos,
                                           block_seed(seed, rr, b),
                                           informative * block.n_rows // n_rows,
-                                          positive=positives[j], class_cost=class_costs[j],
-                                          stop=stop, **kw)
+                                          positive=positives[j], shrink=out[j]["shrink"],
+                                          class_cost=class_costs[j], stop=stop, **kw)
                         else:
                             _visit(W[j], block, sqnorm, _state(runs[j], infos[b]),
                                    block_seed(seed, rr, b), positive=positives[j],
