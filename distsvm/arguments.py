@@ -264,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("columnize", help="build the CSC column view of a store (for --solver pcd)")
     p.add_argument("store")
     p.add_argument("--block-mb", type=float, default=64.0, metavar="MB",
-                   help="megabytes of CSC per column block (default 64)")
+                   help="megabytes of CSC per column block at most (default 64; the blocks "
+                        "are as few as that allows, of about even size)")
     p.add_argument("--serial", action="store_true", help="run in this process, no cluster")
     _columnize_options(p)
     _cluster_options(p)

@@ -295,16 +295,33 @@ def column_bytes(n_cols: int, nnz: int, itemsize: int) -> int:
 
 
 def plan_blocks(counts: np.ndarray, itemsize: int, block_bytes: int) -> list[tuple[int, int]]:
-    """Split [0, n) into consecutive column ranges of at most ``block_bytes`` of CSC each
-    (a single column larger than that is a block of its own)."""
-    bounds, start, nnz = [], 0, 0
-    for c, k in enumerate(counts):
-        if c > start and column_bytes(c - start + 1, nnz + int(k), itemsize) > block_bytes:
-            bounds.append((start, c))
-            start, nnz = c, 0
-        nnz += int(k)
-    bounds.append((start, len(counts)))
-    return bounds
+    """Split [0, n) into consecutive column ranges of at most ``block_bytes`` of CSC each (a
+    single column larger than that is a block of its own): as few ranges as that allows,
+    and among such splits the one whose largest range is smallest, so that the blocks are
+    about even.  (Filling each block in turn left the last one small: pypi-summaries' 84 MB
+    view as 64 + 20 MB, whose two owners in ``--pcd-mode parallel`` then did 3:1 of the
+    work, and whose 64 MB block no 512 MB worker's cache held.)"""
+    if len(counts) == 0:
+        return [(0, 0)]
+    cum = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+    ends = 16 * np.arange(len(cum), dtype=np.int64) + cum * (4 + itemsize)
+    # column_bytes of the range [s, c) is ends[c] - ends[s] + 8
+
+    def split(cap: int) -> list[tuple[int, int]]:
+        bounds, start = [], 0
+        while start < len(counts):
+            stop = int(np.searchsorted(ends, ends[start] + cap - 8, side="right")) - 1
+            stop = min(max(stop, start + 1), len(counts))
+            bounds.append((start, stop))
+            start = stop
+        return bounds
+
+    fewest = len(split(block_bytes))
+    lo, hi = int(ends[-1] // fewest), block_bytes  # the smallest cap that splits as few
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if len(split(mid)) <= fewest else (mid + 1, hi)
+    return split(hi)
 
 
 def plan_groups(blocks: list[tuple[int, int]], counts: np.ndarray, itemsize: int,

@@ -179,3 +179,35 @@ class TestColumnReader(ReaderTests):
 
     def as_matrix(self, b, d):
         return sp.csc_matrix((b.data, b.indices, b.indptr), shape=(d.meta.n_rows, b.n_cols))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 60), min_size=1, max_size=40), st.integers(60, 3000))
+def test_column_blocks_are_as_few_as_the_bound_allows_and_even(counts, block_bytes):
+    """``plan_blocks``: consecutive ranges covering every column, each within ``block_bytes``
+    (or a single column), as few as filling each block in turn makes, and the largest of
+    them as small as any split into that many ranges allows (a brute-force search)."""
+    counts = np.array(counts)
+    n = len(counts)
+
+    def size(s, e):
+        return cols.column_bytes(e - s, int(counts[s:e].sum()), 4)
+
+    bounds = cols.plan_blocks(counts, 4, block_bytes)
+    assert bounds[0][0] == 0 and bounds[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:])) and all(s < e for s, e in bounds)
+    assert all(size(s, e) <= block_bytes or e - s == 1 for s, e in bounds)
+    filled, start = 0, 0  # filling each block in turn
+    while start < n:
+        stop = start + 1
+        while stop < n and size(start, stop + 1) <= block_bytes:
+            stop += 1
+        filled, start = filled + 1, stop
+    assert len(bounds) == filled
+    best = {(0, 0): 0}  # the smallest largest range of a split of columns [0, e) into k
+    for k in range(1, filled + 1):
+        for e in range(1, n + 1):
+            options = [max(best[k - 1, s], size(s, e)) for s in range(e) if (k - 1, s) in best]
+            if options:
+                best[k, e] = min(options)
+    assert max(size(s, e) for s, e in bounds) == best[filled, n]

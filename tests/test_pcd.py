@@ -190,11 +190,14 @@ def test_bias_matches_liblinear(client, a9a, a9a_store):
 # eps per (dataset, loss, mode) that reaches LIBLINEAR's optimum to 1e-3 relative with a
 # margin (measured; runs are deterministic).  phishing's 68 correlated binary features take CD
 # hundreds of rounds (docs/solvers/pcd.md), parallel mode's Jacobi steps across the two
-# workers' blocks the most, so its column view has just 2 blocks, one per worker.
+# workers' blocks the most, so its column view has just 2 blocks, one per worker (of even
+# size since 2026-11-29: features 0-26 and 27-67, 1.25 and 1.28 MB; squared hinge then takes
+# 1328 rounds at eps 1e-4, ending 2.6e-4 from the optimum; before, 43 features and 25, 1.97
+# and 0.57 MB, an owner's sequential CD over most of them reached it sooner).
 SHARED_EPS = {("w8a", "squared_hinge", "exact"): 1e-4, ("w8a", "squared_hinge", "parallel"): 1e-4,
               ("w8a", "logistic", "exact"): 1e-4, ("w8a", "logistic", "parallel"): 1e-4,
               ("phishing", "squared_hinge", "exact"): 5e-4,
-              ("phishing", "squared_hinge", "parallel"): 2e-4,
+              ("phishing", "squared_hinge", "parallel"): 1e-4,
               ("phishing", "logistic", "exact"): 1e-3, ("phishing", "logistic", "parallel"): 5e-4}
 SHARED_BLOCK_MB = {"w8a": 0.5, "phishing": 2.0}
 
@@ -226,7 +229,7 @@ def shared_problem(tmp_path_factory):
 def test_shared_datasets_match_liblinear(client, shared_problem, name, loss, mode):
     X, y, store, p_ref = shared_problem(name, loss)
     model = train(store, solver="pcd", loss=loss, eps=SHARED_EPS[name, loss, mode],
-                  max_rounds=1000, pcd_mode=mode, client=client)
+                  max_rounds=2000, pcd_mode=mode, client=client)
     assert model.summary["converged"]
     p = primal_objective(model.w, X, y, loss)
     assert abs(p - p_ref) <= 1e-3 * p_ref, (p, p_ref)
