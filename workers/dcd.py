@@ -91,11 +91,7 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps
                           loss=loss, cost=cost, eps=eps, n_passes=n_passes, shrink=shrink,
                           epsilon=epsilon, stop=stop)
     state = s["state"]
-    if shrink is None:
-        state[kernel.ACTIVE] = block.n_rows
-        state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = np.inf, -np.inf
-    else:
-        state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = shrink
+    _thresholds(state, block.n_rows, shrink)
     pg_max, pg_min, full, _, sum_a, sum_dsq = kernel.dcd_passes(
         block.indptr, block.indices, block.data, block.y, positive, sqnorm, w, bias,
         n_features, s["alpha"], s["index"], state, loss, cost, eps, n_passes, seed, 1.0, False,
@@ -103,6 +99,16 @@ def _visit(w, block, sqnorm, s, seed, *, bias, n_features, loss, class_cost, eps
     s["stats"] = {**(s["stats"] or {}), "pg_max": pg_max, "pg_min": pg_min, "full": bool(full),
                   "sum_alpha": sum_a, "sum_dsq": sum_dsq, "active": int(state[kernel.ACTIVE]),
                   "skipped": False}
+
+
+def _thresholds(state, n_rows: int, shrink) -> None:
+    """A block's shrinking state for its visit: the round's ``shrink`` = (M̄, m̄) of (16),
+    or with None every one of its ``n_rows`` rows active again and no thresholds."""
+    if shrink is None:
+        state[kernel.ACTIVE] = n_rows
+        state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = np.inf, -np.inf
+    else:
+        state[kernel.PG_MAX_OLD], state[kernel.PG_MIN_OLD] = shrink
 
 
 def _visit_svr(w, block, sqnorm, s, seed, *, bias, n_features, loss, cost, eps, n_passes,
@@ -213,17 +219,18 @@ def _visit_cached(w, b: int, block, sqnorm, run: str, infos: list[BlockInfo], se
                                            in others])
     cost = losses.costs(class_cost, joined.y, joined.weight)
     n_own, own_index, own_state = block.n_rows, s["index"], s["state"]
-    if shrink is None:
-        own_state[kernel.ACTIVE] = n_own
+    _thresholds(own_state, n_own, shrink)
     act = int(own_state[kernel.ACTIVE])
     # the joined rows' permutation buffer: block b's active rows, the cache, b's shrunk rows
     index = np.concatenate([own_index[:act], np.arange(n_own, joined.n_rows, dtype=np.int32),
                             own_index[act:]])
-    state = np.array([act + joined.n_rows - n_own, *(shrink or (np.inf, -np.inf))])
+    state = own_state.copy()
+    state[kernel.ACTIVE] += joined.n_rows - n_own  # the cached rows: all active
     pg_max, pg_min, full, _, _, _ = kernel.dcd_passes(
         joined.indptr, joined.indices, joined.data, joined.y, positive, sq, w, bias,
         n_features, alpha, index, state, loss, cost, eps, n_passes, seed, 1.0, False, stop)
-    active, shrunk = index[:int(state[kernel.ACTIVE])], index[int(state[kernel.ACTIVE]):]
+    kept = int(state[kernel.ACTIVE])
+    active, shrunk = index[:kept], index[kept:]
     active = active[active < n_own]
     own_index[:] = np.concatenate([active, shrunk[shrunk < n_own]])
     own_state[kernel.ACTIVE] = len(active)
