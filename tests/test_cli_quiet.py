@@ -146,6 +146,29 @@ def test_plain_script_with_worker_processes(tmp_path):
     assert "Nanny failed" not in p.stderr and "Traceback" not in p.stderr, p.stderr[-3000:]
 
 
+def test_a_closing_worker_s_heartbeat_failure_is_not_reported():
+    """The worker processes' preload drops Dask's "Failed to communicate with scheduler
+    during heartbeat" (an ERROR with tracebacks) once its worker is closing, which a
+    heartbeat in flight at a normal close logs; while the worker runs it is reported."""
+    import logging
+
+    from distributed import LocalCluster
+
+    from distsvm.worker_setup import HEARTBEAT_FAILED, ClosingHeartbeat
+
+    record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1,
+                               HEARTBEAT_FAILED + ".", None, None)
+    other = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1,
+                              "Unexpected exception during heartbeat. Closing worker.", None,
+                              None)
+    lc = LocalCluster(n_workers=1, processes=False, dashboard_address=None)
+    worker = next(iter(lc.workers.values()))
+    keep = ClosingHeartbeat(worker).filter
+    assert keep(record) and keep(other)  # running: reported
+    lc.close()
+    assert not keep(record) and keep(other)  # closed: only the heartbeat's failure dropped
+
+
 @pytest.mark.slow
 def test_ctrl_c_on_worker_processes_is_one_line(dna, tmp_path):
     """Ctrl-C as a terminal sends it (to the whole process group: the command and its worker
