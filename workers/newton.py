@@ -150,38 +150,37 @@ def trial(url: str, infos: list[BlockInfo], run: str, alpha: float, *, loss: int
     return total
 
 
-def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | None]:
+def pcg(xtdx, reg: np.ndarray, g: np.ndarray,
+        M: np.ndarray) -> tuple[np.ndarray, int, str | None]:
     """Preconditioned CG on ∇²f·s = −g, stopped by the quadratic-model rule (newton.cpp's
-    ``pcg``), ``hess_vec(v, out)`` writing ∇²f·v into ``out``; returns (s, CG iterations,
-    warning or None)."""
+    ``pcg``), with ∇²f·v = reg∘v + ``xtdx(v)``, the passes' Xᵀ(D(Xv)); returns (s, CG
+    iterations, warning or None).  A step's vector arithmetic is three compiled passes
+    (:func:`~distsvm.workers.kernels.newton.cg_curvature`, ``cg_update``,
+    ``cg_direction``), newton.cpp's operations in its order, in place (a worker's fresh
+    arrays of this size cost it page faults)."""
     n = len(g)
     s = np.zeros(n)
     r = -g
     z = r / M
     d = z.copy()
-    Hd, ad = np.empty(n), np.empty(n)
+    Hd = np.empty(n)
     zTr = dot(z, r)
     cgtol = min(EPS_CG, np.sqrt(np.sqrt(zTr)))
     Q = 0.0
     for k in range(1, max(n, 5) + 1):
-        hess_vec(d, Hd)
-        dHd = dot(d, Hd)
+        dHd = kernel.cg_curvature(reg, d, xtdx(d), Hd)
         if dHd <= 1e-16:  # avoids 0/0 in the step
             return s, k, None
         a = zTr / dHd
-        s += np.multiply(d, a, out=ad)  # s += a·d, r -= a·Hd, d = z + β·d: the same
-        r -= np.multiply(Hd, a, out=ad)  # arithmetic in place (a worker's fresh arrays
-        newQ = -0.5 * (dot(s, r) - dot(s, g))  # of this size cost it page faults)
+        sTr, sTg, znew = kernel.cg_update(a, d, Hd, g, M, s, r, z)
+        newQ = -0.5 * (sTr - sTg)
         Qdiff = newQ - Q
         if newQ > 0 or Qdiff > 0:
             return s, k, "quadratic approximation > 0 or increasing in CG"
         if k * Qdiff >= cgtol * newQ:
             return s, k, None
         Q = newQ
-        np.divide(r, M, out=z)
-        znew = dot(z, r)
-        d *= znew / zTr
-        d += z
+        kernel.cg_direction(znew / zTr, z, d)
         zTr = znew
     return s, max(n, 5), "reaching maximal number of CG steps"
 
@@ -189,12 +188,11 @@ def pcg(hess_vec, g: np.ndarray, M: np.ndarray) -> tuple[np.ndarray, int, str | 
 def direction(each, run, g, M, reg) -> tuple[np.ndarray, int, str | None]:
     """The Newton direction by :func:`pcg`, its Hessian-vector products by :func:`hess_vec`
     passes (``each``), preconditioned by newton.cpp's (1 − α)I + α·diag(∇²f) of ``M``."""
-    def product(v, out):
+    def xtdx(v):
         parts = each(hess_vec, run, v, threaded=True)
-        np.multiply(reg, v, out=out)
-        out += sum(parts[1:], parts[0])
+        return sum(parts[1:], parts[0])
 
-    return pcg(product, g, (1 - ALPHA_PCG) + ALPHA_PCG * M)
+    return pcg(xtdx, reg, g, (1 - ALPHA_PCG) + ALPHA_PCG * M)
 
 
 def line_search(each, run, kw, w, s, g, f, reg) -> tuple[float, list]:

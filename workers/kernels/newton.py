@@ -109,6 +109,44 @@ def hess_vec(indptr, indices, data, D, v, bias, n_features, out):
 
 
 @numba.njit(cache=True, nogil=True)
+def cg_curvature(reg, d, P, Hd):
+    """A CG step's ∇²f·d from the passes' sum ``P`` = Xᵀ(D(Xd)): ``Hd = reg∘d + P``;
+    returns dᵀHd.  One pass where the vector operations took three (workers.newton.pcg);
+    every sum in order, as :func:`dot` (the same bits)."""
+    total = 0.0
+    for j in range(len(d)):
+        h = reg[j] * d[j] + P[j]
+        Hd[j] = h
+        total += d[j] * h
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def cg_update(a, d, Hd, g, M, s, r, z):
+    """A CG step's updates in one pass: ``s += a·d``, ``r −= a·Hd``, ``z = r/M``; returns
+    (sᵀr, sᵀg, zᵀr), each summed in order as :func:`dot`."""
+    sr = sg = zr = 0.0
+    for j in range(len(s)):
+        sj = s[j] + d[j] * a
+        rj = r[j] - Hd[j] * a
+        zj = rj / M[j]
+        s[j] = sj
+        r[j] = rj
+        z[j] = zj
+        sr += sj * rj
+        sg += sj * g[j]
+        zr += zj * rj
+    return sr, sg, zr
+
+
+@numba.njit(cache=True, nogil=True)
+def cg_direction(beta, z, d):
+    """CG's next direction in place: ``d = β·d + z``."""
+    for j in range(len(d)):
+        d[j] = d[j] * beta + z[j]
+
+
+@numba.njit(cache=True, nogil=True)
 def loss_along(y, positive, cost, z, t, alpha, loss, p=None):
     """Σᵢ Cᵢξ(yᵢ(zᵢ + αtᵢ)) (SVR, ``p`` given: Σᵢ Cᵢξ(zᵢ + αtᵢ − yᵢ)): the loss part of
     f(w + αs) given z = Xw and t = Xs (no data read)."""
