@@ -137,9 +137,8 @@ def cases(k, X, y):
     for name in ("logistic", "squared_hinge"):
         code = losses.code(name)
         out[f"newton.fun_grad {name}"] = (
-            lambda g, h, code=code: newton.fun_grad(*csr, y, 1, cost, w_mid, BIAS, d, code, z, D,
-                                                    g, h),
-            lambda: (np.zeros(dim), np.zeros(dim)))
+            lambda wgd, code=code: newton.fun_grad(*csr, y, 1, cost, wgd, BIAS, d, code, z, D),
+            lambda: (newton.side_by_side(w_mid, 2),))
         out[f"newton.loss_along {name}"] = (
             lambda code=code: newton.loss_along(y, 1, cost, z_mid, t, 0.5, code), tuple)
 

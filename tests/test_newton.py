@@ -51,9 +51,11 @@ def _kernel_f_grad(X, y, w, cost, loss, bias):
     """(f, ∇f, D, diag) at w from the kernel, with the coordinator's ½wᵀw added."""
     n = X.shape[1]
     z, D = np.empty(X.shape[0]), np.empty(X.shape[0])
-    grad, diag = np.zeros(len(w)), np.zeros(len(w))
+    wgd = kernel.side_by_side(w, 2)
     out = kernel.fun_grad(X.indptr.astype(np.int64), X.indices, X.data, (y > 0).astype(np.int32),
-                          1, cost, w, bias, n, losses.code(loss), z, D, grad, diag)
+                          1, cost, wgd, bias, n, losses.code(loss), z, D)
+    assert np.array_equal(wgd[:, 0], w)  # read, not written
+    grad, diag = wgd[:, 1].copy(), wgd[:, 2].copy()
     if bias >= 0:
         grad[n], diag[n] = out[1], out[2]
     return 0.5 * w @ w + out[0], grad + w, D, diag
@@ -99,8 +101,10 @@ def test_gradient_and_hessian_vector_match_finite_differences(a9a, loss, bias):
     n = X.shape[1]
     for _ in range(3):
         v = rng.normal(size=len(w))
-        hv = np.zeros(len(w))
-        hb = kernel.hess_vec(X.indptr.astype(np.int64), X.indices, X.data, D, v, bias, n, hv)
+        vo = kernel.side_by_side(v, 1)
+        hb = kernel.hess_vec(X.indptr.astype(np.int64), X.indices, X.data, D, vo, bias, n)
+        assert np.array_equal(vo[:, 0], v)
+        hv = vo[:, 1].copy()
         if bias >= 0:
             hv[n] = hb
         hv += v

@@ -59,12 +59,11 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
     """:func:`evaluate`'s pass; with ``direction`` s, also t = Xs of each block and the
     loss along it at α = 1 from the block's z (→ z₀) and t, before z becomes Xw.  Each
     block's rows are shared among ``threads`` threads (:func:`blocks.each_block`)."""
-    dim = n_features + (bias >= 0)
     p = epsilon if losses.is_regression(loss) else None  # the kernels' SVR switch
 
-    def make():
-        return {"loss": 0.0, "grad": np.zeros(dim), "diag": np.zeros(dim), "grad_b": 0.0,
-                "diag_b": 0.0, "correct": 0, "along": 0.0}
+    def make():  # "wgd": w, and the gradient's and preconditioner's sums beside it
+        return {"loss": 0.0, "wgd": kernel.side_by_side(w, 2), "grad_b": 0.0, "diag_b": 0.0,
+                "correct": 0, "along": 0.0}
 
     def visit(info, block, acc, rows):
         s = _state(run, info, block, class_cost)
@@ -75,19 +74,20 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
                             n_features, t)
             z0[:] = z  # the line search's start; z becomes X(w + s)
             acc["along"] += kernel.loss_along(y, positive, cost, z0, t, 1.0, loss, p)
-        out = kernel.fun_grad(part.indptr, part.indices, part.data, y, positive, cost, w,
-                              bias, n_features, loss, z, D, acc["grad"], acc["diag"], p)
+        out = kernel.fun_grad(part.indptr, part.indices, part.data, y, positive, cost,
+                              acc["wgd"], bias, n_features, loss, z, D, p)
         acc["loss"] += out[0]
         acc["grad_b"] += out[1]
         acc["diag_b"] += out[2]
         acc["correct"] += out[3]
 
     total = blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit, make)
+    grad, diag = total["wgd"][:, 1].copy(), total["wgd"][:, 2].copy()  # column 0: unused
     if bias >= 0:
-        total["grad"][n_features] = total["grad_b"]
-        total["diag"][n_features] = total["diag_b"]
+        grad[n_features] = total["grad_b"]
+        diag[n_features] = total["diag_b"]
     _point(run, infos)["w"] = w
-    return {k: total[k] for k in ("loss", "grad", "diag", "correct", "along")}
+    return {"grad": grad, "diag": diag, **{k: total[k] for k in ("loss", "correct", "along")}}
 
 
 def evaluate(url: str, infos: list[BlockInfo], run: str, w: np.ndarray, *, bias: float,
@@ -114,14 +114,14 @@ def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias:
     def visit(info, block, acc, rows):
         part = blocks.rows_of(block, rows)
         acc["b"] += kernel.hess_vec(part.indptr, part.indices, part.data,
-                                    _state(run, info)["D"][rows], v, bias, n_features,
-                                    acc["out"])
+                                    _state(run, info)["D"][rows], acc["vo"], bias, n_features)
 
     total = blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit,
-                              lambda: {"out": np.zeros(n_features + (bias >= 0)), "b": 0.0})
+                              lambda: {"vo": kernel.side_by_side(v, 1), "b": 0.0})
+    out = total["vo"][:, 1].copy()  # column 0: unused
     if bias >= 0:
-        total["out"][n_features] = total["b"]
-    return total["out"]
+        out[n_features] = total["b"]
+    return out
 
 
 def step(url: str, infos: list[BlockInfo], run: str, s: np.ndarray, *, bias: float,
