@@ -138,7 +138,7 @@ def cases(k, X, y):
         code = losses.code(name)
         out[f"newton.fun_grad {name}"] = (
             lambda wgd, code=code: newton.fun_grad(*csr, y, 1, cost, wgd, BIAS, d, code, z, D),
-            lambda: (newton.side_by_side(w_mid, 2),))
+            lambda: (newton.side_by_side(w_mid, None, None),))
         out[f"newton.loss_along {name}"] = (
             lambda code=code: newton.loss_along(y, 1, cost, z_mid, t, 0.5, code), tuple)
 

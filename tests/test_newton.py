@@ -51,7 +51,7 @@ def _kernel_f_grad(X, y, w, cost, loss, bias):
     """(f, ∇f, D, diag) at w from the kernel, with the coordinator's ½wᵀw added."""
     n = X.shape[1]
     z, D = np.empty(X.shape[0]), np.empty(X.shape[0])
-    wgd = kernel.side_by_side(w, 2)
+    wgd = kernel.side_by_side(w, None, None)
     out = kernel.fun_grad(X.indptr.astype(np.int64), X.indices, X.data, (y > 0).astype(np.int32),
                           1, cost, wgd, bias, n, losses.code(loss), z, D)
     assert np.array_equal(wgd[:, 0], w)  # read, not written
@@ -59,6 +59,30 @@ def _kernel_f_grad(X, y, w, cost, loss, bias):
     if bias >= 0:
         grad[n], diag[n] = out[1], out[2]
     return 0.5 * w @ w + out[0], grad + w, D, diag
+
+
+@pytest.mark.parametrize("bias", [-1.0, 0.7])
+def test_gradient_pass_with_a_direction_takes_xs_in_the_same_loop(a9a, bias):
+    """The step pass's kernel (fun_grad with t: s beside w, Xs in the loop that takes Xw)
+    gives the decision values' Xs and the plain gradient pass's sums, to the bit."""
+    from distsvm.workers.kernels.linear import decision_values
+
+    X, y = a9a
+    n = X.shape[1]
+    rng = np.random.default_rng(4)
+    w, s = rng.normal(size=n + (bias >= 0)) * 0.1, rng.normal(size=n + (bias >= 0)) * 0.1
+    args = (X.indptr.astype(np.int64), X.indices, X.data, (y > 0).astype(np.int32), 1,
+            np.full(len(y), 0.8))
+    z, D, t = (np.empty(len(y)) for _ in range(3))
+    plain, fused = kernel.side_by_side(w, None, None), kernel.side_by_side(w, None, None, s)
+    a = kernel.fun_grad(*args, plain, bias, n, losses.code("logistic"), z, D)
+    z2, D2 = np.empty(len(y)), np.empty(len(y))
+    b = kernel.fun_grad(*args, fused, bias, n, losses.code("logistic"), z2, D2, None, t)
+    want = np.empty(len(y))
+    decision_values(args[0], X.indices, X.data, s, bias, n, want)
+    assert t.tobytes() == want.tobytes() and a == b
+    assert z.tobytes() == z2.tobytes() and D.tobytes() == D2.tobytes()
+    assert fused[:, :3].tobytes() == plain.tobytes() and np.array_equal(fused[:, 3], s)
 
 
 def test_dot_once_has_the_bits_of_the_compiled_dot():
@@ -101,7 +125,7 @@ def test_gradient_and_hessian_vector_match_finite_differences(a9a, loss, bias):
     n = X.shape[1]
     for _ in range(3):
         v = rng.normal(size=len(w))
-        vo = kernel.side_by_side(v, 1)
+        vo = kernel.side_by_side(v, None)
         hb = kernel.hess_vec(X.indptr.astype(np.int64), X.indices, X.data, D, vo, bias, n)
         assert np.array_equal(vo[:, 0], v)
         hv = vo[:, 1].copy()

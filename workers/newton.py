@@ -26,7 +26,6 @@ from distsvm.storage import BlockInfo
 
 from . import blocks, losses
 from .kernels import newton as kernel
-from .kernels.linear import decision_values
 from .kernels.newton import dot
 
 ETA = 0.01  # sufficient decrease of the line search (newton.cpp)
@@ -61,21 +60,22 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
     block's rows are shared among ``threads`` threads (:func:`blocks.each_block`)."""
     p = epsilon if losses.is_regression(loss) else None  # the kernels' SVR switch
 
-    def make():  # "wgd": w, and the gradient's and preconditioner's sums beside it
-        return {"loss": 0.0, "wgd": kernel.side_by_side(w, 2), "grad_b": 0.0, "diag_b": 0.0,
-                "correct": 0, "along": 0.0}
+    def make():  # "wgd": w, the gradient's and preconditioner's sums beside it, and s
+        return {"loss": 0.0, "wgd": kernel.side_by_side(w, None, None, *(
+            () if direction is None else (direction,))), "grad_b": 0.0, "diag_b": 0.0,
+            "correct": 0, "along": 0.0}
 
     def visit(info, block, acc, rows):
         s = _state(run, info, block, class_cost)
         part = blocks.rows_of(block, rows)
         y, cost, z, z0, D, t = (s[k][rows] for k in ("y", "cost", "z", "z0", "D", "t"))
         if direction is not None:
-            decision_values(part.indptr, part.indices, part.data, direction, bias,
-                            n_features, t)
-            z0[:] = z  # the line search's start; z becomes X(w + s)
-            acc["along"] += kernel.loss_along(y, positive, cost, z0, t, 1.0, loss, p)
+            z0[:] = z  # the line search's start; z becomes X(w + s), t Xs
         out = kernel.fun_grad(part.indptr, part.indices, part.data, y, positive, cost,
-                              acc["wgd"], bias, n_features, loss, z, D, p)
+                              acc["wgd"], bias, n_features, loss, z, D, p,
+                              None if direction is None else t)
+        if direction is not None:
+            acc["along"] += kernel.loss_along(y, positive, cost, z0, t, 1.0, loss, p)
         acc["loss"] += out[0]
         acc["grad_b"] += out[1]
         acc["diag_b"] += out[2]
@@ -117,7 +117,7 @@ def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias:
                                     _state(run, info)["D"][rows], acc["vo"], bias, n_features)
 
     total = blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit,
-                              lambda: {"vo": kernel.side_by_side(v, 1), "b": 0.0})
+                              lambda: {"vo": kernel.side_by_side(v, None), "b": 0.0})
     out = total["vo"][:, 1].copy()  # column 0: unused
     if bias >= 0:
         out[n_features] = total["b"]

@@ -41,40 +41,62 @@ def dot(a, b):
     return total
 
 
-def side_by_side(v, accumulators: int) -> np.ndarray:
-    """A (len(v), 1 + ``accumulators``) array: ``v`` in column 0, zeros beside it.
+def side_by_side(*columns) -> np.ndarray:
+    """The columns side by side in one (d, k) float64 array: each a vector, or None for
+    zeros (an accumulator).
 
-    A pass reads vᵢ at a row's features and adds into its accumulators at the same
+    A pass reads a vector at a row's features and adds into its accumulators at the same
     features: side by side, the adds find the cache lines the reads brought in.  On
     pypi-summaries' rows (one thread) the Hessian-vector product took 0.82× the time of v
-    and its output as two vectors, the gradient pass 0.78× (docs/benchmarks.md)."""
-    out = np.zeros((len(v), 1 + accumulators))
-    out[:, 0] = v
+    and its output as two vectors, the gradient pass 0.78×, and the gradient pass with the
+    line search's Xs 0.69× of Xs and that pass apart (docs/benchmarks.md)."""
+    d = len(next(c for c in columns if c is not None))
+    out = np.zeros((d, len(columns)))
+    for j, c in enumerate(columns):
+        if c is not None:
+            out[:, j] = c
     return out
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _row_dot(indptr, indices, data, i, W, bias, n_features):
-    """wᵀxᵢ in float64 with w column 0 of ``W`` (:func:`side_by_side`), the bias feature
-    included: :func:`~distsvm.workers.kernels.linear.row_dot`'s sum."""
+def _row_dot(indptr, indices, data, i, W, j, bias, n_features):
+    """vᵀxᵢ in float64 with v column ``j`` of ``W`` (:func:`side_by_side`), the bias
+    feature included: :func:`~distsvm.workers.kernels.linear.row_dot`'s sum."""
     s = 0.0
     for k in range(indptr[i], indptr[i + 1]):
-        s += W[indices[k], 0] * data[k]
+        s += W[indices[k], j] * data[k]
+    if bias >= 0.0:
+        s += W[n_features, j] * bias
+    return s
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _row_dots(indptr, indices, data, i, W, bias, n_features):
+    """:func:`_row_dot` of columns 0 and 3 of ``W`` in one loop over the row: the same two
+    sums."""
+    s = u = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        x = data[k]
+        s += W[indices[k], 0] * x
+        u += W[indices[k], 3] * x
     if bias >= 0.0:
         s += W[n_features, 0] * bias
-    return s
+        u += W[n_features, 3] * bias
+    return s, u
 
 
 @numba.njit(cache=True, nogil=True)
 def fun_grad(indptr, indices, data, y, positive, cost, wgd, bias, n_features, loss, z, D,
-             p=None):
+             p=None, t=None):
     """The loss part of f, ∇f and the preconditioner at w, in one pass over a block.
 
     ``wgd`` is (d, 3): w in column 0, the gradient's and the preconditioner's accumulators
     in columns 1 and 2 (:func:`side_by_side`).  Writes zᵢ = wᵀxᵢ into ``z`` and Dᵢ into
     ``D``; adds Xᵀ(∂/∂z) and Σᵢ Dᵢxᵢⱼ² to columns 1 and 2 (their first ``n_features``
     rows).  Returns ``(Σ Cᵢξᵢ, bias part of the gradient, bias part of the
-    preconditioner, rows with mᵢ > 0 (SVR: rows in the tube, |rᵢ| ≤ p))``.
+    preconditioner, rows with mᵢ > 0 (SVR: rows in the tube, |rᵢ| ≤ p))``.  With ``t``,
+    ``wgd`` is (d, 4), a direction s in column 3, and tᵢ = sᵀxᵢ is written into ``t`` in
+    the same loop as zᵢ (the line search's Xs, :func:`distsvm.workers.newton.step`).
 
     ``p`` None: a classification loss; a float: an SVR loss of that ε.  Numba prunes the
     ``p is None`` branches when it compiles each case, so the classification kernel is the
@@ -86,7 +108,10 @@ def fun_grad(indptr, indices, data, y, positive, cost, wgd, bias, n_features, lo
     diag_b = 0.0
     correct = 0
     for i in range(len(indptr) - 1):
-        z[i] = _row_dot(indptr, indices, data, i, wgd, bias, n_features)
+        if t is None:  # pruned at compile time, as p
+            z[i] = _row_dot(indptr, indices, data, i, wgd, 0, bias, n_features)
+        else:
+            z[i], t[i] = _row_dots(indptr, indices, data, i, wgd, bias, n_features)
         c = cost[i]
         if p is None:
             yi = 1.0 if y[i] == positive else -1.0
@@ -125,7 +150,7 @@ def hess_vec(indptr, indices, data, D, vo, bias, n_features):
     for i in range(len(indptr) - 1):
         if D[i] == 0.0:
             continue
-        t = D[i] * _row_dot(indptr, indices, data, i, vo, bias, n_features)
+        t = D[i] * _row_dot(indptr, indices, data, i, vo, 0, bias, n_features)
         for k in range(indptr[i], indptr[i + 1]):
             vo[indices[k], 1] += t * data[k]
         if bias >= 0.0:
