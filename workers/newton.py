@@ -59,11 +59,12 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
     loss along it at α = 1 from the block's z (→ z₀) and t, before z becomes Xw.  Each
     block's rows are shared among ``threads`` threads (:func:`blocks.each_block`)."""
     p = epsilon if losses.is_regression(loss) else None  # the kernels' SVR switch
+    # w, the gradient's and the preconditioner's sums beside it, and s (a step pass)
+    columns = (w, None, None) if direction is None else (w, None, None, direction)
 
-    def make():  # "wgd": w, the gradient's and preconditioner's sums beside it, and s
-        return {"loss": 0.0, "wgd": kernel.side_by_side(w, None, None, *(
-            () if direction is None else (direction,))), "grad_b": 0.0, "diag_b": 0.0,
-            "correct": 0, "along": 0.0}
+    def make():
+        return {"loss": 0.0, "wgd": kernel.side_by_side(*columns), "grad_b": 0.0,
+                "diag_b": 0.0, "correct": 0, "along": 0.0}
 
     def visit(info, block, acc, rows):
         s = _state(run, info, block, class_cost)
@@ -82,7 +83,8 @@ def _fun_grad(url, infos, run, w, bias, n_features, loss, class_cost, positive, 
         acc["correct"] += out[3]
 
     total = blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit, make)
-    grad, diag = total["wgd"][:, 1].copy(), total["wgd"][:, 2].copy()  # column 0: unused
+    # columns 1 and 2: the sums; 0 (and 3): the threads' copies of w (and s) added, unused
+    grad, diag = total["wgd"][:, 1].copy(), total["wgd"][:, 2].copy()
     if bias >= 0:
         grad[n_features] = total["grad_b"]
         diag[n_features] = total["diag_b"]
@@ -118,7 +120,7 @@ def hess_vec(url: str, infos: list[BlockInfo], run: str, v: np.ndarray, *, bias:
 
     total = blocks.each_block(url, infos, cache_bytes, storage_options, threads, visit,
                               lambda: {"vo": kernel.side_by_side(v, None), "b": 0.0})
-    out = total["vo"][:, 1].copy()  # column 0: unused
+    out = total["vo"][:, 1].copy()  # column 0: the threads' copies of v added, unused
     if bias >= 0:
         out[n_features] = total["b"]
     return out
