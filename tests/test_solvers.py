@@ -30,7 +30,8 @@ CASES = [
     Case("dcd-l2", {**DCD, "loss": "squared_hinge"}, liblinear="-s 1", rtol=1e-4,
          blocks_rtol=1e-4),
     Case("dcd-l1", {**DCD, "loss": "hinge"}, liblinear="-s 3", rtol=1e-4, blocks_rtol=1e-4),
-    Case("dcd-lr", dict(DCD, loss="logistic", gap_tol=0.0, eps=1e-4, C=0.1),
+    # eps 1e-2: 110 rounds, (f - f*)/f* = 1e-6 on these rows (1e-4 took 240 rounds, 2.7e-9)
+    Case("dcd-lr", dict(DCD, loss="logistic", gap_tol=0.0, eps=1e-2, C=0.1),
          liblinear="-s 7", rtol=1e-5, opt_rtol=1e-5, blocks_rtol=1e-5),
     Case("dcd-add", {**DCD, "loss": "squared_hinge", "parallel": "add"}, liblinear="-s 1",
          rtol=1e-4, blocks_rtol=1e-4),
