@@ -208,7 +208,8 @@ SKIPPED = {  # (file, first line): why it is not run here
                      "distsvm generate s5200k-lz4.zarr --rows 5200000 --features 100000 "
                      "--nnz-per-row 100 --seed 7 --block-rows 20000 -q",
                      "python benchmarks/bench_early_stopping.py pypi.zarr pypi.t.zarr "
-                     "--repeat 7")},
+                     "--repeat 7",
+                     "python benchmarks/bench_smoothed_hinge.py ../shared/datasets/a9a.xz")},
     ("docs/benchmarks.md", "distsvm ingest ../shared/datasets/pypi-summaries.xz pypi.zarr"):
         "a benchmark measurement on the ../shared dataset pypi-summaries",
     ("docs/solvers/alm.md", "python benchmarks/bench_alm.py --datasets a9a w8a pendigits-lt5 "
