@@ -15,7 +15,7 @@ import signal
 import sys
 import warnings
 
-from .errors import on_interrupt
+from .errors import INTERRUPTED, on_interrupt
 
 
 def _as_command() -> bool:
@@ -42,7 +42,6 @@ try:  # these imports take a second (numpy, zarr): a Ctrl-C meanwhile is one lin
     from . import arguments, params
     from .arguments import EXIT_USAGE, storage_options
     from .errors import (
-        INTERRUPTED,
         LOG_FORMAT,
         ClusterError,
         MissingDependencyError,
@@ -54,8 +53,8 @@ try:  # these imports take a second (numpy, zarr): a Ctrl-C meanwhile is one lin
     from .params import DEFAULTS
     from .progress import Progress, now_iso
     from .solvers.registry import SOLVERS
-except KeyboardInterrupt:
-    if _as_command():
+except BaseException as exc:  # a Ctrl-C, or another error it caused (an import cut short)
+    if _as_command() and (isinstance(exc, KeyboardInterrupt) or INTERRUPTED.is_set()):
         print("ERROR: interrupted", file=sys.stderr)
         _exit_interrupted()
     raise
@@ -460,6 +459,10 @@ def _command(argv) -> int:
         with quiet_interrupt():  # from the start: an interrupt swallowed anywhere is seen
             code = _main(argv)
     except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except BaseException:  # a Ctrl-C that surfaced as another error, e.g. the ImportError
+        if not INTERRUPTED.is_set():  # numba's C extension raises for an import it cut
+            raise  # short ("numba._devicearray failed to import", 0.7 s into a pipeline run)
         code = EXIT_INTERRUPTED
     if _as_command():  # decided: a Ctrl-C while the process exits (its clusters close, the
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # interpreter finalizes) changes nothing
