@@ -25,6 +25,14 @@ def _as_command() -> bool:
         ("/distsvm", "/distsvm/__main__.py"))
 
 
+def _interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C: a KeyboardInterrupt, or any error raised once the
+    command's handler ran (:data:`INTERRUPTED`), such as the ImportError that numba's C
+    extension raises for an import the interrupt cut short ("numba._devicearray failed to
+    import", seen 0.7 s into a pipeline run)."""
+    return isinstance(exc, KeyboardInterrupt) or INTERRUPTED.is_set()
+
+
 def _exit_interrupted() -> None:
     """End the interrupted command now, status 130, its one line written: the interpreter's
     own exit (and unwinding half-done imports) could still end it by SIGINT, status -2, where
@@ -53,8 +61,8 @@ try:  # these imports take a second (numpy, zarr): a Ctrl-C meanwhile is one lin
     from .params import DEFAULTS
     from .progress import Progress, now_iso
     from .solvers.registry import SOLVERS
-except BaseException as exc:  # a Ctrl-C, or another error it caused (an import cut short)
-    if _as_command() and (isinstance(exc, KeyboardInterrupt) or INTERRUPTED.is_set()):
+except BaseException as exc:
+    if _as_command() and _interrupt(exc):
         print("ERROR: interrupted", file=sys.stderr)
         _exit_interrupted()
     raise
@@ -458,11 +466,9 @@ def _command(argv) -> int:
     try:
         with quiet_interrupt():  # from the start: an interrupt swallowed anywhere is seen
             code = _main(argv)
-    except KeyboardInterrupt:
-        code = EXIT_INTERRUPTED
-    except BaseException:  # a Ctrl-C that surfaced as another error, e.g. the ImportError
-        if not INTERRUPTED.is_set():  # numba's C extension raises for an import it cut
-            raise  # short ("numba._devicearray failed to import", 0.7 s into a pipeline run)
+    except BaseException as exc:
+        if not _interrupt(exc):
+            raise
         code = EXIT_INTERRUPTED
     if _as_command():  # decided: a Ctrl-C while the process exits (its clusters close, the
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # interpreter finalizes) changes nothing
